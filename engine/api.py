@@ -1,0 +1,114 @@
+"""The engine's public face: what pgwire (and tests, and the webhook server) call.
+
+pgwire depends on this module and on `engine.errors` / `engine.types` only. Everything a
+session does is synchronous and thread-safe: pgwire runs each call in a worker thread so
+one slow statement (FLUSH waits for a checkpoint) never blocks other connections.
+
+Lifecycle: `Database.open(config)` recovers the catalog and state from the data
+directory and starts the barrier loop; `db.connect(user, database)` gives a `Session`
+per client connection; `db.close()` stops the loop after a final checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine.types import Field, SqlType
+
+
+@dataclass(slots=True)
+class Notice:
+    """A NoticeResponse to send before the statement's completion."""
+
+    message: str
+    severity: str = "NOTICE"
+    sqlstate: str = "00000"
+    detail: str | None = None
+    hint: str | None = None
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """One statement's outcome.
+
+    `columns` is None for statements that return no rows (pgwire sends no RowDescription,
+    and answers Describe with NoData). `rows` holds Python values in the representation
+    documented in `engine.types`. `tag` is the PostgreSQL command tag (`SELECT 3`,
+    `INSERT 0 3`, `CREATE_MATERIALIZED_VIEW`...); `tag == ""` with `empty=True` means the
+    query string was empty (EmptyQueryResponse).
+    """
+
+    tag: str
+    columns: list[Field] | None = None
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    empty: bool = False
+    # ParameterStatus messages to send after this statement (e.g. after SET TimeZone)
+    status: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StatementDescription:
+    """What Describe(S) answers: parameter types (inferred where the client sent 0) and
+    result columns (None: NoData)."""
+
+    param_types: list[SqlType]
+    columns: list[Field] | None
+
+
+class PreparedStatement(Protocol):
+    """A parsed (and, where possible, bound) single statement; reusable across executions."""
+
+    sql: str
+    description: StatementDescription
+
+
+class Session(Protocol):
+    """One client connection's view of the database: session variables and statements."""
+
+    def execute_simple(self, sql: str) -> list[QueryResult]:
+        """Run every statement in `sql` (simple query protocol).
+
+        Returns one result per statement. If a statement fails, the `EngineError` raised
+        carries `.partial_results` (results of the statements before it) so pgwire can
+        send them first. An empty or comment-only string gives `[QueryResult("", empty=True)]`.
+        """
+        ...
+
+    def prepare(self, sql: str, param_types: list[SqlType | None]) -> PreparedStatement:
+        """Parse one statement (extended protocol Parse). `param_types[i]` is None where the
+        client sent OID 0: the type is inferred from context (VARCHAR if nothing tells)."""
+        ...
+
+    def execute(self, stmt: PreparedStatement, params: list[Any]) -> QueryResult:
+        """Run a prepared statement with parameter values already decoded to Python values
+        of `stmt.description.param_types` (None is NULL)."""
+        ...
+
+    def describe_portal(self, stmt: PreparedStatement, params: list[Any]) -> list[Field] | None:
+        """Result columns of the statement bound to these parameters (Describe P)."""
+        ...
+
+    def parameter_status(self) -> dict[str, str]:
+        """The ParameterStatus set sent after authentication."""
+        ...
+
+    @property
+    def timezone(self) -> str:
+        """The session's TimeZone setting (for timestamptz text output)."""
+        ...
+
+    def cancel(self) -> None:
+        """Ask the running statement to stop (CancelRequest); it raises QueryCanceled."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Database(Protocol):
+    def connect(self, user: str, database: str, options: dict[str, str] | None = None) -> Session:
+        """Open a session. Raises InvalidCatalogName for an unknown database."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,224 @@
+"""The engine's error tree: every user-facing failure is an `EngineError` carrying a SQLSTATE.
+
+pgwire walks `__cause__` to the first `EngineError` and turns it into an ErrorResponse
+(severity, SQLSTATE, message, detail, hint, position). Anything that is not an
+`EngineError` is an internal error: logged with its traceback, answered as XX000.
+
+Message style follows PostgreSQL: the primary message is lowercase with no final period;
+detail and hint are full sentences. Streaming refusals use RisingWave's wording
+(`Not supported: ...` with a HINT).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class EngineError(Exception):
+    """Base of all errors a client may see."""
+
+    sqlstate: ClassVar[str] = "XX000"
+    severity: ClassVar[str] = "ERROR"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        detail: str | None = None,
+        hint: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.position = position
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# -- syntax and naming (class 42) ---------------------------------------------------------
+class SqlSyntaxError(EngineError):
+    sqlstate = "42601"
+
+
+class UndefinedTable(EngineError):
+    sqlstate = "42P01"
+
+
+class UndefinedColumn(EngineError):
+    sqlstate = "42703"
+
+
+class UndefinedFunction(EngineError):
+    sqlstate = "42883"
+
+
+class UndefinedObject(EngineError):
+    sqlstate = "42704"
+
+
+class UndefinedParameter(EngineError):
+    sqlstate = "42P02"
+
+
+class DuplicateObject(EngineError):
+    sqlstate = "42710"
+
+
+class DuplicateTable(EngineError):
+    sqlstate = "42P07"
+
+
+class DuplicateColumn(EngineError):
+    sqlstate = "42701"
+
+
+class AmbiguousColumn(EngineError):
+    sqlstate = "42702"
+
+
+class DatatypeMismatch(EngineError):
+    sqlstate = "42804"
+
+
+class GroupingError(EngineError):
+    sqlstate = "42803"
+
+
+class InvalidColumnReference(EngineError):
+    sqlstate = "42P10"
+
+
+class WrongObjectType(EngineError):
+    sqlstate = "42809"
+
+
+class InsufficientPrivilege(EngineError):
+    sqlstate = "42501"
+
+
+class DependentObjectsStillExist(EngineError):
+    sqlstate = "2BP01"
+
+
+# -- data exceptions (class 22) -------------------------------------------------------------
+class DataError(EngineError):
+    sqlstate = "22000"
+
+
+class DivisionByZero(DataError):
+    sqlstate = "22012"
+
+
+class NumericValueOutOfRange(DataError):
+    sqlstate = "22003"
+
+
+class InvalidTextRepresentation(DataError):
+    sqlstate = "22P02"
+
+
+class InvalidDatetimeFormat(DataError):
+    sqlstate = "22007"
+
+
+class DatetimeFieldOverflow(DataError):
+    sqlstate = "22008"
+
+
+class StringDataRightTruncation(DataError):
+    sqlstate = "22001"
+
+
+class InvalidParameterValue(DataError):
+    sqlstate = "22023"
+
+
+class NullValueNotAllowed(DataError):
+    sqlstate = "22004"
+
+
+class InvalidJsonText(DataError):
+    sqlstate = "22032"
+
+
+class NotNullViolation(EngineError):
+    sqlstate = "23502"
+
+
+class UniqueViolation(EngineError):
+    sqlstate = "23505"
+
+
+# -- features, state, resources ----------------------------------------------------------------
+class FeatureNotSupported(EngineError):
+    """Refusals of SQL we do not run; message starts with `Not supported: `."""
+
+    sqlstate = "0A000"
+
+
+class InvalidParameterName(EngineError):
+    """Unknown session variable in SET/SHOW."""
+
+    sqlstate = "42704"
+
+
+class InvalidTransactionState(EngineError):
+    sqlstate = "25000"
+
+
+class ReadOnlyTransaction(EngineError):
+    sqlstate = "25006"
+
+
+class InvalidCursorName(EngineError):
+    sqlstate = "34000"
+
+
+class InvalidPreparedStatement(EngineError):
+    sqlstate = "26000"
+
+
+class ProtocolViolation(EngineError):
+    sqlstate = "08P01"
+
+
+class QueryCanceled(EngineError):
+    sqlstate = "57014"
+
+
+class AdminShutdown(EngineError):
+    sqlstate = "57P01"
+    severity = "FATAL"
+
+
+class InvalidAuthorization(EngineError):
+    sqlstate = "28000"
+    severity = "FATAL"
+
+
+class InvalidPassword(EngineError):
+    sqlstate = "28P01"
+    severity = "FATAL"
+
+
+class InvalidCatalogName(EngineError):
+    """Unknown database at connect time."""
+
+    sqlstate = "3D000"
+    severity = "FATAL"
+
+
+class ConnectorError(EngineError):
+    sqlstate = "58000"
+
+
+class InternalError(EngineError):
+    sqlstate = "XX000"
+
+
+def not_supported(what: str, hint: str | None = None) -> FeatureNotSupported:
+    """Build the RisingWave-style refusal `Not supported: <what>`."""
+    return FeatureNotSupported(f"Not supported: {what}", hint=hint)

@@ -1,0 +1,277 @@
+"""SQL types: the catalog's view of a column type, its Arrow storage and its PostgreSQL identity.
+
+Every column in the engine has a `SqlType`. The Arrow type says how values are stored in
+chunks; the `oid`/`typlen`/`pg_name` say how pgwire and the system catalogs present them.
+
+Python values (rows, parameters, constants) use one representation per type:
+
+| SqlType     | Arrow                         | Python value                       |
+|-------------|-------------------------------|------------------------------------|
+| boolean     | bool                          | bool                               |
+| smallint    | int16                         | int                                |
+| integer     | int32                         | int                                |
+| bigint      | int64                         | int                                |
+| real        | float32                       | float                              |
+| double      | float64                       | float                              |
+| numeric     | decimal128(38, 10)            | decimal.Decimal                    |
+| varchar     | string                        | str                                |
+| bytea       | binary                        | bytes                              |
+| date        | date32                        | datetime.date                      |
+| time        | time64[us]                    | datetime.time                      |
+| timestamp   | timestamp[us]                 | datetime.datetime (naive)          |
+| timestamptz | timestamp[us, tz=UTC]         | datetime.datetime (aware, UTC)     |
+| interval    | month_day_nano_interval       | pyarrow.MonthDayNano               |
+| jsonb       | string (canonical JSON text)  | str (canonical JSON text)          |
+| T[]         | list<T>                       | list                               |
+
+jsonb is stored as canonical text (see `engine.expr` for the canonical form) so equality,
+grouping and hashing on jsonb work on the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import pyarrow as pa
+
+NUMERIC_PRECISION = 38
+NUMERIC_SCALE = 10
+
+
+class TypeKind(Enum):
+    BOOLEAN = "boolean"
+    SMALLINT = "smallint"
+    INT = "integer"
+    BIGINT = "bigint"
+    REAL = "real"
+    DOUBLE = "double precision"
+    NUMERIC = "numeric"
+    VARCHAR = "character varying"
+    BYTEA = "bytea"
+    DATE = "date"
+    TIME = "time without time zone"
+    TIMESTAMP = "timestamp without time zone"
+    TIMESTAMPTZ = "timestamp with time zone"
+    INTERVAL = "interval"
+    JSONB = "jsonb"
+    LIST = "list"
+    UNKNOWN = "unknown"  # untyped NULL literal or parameter not yet inferred
+
+
+# kind -> (oid, array oid, typlen, pg typname, RisingWave display name)
+_PG: dict[TypeKind, tuple[int, int, int, str, str]] = {
+    TypeKind.BOOLEAN: (16, 1000, 1, "bool", "boolean"),
+    TypeKind.SMALLINT: (21, 1005, 2, "int2", "smallint"),
+    TypeKind.INT: (23, 1007, 4, "int4", "integer"),
+    TypeKind.BIGINT: (20, 1016, 8, "int8", "bigint"),
+    TypeKind.REAL: (700, 1021, 4, "float4", "real"),
+    TypeKind.DOUBLE: (701, 1022, 8, "float8", "double precision"),
+    TypeKind.NUMERIC: (1700, 1231, -1, "numeric", "numeric"),
+    TypeKind.VARCHAR: (1043, 1015, -1, "varchar", "character varying"),
+    TypeKind.BYTEA: (17, 1001, -1, "bytea", "bytea"),
+    TypeKind.DATE: (1082, 1182, 4, "date", "date"),
+    TypeKind.TIME: (1083, 1183, 8, "time", "time without time zone"),
+    TypeKind.TIMESTAMP: (1114, 1115, 8, "timestamp", "timestamp without time zone"),
+    TypeKind.TIMESTAMPTZ: (1184, 1185, 8, "timestamptz", "timestamp with time zone"),
+    TypeKind.INTERVAL: (1186, 1187, 16, "interval", "interval"),
+    TypeKind.JSONB: (3802, 3807, -1, "jsonb", "jsonb"),
+    TypeKind.UNKNOWN: (705, 0, -2, "unknown", "unknown"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SqlType:
+    """A SQL column type. `elem` is set only for LIST (SQL arrays)."""
+
+    kind: TypeKind
+    elem: SqlType | None = None
+
+    # -- identity ------------------------------------------------------------------
+    @property
+    def oid(self) -> int:
+        if self.kind is TypeKind.LIST:
+            assert self.elem is not None
+            return _PG[self.elem.kind][1]
+        return _PG[self.kind][0]
+
+    @property
+    def typlen(self) -> int:
+        if self.kind is TypeKind.LIST:
+            return -1
+        return _PG[self.kind][2]
+
+    @property
+    def pg_name(self) -> str:
+        """pg_type.typname (`int4`, `_int4` for arrays)."""
+        if self.kind is TypeKind.LIST:
+            assert self.elem is not None
+            return "_" + self.elem.pg_name
+        return _PG[self.kind][3]
+
+    @property
+    def display(self) -> str:
+        """The name users see in DESCRIBE and format_type (`integer`, `integer[]`)."""
+        if self.kind is TypeKind.LIST:
+            assert self.elem is not None
+            return self.elem.display + "[]"
+        return _PG[self.kind][4]
+
+    def __str__(self) -> str:
+        return self.display
+
+    # -- storage -------------------------------------------------------------------
+    @property
+    def arrow(self) -> pa.DataType:
+        k = self.kind
+        if k is TypeKind.LIST:
+            assert self.elem is not None
+            return pa.list_(self.elem.arrow)
+        return _ARROW[k]
+
+    # -- classification ------------------------------------------------------------
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind in (TypeKind.REAL, TypeKind.DOUBLE)
+
+    @property
+    def is_numeric(self) -> bool:
+        """Any number type (integer, float, numeric)."""
+        return self.is_integer or self.is_float or self.kind is TypeKind.NUMERIC
+
+    @property
+    def is_temporal(self) -> bool:
+        return self.kind in (
+            TypeKind.DATE,
+            TypeKind.TIME,
+            TypeKind.TIMESTAMP,
+            TypeKind.TIMESTAMPTZ,
+            TypeKind.INTERVAL,
+        )
+
+    @property
+    def is_string(self) -> bool:
+        return self.kind is TypeKind.VARCHAR
+
+
+_ARROW: dict[TypeKind, pa.DataType] = {
+    TypeKind.BOOLEAN: pa.bool_(),
+    TypeKind.SMALLINT: pa.int16(),
+    TypeKind.INT: pa.int32(),
+    TypeKind.BIGINT: pa.int64(),
+    TypeKind.REAL: pa.float32(),
+    TypeKind.DOUBLE: pa.float64(),
+    TypeKind.NUMERIC: pa.decimal128(NUMERIC_PRECISION, NUMERIC_SCALE),
+    TypeKind.VARCHAR: pa.string(),
+    TypeKind.BYTEA: pa.binary(),
+    TypeKind.DATE: pa.date32(),
+    TypeKind.TIME: pa.time64("us"),
+    TypeKind.TIMESTAMP: pa.timestamp("us"),
+    TypeKind.TIMESTAMPTZ: pa.timestamp("us", tz="UTC"),
+    TypeKind.INTERVAL: pa.month_day_nano_interval(),
+    TypeKind.JSONB: pa.string(),
+    TypeKind.UNKNOWN: pa.null(),
+}
+
+BOOLEAN = SqlType(TypeKind.BOOLEAN)
+SMALLINT = SqlType(TypeKind.SMALLINT)
+INT = SqlType(TypeKind.INT)
+BIGINT = SqlType(TypeKind.BIGINT)
+REAL = SqlType(TypeKind.REAL)
+DOUBLE = SqlType(TypeKind.DOUBLE)
+NUMERIC = SqlType(TypeKind.NUMERIC)
+VARCHAR = SqlType(TypeKind.VARCHAR)
+BYTEA = SqlType(TypeKind.BYTEA)
+DATE = SqlType(TypeKind.DATE)
+TIME = SqlType(TypeKind.TIME)
+TIMESTAMP = SqlType(TypeKind.TIMESTAMP)
+TIMESTAMPTZ = SqlType(TypeKind.TIMESTAMPTZ)
+INTERVAL = SqlType(TypeKind.INTERVAL)
+JSONB = SqlType(TypeKind.JSONB)
+UNKNOWN = SqlType(TypeKind.UNKNOWN)
+
+
+def list_of(elem: SqlType) -> SqlType:
+    return SqlType(TypeKind.LIST, elem)
+
+
+# Names accepted in DDL and casts (lower-case, whitespace-normalised).
+TYPE_NAMES: dict[str, SqlType] = {
+    "boolean": BOOLEAN,
+    "bool": BOOLEAN,
+    "smallint": SMALLINT,
+    "int2": SMALLINT,
+    "integer": INT,
+    "int": INT,
+    "int4": INT,
+    "bigint": BIGINT,
+    "int8": BIGINT,
+    "serial": INT,
+    "bigserial": BIGINT,
+    "real": REAL,
+    "float4": REAL,
+    "double precision": DOUBLE,
+    "double": DOUBLE,
+    "float8": DOUBLE,
+    "float": DOUBLE,
+    "numeric": NUMERIC,
+    "decimal": NUMERIC,
+    "varchar": VARCHAR,
+    "character varying": VARCHAR,
+    "text": VARCHAR,
+    "string": VARCHAR,
+    "char": VARCHAR,
+    "character": VARCHAR,
+    "bpchar": VARCHAR,
+    "name": VARCHAR,
+    "bytea": BYTEA,
+    "date": DATE,
+    "time": TIME,
+    "time without time zone": TIME,
+    "timestamp": TIMESTAMP,
+    "timestamp without time zone": TIMESTAMP,
+    "timestamptz": TIMESTAMPTZ,
+    "timestamp with time zone": TIMESTAMPTZ,
+    "interval": INTERVAL,
+    "jsonb": JSONB,
+    "json": JSONB,
+}
+
+OID_TO_TYPE: dict[int, SqlType] = {}
+for _t in (BOOLEAN, SMALLINT, INT, BIGINT, REAL, DOUBLE, NUMERIC, VARCHAR, BYTEA, DATE, TIME,
+           TIMESTAMP, TIMESTAMPTZ, INTERVAL, JSONB):
+    OID_TO_TYPE[_t.oid] = _t
+    OID_TO_TYPE[list_of(_t).oid] = list_of(_t)
+OID_TO_TYPE[25] = VARCHAR  # text
+OID_TO_TYPE[1042] = VARCHAR  # bpchar
+OID_TO_TYPE[19] = VARCHAR  # name
+OID_TO_TYPE[114] = JSONB  # json
+OID_TO_TYPE[26] = BIGINT  # oid
+OID_TO_TYPE[1009] = list_of(VARCHAR)  # text[]
+
+
+def type_from_oid(oid: int) -> SqlType | None:
+    """The SqlType for a client-declared parameter OID; None for 0 (infer) or unknown OIDs."""
+    if oid == 0:
+        return None
+    return OID_TO_TYPE.get(oid)
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A named, typed column of a relation or a result."""
+
+    name: str
+    type: SqlType
+    hidden: bool = False  # hidden columns (e.g. `_row_id`) are left out of `SELECT *`
+
+
+Schema = list[Field]
+
+
+def arrow_schema(fields: list[Field]) -> pa.Schema:
+    return pa.schema([pa.field(f.name, f.type.arrow) for f in fields])
