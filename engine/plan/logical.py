@@ -1,0 +1,194 @@
+"""Logical plan nodes: the bound, typed form of a query, shared by streaming and batch.
+
+The planner (`engine.plan.planner`) turns a sqlglot SELECT into a tree of these nodes.
+`engine.stream.build` turns the tree into dataflow operators for a materialized view;
+`engine.batch.executor` interprets the same tree once over committed snapshots for
+ad-hoc SELECT. Because both start from one tree and share the expression compiler, a
+view's contents equal its query run ad hoc.
+
+Every node has an output `schema` (hidden fields are carried for stream keys but left out
+of `SELECT *` results) and a `stream_key`: the output columns that identify a row (the
+materialized view's primary key), or None where no key can be derived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.catalog import Relation
+from engine.types import Field, SqlType
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate call: `kind` over input column `arg` (None for count(*))."""
+
+    kind: str  # count_star, count, sum, avg, min, max
+    arg: int | None
+    type: SqlType
+    distinct: bool = False
+    filter: int | None = None  # input column holding the FILTER (WHERE ...) predicate
+
+    def __str__(self) -> str:
+        inner = "*" if self.arg is None else f"${self.arg}"
+        if self.distinct:
+            inner = "distinct " + inner
+        name = "count" if self.kind == "count_star" else self.kind
+        s = f"{name}({inner})"
+        if self.filter is not None:
+            s += f" filter(${self.filter})"
+        return s
+
+
+@dataclass(frozen=True)
+class SortKey:
+    index: int
+    desc: bool = False
+    nulls_first: bool | None = None  # None: PostgreSQL default (NULLS LAST for ASC)
+
+    @property
+    def effective_nulls_first(self) -> bool:
+        return self.desc if self.nulls_first is None else self.nulls_first
+
+
+@dataclass(eq=False)
+class PlanNode:
+    schema: list[Field]
+    stream_key: list[int] | None
+
+    def inputs(self) -> list[PlanNode]:
+        return []
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def explain(self, indent: int = 0) -> list[str]:
+        lines = ["  " * indent + ("└─" if indent else "") + self.describe()]
+        for child in self.inputs():
+            lines.extend(child.explain(indent + 1))
+        return lines
+
+
+@dataclass(eq=False)
+class Scan(PlanNode):
+    relation: Relation = None  # type: ignore[assignment]
+
+    def describe(self) -> str:
+        cols = ", ".join(f.name for f in self.schema)
+        return f"Scan {{ table: {self.relation.name}, columns: [{cols}] }}"
+
+
+@dataclass(eq=False)
+class Filter(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    predicate: Any = None  # engine.expr.Expr
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        return f"Filter {{ predicate: {self.predicate} }}"
+
+
+@dataclass(eq=False)
+class Project(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    exprs: list[Any] = field(default_factory=list)  # engine.expr.Expr
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        return f"Project {{ exprs: [{', '.join(str(e) for e in self.exprs)}] }}"
+
+
+@dataclass(eq=False)
+class Agg(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    group_keys: list[int] = field(default_factory=list)
+    aggs: list[AggSpec] = field(default_factory=list)
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        kind = "HashAgg" if self.group_keys else "SimpleAgg"
+        keys = ", ".join(f"${k}" for k in self.group_keys)
+        aggs = ", ".join(str(a) for a in self.aggs)
+        return f"{kind} {{ group_key: [{keys}], aggs: [{aggs}] }}"
+
+
+@dataclass(eq=False)
+class Join(PlanNode):
+    left: PlanNode = None  # type: ignore[assignment]
+    right: PlanNode = None  # type: ignore[assignment]
+    kind: str = "inner"  # inner, left, right, full, cross
+    left_keys: list[int] = field(default_factory=list)
+    right_keys: list[int] = field(default_factory=list)
+    condition: Any = None  # residual predicate over left ++ right columns
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.left, self.right]
+
+    def describe(self) -> str:
+        eq = ", ".join(f"${a} = ${b + len(self.left.schema)}"
+                       for a, b in zip(self.left_keys, self.right_keys, strict=True))
+        cond = f", condition: {self.condition}" if self.condition is not None else ""
+        return f"HashJoin {{ type: {self.kind}, predicate: [{eq}]{cond} }}"
+
+
+@dataclass(eq=False)
+class Sort(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    keys: list[SortKey] = field(default_factory=list)
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        ks = ", ".join(f"${k.index} {'DESC' if k.desc else 'ASC'}" for k in self.keys)
+        return f"Sort {{ order: [{ks}] }}"
+
+
+@dataclass(eq=False)
+class Limit(PlanNode):
+    input: PlanNode = None  # type: ignore[assignment]
+    limit: int | None = None
+    offset: int = 0
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        return f"Limit {{ limit: {self.limit}, offset: {self.offset} }}"
+
+
+@dataclass(eq=False)
+class Values(PlanNode):
+    rows: list[list[Any]] = field(default_factory=list)  # rows of bound constant Exprs
+
+    def describe(self) -> str:
+        return f"Values {{ rows: {len(self.rows)} }}"
+
+
+@dataclass(eq=False)
+class UnionAll(PlanNode):
+    children: list[PlanNode] = field(default_factory=list)
+
+    def inputs(self) -> list[PlanNode]:
+        return list(self.children)
+
+    def describe(self) -> str:
+        return "Union { all: true }"
+
+
+def relations_scanned(node: PlanNode) -> list[Relation]:
+    out: list[Relation] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Scan) and all(r.id != n.relation.id for r in out):
+            out.append(n.relation)
+        stack.extend(n.inputs())
+    return out

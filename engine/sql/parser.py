@@ -1,0 +1,285 @@
+"""Split a query string into statements and parse each one.
+
+`parse_statements(sql)` returns `Statement`s: a `kind` (what the session dispatches on),
+the original text, and either a sqlglot tree (`ast`) or the fields our own parsers pulled
+out (`args`). Keeping the raw text matters: it is what SHOW CREATE prints and what a
+materialized view is re-planned from after a restart.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
+
+from engine.errors import SqlSyntaxError
+
+DIALECT = "risingwave"
+
+
+@dataclass
+class Statement:
+    kind: str  # 'select', 'insert', 'update', 'delete', 'create_table', 'create_mv', 'create_view',
+    # 'drop', 'flush', 'show', 'set', 'reset', 'begin', 'commit', 'rollback', 'describe',
+    # 'explain', 'show_create', 'discard', 'empty', 'noop'
+    sql: str
+    ast: exp.Expression | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    offset: int = 0  # where this statement starts in the query string (for error positions)
+
+
+def split_statements(sql: str) -> list[tuple[str, int]]:
+    """Split on top-level semicolons using sqlglot's tokenizer (quotes and comments aware)."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=DIALECT)
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}") from e
+    pieces: list[tuple[str, int]] = []
+    start = 0
+    for tok in tokens:
+        if tok.token_type is TokenType.SEMICOLON:
+            text = sql[start : tok.start]
+            if text.strip():
+                pieces.append((text, start))
+            start = tok.end + 1
+    tail = sql[start:]
+    if _strip_comments(tail).strip():
+        pieces.append((tail, start))
+    return pieces
+
+
+def _strip_comments(s: str) -> str:
+    s = re.sub(r"--[^\n]*", "", s)
+    return re.sub(r"/\*.*?\*/", "", s, flags=re.S)
+
+
+def parse_statements(sql: str) -> list[Statement]:
+    if not _strip_comments(sql).strip().strip(";").strip():
+        return [Statement("empty", sql)]
+    return [parse_one(text, off) for text, off in split_statements(sql)]
+
+
+_WORD = re.compile(r"\s*([A-Za-z_]+)")
+
+
+def _words(text: str, n: int) -> list[str]:
+    out = []
+    pos = 0
+    for _ in range(n):
+        m = _WORD.match(text, pos)
+        if not m:
+            break
+        out.append(m.group(1).upper())
+        pos = m.end()
+    return out
+
+
+def parse_one(text: str, offset: int = 0) -> Statement:
+    """Parse one statement (no trailing semicolon)."""
+    body = _strip_comments(text).strip()
+    words = _words(body, 4)
+    head = words[0] if words else ""
+    st = _parse_own(head, words, body, text)
+    if st is not None:
+        st.offset = offset
+        return st
+    append_only = False
+    sql_for_glot = text
+    if head == "CREATE" and re.search(r"\bAPPEND\s+ONLY\b", body, re.I):
+        append_only = True
+        sql_for_glot = re.sub(r"\bAPPEND\s+ONLY\b", "", text, flags=re.I)
+    ast = _glot(sql_for_glot, offset)
+    st = _classify(ast, text)
+    st.offset = offset
+    if append_only:
+        st.args["append_only"] = True
+    return st
+
+
+def _glot(text: str, offset: int) -> exp.Expression:
+    try:
+        trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+    except ParseError as e:
+        errs = e.errors or [{}]
+        first = errs[0]
+        near = first.get("highlight") or ""
+        msg = f'syntax error at or near "{near}"' if near else "syntax error"
+        pos = None
+        start = first.get("start_context")
+        if start is not None:
+            pos = offset + len(start) + 1
+        raise SqlSyntaxError(msg, position=pos) from e
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}") from e
+    trees = [t for t in trees if t is not None]
+    if len(trees) != 1:
+        raise SqlSyntaxError("syntax error: expected exactly one statement")
+    return trees[0]
+
+
+def _classify(ast: exp.Expression, text: str) -> Statement:
+    if isinstance(ast, exp.Command):
+        word = str(ast.this).upper()
+        raise SqlSyntaxError(
+            f'syntax error at or near "{word}"',
+            detail="This statement form is not supported by Swell yet.",
+        )
+    if isinstance(ast, (exp.Select, exp.Union, exp.Intersect, exp.Except)):
+        return Statement("select", text, ast)
+    if isinstance(ast, exp.Values):
+        return Statement("select", text, ast)
+    if isinstance(ast, exp.Insert):
+        return Statement("insert", text, ast)
+    if isinstance(ast, exp.Update):
+        return Statement("update", text, ast)
+    if isinstance(ast, exp.Delete):
+        return Statement("delete", text, ast)
+    if isinstance(ast, exp.Create):
+        kind = (ast.args.get("kind") or "").upper()
+        props = ast.args.get("properties")
+        materialized = bool(props and any(isinstance(p, exp.MaterializedProperty)
+                                          for p in props.expressions))
+        if kind == "TABLE":
+            return Statement("create_table", text, ast)
+        if kind == "VIEW" and materialized:
+            return Statement("create_mv", text, ast)
+        if kind == "VIEW":
+            return Statement("create_view", text, ast)
+        raise SqlSyntaxError(f'syntax error at or near "{kind}"',
+                             detail=f"CREATE {kind} is not supported by Swell yet.")
+    if isinstance(ast, exp.Drop):
+        return Statement("drop", text, ast)
+    if isinstance(ast, exp.Describe):
+        return Statement("describe", text, ast)
+    if isinstance(ast, exp.Column) or isinstance(ast, exp.Identifier):
+        raise SqlSyntaxError(f'syntax error at or near "{ast.sql()}"')
+    raise SqlSyntaxError(f'syntax error at or near "{type(ast).__name__.upper()}"',
+                         detail="This statement is not supported by Swell.")
+
+
+# -- our own statements ----------------------------------------------------------------------
+_SET_RE = re.compile(
+    r"^SET\s+(?:(SESSION|LOCAL)\s+)?(?P<name>[A-Za-z_][\w.]*)\s*(?:=|\bTO\b)\s*(?P<value>.+)$",
+    re.I | re.S,
+)
+_SET_TZ_RE = re.compile(r"^SET\s+(?:(?:SESSION|LOCAL)\s+)?TIME\s+ZONE\s+(?P<value>.+)$", re.I | re.S)
+_SHOW_LIST = {
+    "TABLES": "table",
+    "MATERIALIZED": "materialized view",
+    "VIEWS": "view",
+    "SOURCES": "source",
+    "SINKS": "sink",
+}
+
+
+def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement | None:
+    if head == "FLUSH" and len(words) == 1:
+        return Statement("flush", text)
+    if head in ("BEGIN", "START"):
+        return Statement("begin", text)
+    if head in ("COMMIT", "END"):
+        return Statement("commit", text)
+    if head in ("ROLLBACK", "ABORT"):
+        return Statement("rollback", text)
+    if head == "DISCARD":
+        return Statement("discard", text)
+    if head in ("DEALLOCATE", "CLOSE", "UNLISTEN", "LISTEN", "CHECKPOINT"):
+        return Statement("noop", text, args={"tag": head})
+    if head == "SET":
+        m = _SET_TZ_RE.match(body)
+        if m:
+            return Statement("set", text, args={"name": "timezone", "value": _set_value(m["value"])})
+        if len(words) > 1 and words[1] == "TRANSACTION" or words[1:3] == ["SESSION", "CHARACTERISTICS"]:
+            return Statement("noop", text, args={"tag": "SET"})
+        m = _SET_RE.match(body)
+        if not m:
+            raise SqlSyntaxError("syntax error at or near \"SET\"")
+        return Statement("set", text, args={"name": m["name"].lower(), "value": _set_value(m["value"])})
+    if head == "RESET":
+        rest = body[5:].strip()
+        return Statement("reset", text, args={"name": rest.lower()})
+    if head == "SHOW":
+        return _parse_show(words, body, text)
+    if head in ("DESCRIBE", "DESC") and len(words) >= 2:
+        name = body.split(None, 1)[1].strip()
+        return Statement("describe", text, args={"name": name})
+    if head == "EXPLAIN":
+        inner = re.sub(r"^EXPLAIN\s*(\([^)]*\))?\s*", "", body, flags=re.I)
+        inner = re.sub(r"^(VERBOSE|ANALYZE)\s+", "", inner, flags=re.I)
+        return Statement("explain", text, args={"inner": inner})
+    return None
+
+
+def _set_value(raw: str) -> str | None:
+    v = raw.strip()
+    if v.upper() == "DEFAULT":
+        return None
+    parts = [p.strip() for p in _split_commas(v)]
+    out = []
+    for p in parts:
+        if len(p) >= 2 and p[0] == p[-1] and p[0] in "'\"":
+            p = p[1:-1].replace("''", "'") if p[0] == "'" else p[1:-1]
+        out.append(p)
+    return ", ".join(out)
+
+
+def _split_commas(v: str) -> list[str]:
+    out, cur, q = [], [], None
+    for ch in v:
+        if q:
+            cur.append(ch)
+            if ch == q:
+                q = None
+        elif ch in "'\"":
+            q = ch
+            cur.append(ch)
+        elif ch == ",":
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _parse_show(words: list[str], body: str, text: str) -> Statement:
+    rest = body[4:].strip()
+    w1 = words[1] if len(words) > 1 else ""
+    if w1 in _SHOW_LIST:
+        m = re.match(
+            r"^(?:TABLES|MATERIALIZED\s+VIEWS|VIEWS|SOURCES|SINKS)"
+            r"(?:\s+(?:FROM|IN)\s+(?P<schema>\w+))?(?:\s+LIKE\s+'(?P<like>[^']*)')?\s*$",
+            rest,
+            re.I,
+        )
+        if not m:
+            raise SqlSyntaxError(f'syntax error at or near "{rest.split()[-1]}"')
+        return Statement(
+            "show_objects",
+            text,
+            args={"kind": _SHOW_LIST[w1], "schema": m["schema"], "like": m["like"]},
+        )
+    if w1 == "CREATE":
+        m = re.match(r"^CREATE\s+(TABLE|MATERIALIZED\s+VIEW|VIEW|SOURCE|SINK)\s+(.+)$", rest, re.I | re.S)
+        if not m:
+            raise SqlSyntaxError('syntax error at or near "CREATE"')
+        return Statement("show_create", text, args={"kind": " ".join(m[1].lower().split()),
+                                                    "name": m[2].strip()})
+    if w1 in ("DATABASES", "SCHEMAS", "PARAMETERS", "ALL"):
+        return Statement("show_special", text, args={"what": w1.lower()})
+    if w1 in ("COLUMNS",):
+        m = re.match(r"^COLUMNS\s+(?:FROM|IN)\s+(.+)$", rest, re.I)
+        if not m:
+            raise SqlSyntaxError('syntax error at or near "COLUMNS"')
+        return Statement("describe", text, args={"name": m[1].strip()})
+    if not rest:
+        raise SqlSyntaxError("syntax error at end of input")
+    name = " ".join(rest.split()).lower()
+    if name == "time zone":
+        name = "timezone"
+    return Statement("show", text, args={"name": name})

@@ -1,0 +1,54 @@
+"""Turn a logical plan into dataflow nodes for a materialized view.
+
+One operator per plan node, in post-order, so the node list is topologically sorted. Scans
+become edges from the upstream relation (no operator); the plan root gets a
+`MaterializeOp` keyed by the plan's stream key. State tables are named after the node's
+position (`n2.groups`), which is stable as long as the same SQL plans to the same tree,
+so a view re-planned after a restart finds its state.
+"""
+
+from __future__ import annotations
+
+from engine.errors import not_supported
+from engine.expr import EvalContext
+from engine.plan.logical import Agg, Filter, PlanNode, Project, Scan
+from engine.stream.graph import Allocator, Node
+from engine.stream.operators import (
+    AggCall,
+    FilterOp,
+    HashAggOp,
+    MaterializeOp,
+    ProjectOp,
+)
+
+
+def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list[Node]:
+    nodes: list[Node] = []
+
+    def visit(p: PlanNode) -> tuple[str, int]:
+        if isinstance(p, Scan):
+            return ("rel", p.relation.id)
+        ins = [visit(c) for c in p.inputs()]
+        alloc.prefix = f"n{len(nodes)}."
+        in_schema = p.inputs()[0].schema if p.inputs() else []
+        key = p.stream_key or []
+        if isinstance(p, Filter):
+            op = FilterOp(in_schema, p.predicate, ctx, key)
+        elif isinstance(p, Project):
+            op = ProjectOp(in_schema, p.exprs, [f.name for f in p.schema], ctx, key)
+        elif isinstance(p, Agg):
+            calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
+            op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
+        else:
+            raise not_supported(f"{p.describe().split(' ')[0]} in a materialized view is not "
+                                "supported yet")
+        nodes.append(Node(op, ins))
+        return ("node", len(nodes) - 1)
+
+    root = visit(plan)
+    if plan.stream_key is None:
+        raise not_supported("this query has no stream key to materialize on")
+    alloc.prefix = "mat."
+    mat = MaterializeOp(plan.schema, list(plan.stream_key), alloc)
+    nodes.append(Node(mat, [root]))
+    return nodes

@@ -1,0 +1,284 @@
+"""The runtime: owns every flow, steps them at each barrier, and commits checkpoints.
+
+Threading: one `threading.RLock` (the epoch lock) guards all flows, the catalog and the
+pending DML. Whoever holds it sees a consistent point in time:
+
+* the barrier thread takes it for one whole step + commit;
+* DML takes it to evaluate against the table's latest rows and queue its chunk (plus the
+  WAL append, so WAL order equals pending order);
+* ad-hoc SELECT takes it only to snapshot the relations it reads, then computes outside;
+* DDL takes it for the whole change (backfill included) and ends with a checkpoint.
+
+Barrier (every `barrier_interval_ms`, or at once for FLUSH and DDL):
+1. drain each table's pending chunks through its MaterializeOp, in statement order;
+2. step every view in creation order (a topological order) with the upstream deltas;
+3. commit: every state table's dirty keys, dropped tables, the catalog, row-id counters
+   and the WAL position all go into one RocksDB WriteBatch written with sync
+   (`engine.state.checkpoint`), so a crash leaves either the whole epoch or none of it.
+Recovery (`restore_relation` per catalog entry, then `replay_wal`) rebuilds the flows from
+the catalog, loads their state and re-queues the WAL records written after the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from engine.catalog import Catalog, Relation, RelationKind
+from engine.chunk import StreamChunk
+from engine.expr import EvalContext
+from engine.plan.logical import PlanNode
+from engine.state.table import StateTable
+from engine.stream.build import build_view_nodes
+from engine.stream.graph import (
+    Allocator,
+    RowIdGen,
+    TableFlow,
+    ViewFlow,
+    decode_wal_record,
+    encode_wal_record,
+)
+from engine.stream.operators import MaterializeOp
+
+log = logging.getLogger("swell.runtime")
+
+
+class Runtime:
+    def __init__(self, store: Any, wal: Any, checkpointer: Any, catalog: Catalog,
+                 barrier_interval_ms: int = 1000) -> None:
+        self.store = store
+        self.wal = wal
+        self.checkpointer = checkpointer
+        self.catalog = catalog
+        self.barrier_interval = barrier_interval_ms / 1000.0
+        self.lock = threading.RLock()
+        self.tables: dict[int, TableFlow] = {}
+        self.views: dict[int, ViewFlow] = {}
+        self.row_ids = RowIdGen()
+        self.epoch = 0
+        self.wal_seq = 0  # highest WAL record queued into pending
+        self._dropped: list[StateTable] = []
+        self._dirty_catalog = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ctx = EvalContext()
+        # metrics
+        self.last_barrier_ms = 0.0
+        self.barriers = 0
+        self.rows_in = 0
+
+    # ------------------------------------------------------------------------------------
+    # lifecycle
+    # ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="swell-barrier", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.barrier(force=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.barrier_interval):
+            try:
+                self.barrier()
+            except Exception:  # keep the loop alive; the error is logged with its traceback
+                log.exception("barrier failed")
+
+    # ------------------------------------------------------------------------------------
+    # barrier / checkpoint
+    # ------------------------------------------------------------------------------------
+    def barrier(self, force: bool = False) -> int:
+        """Step all flows with the epoch's changes and commit one checkpoint."""
+        with self.lock:
+            has_work = any(t.pending for t in self.tables.values())
+            if not has_work and not force and not self._dirty_catalog and not self._dropped:
+                return self.epoch
+            t0 = time.perf_counter()
+            self.ctx.now = None
+            deltas: dict[int, StreamChunk | None] = {}
+            for tid, flow in self.tables.items():
+                d = flow.drain()
+                if d is not None:
+                    self.rows_in += len(d)
+                deltas[tid] = d
+            for vid in sorted(self.views):
+                deltas[vid] = self.views[vid].step(deltas)
+            self._commit()
+            self.last_barrier_ms = (time.perf_counter() - t0) * 1000
+            self.barriers += 1
+            return self.epoch
+
+    def _commit(self) -> None:
+        self.epoch += 1
+        tables: list[StateTable] = []
+        for f in self.tables.values():
+            tables.extend(f.tables)
+        for v in self.views.values():
+            tables.extend(v.tables)
+        extra = {
+            "catalog": self.catalog.to_bytes(),
+            "runtime": json.dumps({"row_id_last": self.row_ids.last}).encode(),
+        }
+        self.checkpointer.commit(self.epoch, self.wal_seq, tables, extra, self._dropped)
+        self._dropped = []
+        self._dirty_catalog = False
+
+    # ------------------------------------------------------------------------------------
+    # recovery
+    # ------------------------------------------------------------------------------------
+    def restore(self, meta: Any) -> None:
+        if meta is not None:
+            self.epoch = meta.epoch
+            self.wal_seq = meta.wal_seq
+            rt = meta.extra.get("runtime")
+            if rt:
+                self.row_ids.last = json.loads(rt)["row_id_last"]
+
+    def restore_relation(self, rel: Relation, plan_fn: Callable[[Relation], PlanNode]) -> None:
+        if rel.kind is RelationKind.TABLE:
+            self._add_table(rel, load=True)
+        elif rel.kind is RelationKind.MATERIALIZED_VIEW:
+            plan = plan_fn(rel)
+            self._add_view(rel, plan, load=True)
+
+    def replay_wal(self, after: int) -> int:
+        n = 0
+        for seq, payload in self.wal.records_after(after):
+            tid, chunk = decode_wal_record(payload)
+            flow = self.tables.get(tid)
+            if flow is None:
+                continue  # the table was dropped after this write
+            if flow.rel.row_id_index is not None:
+                self.row_ids.observe(
+                    chunk.data.column(flow.rel.row_id_index).to_numpy(zero_copy_only=False))
+            flow.pending.append(chunk)
+            self.wal_seq = max(self.wal_seq, seq)
+            n += 1
+        return n
+
+    # ------------------------------------------------------------------------------------
+    # DDL
+    # ------------------------------------------------------------------------------------
+    def _alloc(self, rel: Relation, load: bool) -> Allocator:
+        return Allocator(rel, self.catalog.allocate_state_table_id, self.store if load else None)
+
+    def _add_table(self, rel: Relation, load: bool) -> TableFlow:
+        alloc = self._alloc(rel, load)
+        alloc.prefix = "mat."
+        mat = MaterializeOp(rel.fields, list(rel.pk), alloc)
+        flow = TableFlow(rel, mat, tables=alloc.tables)
+        self.tables[rel.id] = flow
+        return flow
+
+    def _add_view(self, rel: Relation, plan: PlanNode, load: bool) -> ViewFlow:
+        alloc = self._alloc(rel, load)
+        nodes = build_view_nodes(plan, alloc, self.ctx)
+        flow = ViewFlow(rel, nodes, tables=alloc.tables)
+        self.views[rel.id] = flow
+        return flow
+
+    def create_table(self, rel: Relation) -> None:
+        with self.lock:
+            self.catalog.add(rel)
+            self._add_table(rel, load=False)
+            self._dirty_catalog = True
+            self.barrier(force=True)
+
+    def create_view(self, rel: Relation, plan: PlanNode | None) -> None:
+        """Add a view; for a materialized view, backfill from the upstream snapshots."""
+        with self.lock:
+            self.catalog.add(rel)
+            try:
+                if plan is not None:
+                    flow = self._add_view(rel, plan, load=False)
+                    snap: dict[int, StreamChunk | None] = {}
+                    for rid in flow.upstream():
+                        t = self.snapshot(rid)
+                        snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
+                    flow.step(snap, force=True)
+            except BaseException:
+                self.catalog.remove(rel.id)
+                self.views.pop(rel.id, None)
+                raise
+            self._dirty_catalog = True
+            self.barrier(force=True)
+
+    def drop(self, rels: list[Relation]) -> None:
+        with self.lock:
+            for rel in rels:
+                flow: TableFlow | ViewFlow | None = self.tables.pop(rel.id, None) or \
+                    self.views.pop(rel.id, None)
+                if flow is not None:
+                    self._dropped.extend(flow.tables)
+                self.catalog.remove(rel.id)
+            self._dirty_catalog = True
+            self.barrier(force=True)
+
+    # ------------------------------------------------------------------------------------
+    # reads
+    # ------------------------------------------------------------------------------------
+    def snapshot(self, rel_id: int) -> pa.Table:
+        """All committed rows of a table or materialized view (take under the lock)."""
+        with self.lock:
+            flow = self.tables.get(rel_id) or self.views.get(rel_id)
+            if flow is None:
+                raise KeyError(rel_id)
+            return flow.mat.snapshot()  # type: ignore[attr-defined]
+
+    def live_rows(self, rel_id: int) -> pa.Table:
+        """A table's rows including DML not yet pushed by a barrier (for DELETE/UPDATE)."""
+        with self.lock:
+            flow = self.tables[rel_id]
+            if not flow.pending:
+                return flow.mat.snapshot()  # type: ignore[attr-defined]
+            state = flow.mat.state_tables()[0]
+            rows = dict(state.data)
+            pk = flow.rel.pk
+            for chunk in flow.pending:
+                for op, row in chunk.to_rows():
+                    key = tuple(row[i] for i in pk)
+                    if op.sign > 0:
+                        rows[key] = row
+                    else:
+                        rows.pop(key, None)
+            from engine.stream.graph import rows_to_table
+
+            return rows_to_table(list(rows.values()), flow.rel.fields)
+
+    # ------------------------------------------------------------------------------------
+    # writes
+    # ------------------------------------------------------------------------------------
+    def write(self, rel_id: int, chunk: StreamChunk) -> int:
+        """Queue a DML chunk for the next barrier; returns its WAL sequence number.
+
+        The caller waits for `wal.wait_durable(seq)` (outside the lock) before answering.
+        """
+        with self.lock:
+            flow = self.tables.get(rel_id)
+            if flow is None:
+                from engine.errors import UndefinedTable
+
+                raise UndefinedTable(f'relation with id {rel_id} does not exist')
+            seq = self.wal.append(encode_wal_record(rel_id, chunk))
+            flow.pending.append(chunk)
+            self.wal_seq = max(self.wal_seq, seq)
+            return seq
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "barriers": self.barriers,
+            "last_barrier_ms": self.last_barrier_ms,
+            "rows_in": self.rows_in,
+            "tables": len(self.tables),
+            "views": len(self.views),
+        }
