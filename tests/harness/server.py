@@ -200,15 +200,19 @@ class SwellServer:
         while True:
             rc = self._proc.poll()
             if rc is not None:
-                self._fail_start(f"swell server exited with code {rc} before accepting "
-                                 f"connections on {self.host}:{self.port}")
+                self._fail_start(
+                    f"swell server exited with code {rc} before accepting "
+                    f"connections on {self.host}:{self.port}"
+                )
             if _port_open(self.host, self.port):
                 return
             if time.monotonic() > deadline:
                 self._kill_group()
-                self._fail_start(f"swell server did not accept connections on "
-                                 f"{self.host}:{self.port} within {self.startup_timeout:g} s "
-                                 f"(killed)")
+                self._fail_start(
+                    f"swell server did not accept connections on "
+                    f"{self.host}:{self.port} within {self.startup_timeout:g} s "
+                    f"(killed)"
+                )
             time.sleep(0.05)
 
     def _fail_start(self, what: str) -> None:
@@ -238,10 +242,13 @@ class SwellServer:
                 self._proc.wait(self.stop_timeout if timeout is None else timeout)
             except subprocess.TimeoutExpired:
                 self._kill_group()
-                raise ServerError(self.describe_failure(
-                    f"swell server (pid {self._proc.pid}) did not exit within "
-                    f"{self.stop_timeout if timeout is None else timeout:g} s of SIGTERM "
-                    f"(killed)")) from None
+                raise ServerError(
+                    self.describe_failure(
+                        f"swell server (pid {self._proc.pid}) did not exit within "
+                        f"{self.stop_timeout if timeout is None else timeout:g} s of SIGTERM "
+                        f"(killed)"
+                    )
+                ) from None
         _LIVE.discard(self)
         return self._proc.returncode
 

@@ -100,9 +100,12 @@ def shutdown_shared_server(
             if srv.is_running:
                 rc = srv.stop()
                 if rc not in (0, None):
-                    st.problems.append(srv.describe_failure(
-                        f"the shared swell server exited with code {rc} after SIGTERM "
-                        f"(expected a clean shutdown, exit code 0)"))
+                    st.problems.append(
+                        srv.describe_failure(
+                            f"the shared swell server exited with code {rc} after SIGTERM "
+                            f"(expected a clean shutdown, exit code 0)"
+                        )
+                    )
         except ServerError as e:
             st.problems.append(str(e))
     if st.data_root is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,9 +15,9 @@ from harness.server import LOG_NAME, ServerError, SwellServer, free_ports
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_server.py")), "playground"]
 
 
-def fake(tmp_path: Path, mode: str = "ok", **kwargs: object) -> SwellServer:
-    return SwellServer(tmp_path / "data", command=FAKE, env={"FAKE_SWELL_MODE": mode},
-                       **kwargs)  # type: ignore[arg-type]
+def fake(tmp_path: Path, mode: str = "ok", **kwargs: Any) -> SwellServer:
+    env = {"FAKE_SWELL_MODE": mode}
+    return SwellServer(tmp_path / "data", command=FAKE, env=env, **kwargs)
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:
@@ -30,10 +31,14 @@ def test_free_ports_are_distinct_and_bindable() -> None:
 def test_start_stop_restart_keep_ports_and_data_dir(tmp_path: Path) -> None:
     srv = fake(tmp_path)
     assert srv.argv()[-8:] == [
-        "--listen-addr", f"127.0.0.1:{srv.port}",
-        "--webhook-listen-addr", f"127.0.0.1:{srv.webhook_port}",
-        "--data-dir", str(tmp_path / "data"),
-        "--barrier-interval-ms", "100",
+        "--listen-addr",
+        f"127.0.0.1:{srv.port}",
+        "--webhook-listen-addr",
+        f"127.0.0.1:{srv.webhook_port}",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--barrier-interval-ms",
+        "100",
     ]
     srv.start()
     try:
@@ -63,8 +68,9 @@ def test_kill9_is_a_crash_and_restart_after_crash_works(tmp_path: Path) -> None:
         srv.kill9()
 
 
-def test_early_exit_reports_exit_code_and_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                               ) -> None:
+def test_early_exit_reports_exit_code_and_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     srv = fake(tmp_path, "exit")
     with pytest.raises(ServerError) as ei:
         srv.start()
@@ -90,8 +96,9 @@ def test_stop_that_hangs_is_an_error(tmp_path: Path) -> None:
 
 
 def test_missing_entry_point_is_reported(tmp_path: Path) -> None:
-    srv = SwellServer(tmp_path / "data",
-                      command=[sys.executable, "-m", "pgwire.no_such_module", "playground"])
+    srv = SwellServer(
+        tmp_path / "data", command=[sys.executable, "-m", "pgwire.no_such_module", "playground"]
+    )
     with pytest.raises(ServerError, match=r"(?s)exited with code 1.*No module named"):
         srv.start()
 
