@@ -1,0 +1,255 @@
+"""Aggregate calls and their accumulators, as used by `HashAggOp`.
+
+An `AggCall` is the planner's description of one aggregate (`sum(DISTINCT $2) FILTER
+(WHERE $3)`); `make_impl` turns it into an `AggImpl`, the object that knows how that
+aggregate keeps its accumulator inside the per-group state row.
+
+Every accumulator is a fixed number of *slots* in the group's state tuple. The operator
+processes an epoch in columns, never per input row:
+
+1. `delta_exprs` are polars aggregations over the epoch's delta (one per slot), evaluated
+   per group in one group-by; they see the Z-set weight `w` (+1/-1) and `ok`, the mask of
+   rows this aggregate counts (FILTER true and argument not NULL);
+2. for DISTINCT, the operator instead derives the per-group changes of the distinct value
+   set and calls `distinct_deltas(dsum, dcount)`;
+3. `merge(old_slots, deltas)` returns the new slot columns (a list per slot);
+4. `output(slots)` maps slot columns to the output column values.
+
+Additive kinds (count, sum, avg, bool_and, bool_or) only add deltas, so retractions are
+exact (floats aside). Extreme kinds (min, max) are not invertible; their single slot is
+the current extreme, maintained by the operator from a per-(group, value) multiset
+(`uses_values`). Adding a kind means adding an `AggImpl` subclass and registering it in
+`make_impl`.
+"""
+
+from __future__ import annotations
+
+import decimal
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import polars as pl
+
+from engine.errors import NumericValueOutOfRange, UndefinedFunction
+from engine.types import NUMERIC_SCALE, SqlType, TypeKind
+
+_BIGINT_MIN = -(2**63)
+_BIGINT_MAX = 2**63 - 1
+_NUMERIC_LIMIT = Decimal(10) ** (38 - NUMERIC_SCALE)
+_NUMERIC_QUANTUM = Decimal(1).scaleb(-NUMERIC_SCALE)
+
+#: context for accumulator arithmetic: wide enough that sums of numeric(38,10) are exact
+ACC_CONTEXT = decimal.Context(prec=80, Emax=999999, Emin=-999999)
+
+Col = Sequence[Any]
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate of a GROUP BY: `kind(arg) [DISTINCT] [FILTER (WHERE filter)]`.
+
+    `arg` and `filter` are input column indices; `type` is the result type the planner
+    computed (count -> bigint; sum(int2/int4) -> bigint, sum(int8/numeric) -> numeric,
+    sum(real) -> real, sum(double) -> double; avg(integers/numeric) -> numeric,
+    avg(real/double) -> double; min/max -> the argument type).
+    """
+
+    kind: str
+    arg: int | None
+    type: SqlType
+    distinct: bool = False
+    filter: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "count_star":
+            s = "count(*)"
+        else:
+            s = f"{self.kind}({'distinct ' if self.distinct else ''}${self.arg})"
+        if self.filter is not None:
+            s += f" filter(${self.filter})"
+        return s
+
+
+class AggImpl(ABC):
+    """How one aggregate keeps and merges its slots; see the module docstring."""
+
+    #: initial slot values of a group that has seen no rows
+    init: tuple[Any, ...]
+    #: True for kinds maintained from a per-(group, value) multiset (min/max)
+    uses_values: bool = False
+
+    @property
+    def n_slots(self) -> int:
+        return len(self.init)
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        """Per-group polars aggregations giving each slot's delta (additive kinds)."""
+        raise NotImplementedError
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        """Slot deltas from the change of the distinct value set (additive kinds)."""
+        raise NotImplementedError
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        return [
+            [a + b for a, b in zip(o, d, strict=True)] for o, d in zip(old, deltas, strict=True)
+        ]
+
+    @abstractmethod
+    def output(self, slots: list[Col]) -> list[Any]:
+        """The aggregate's output value per group."""
+
+
+def _count_expr(ok: pl.Expr, w: pl.Expr) -> pl.Expr:
+    return pl.when(ok).then(w).otherwise(0).sum()
+
+
+class CountImpl(AggImpl):
+    """count(*) / count(x): one slot, the number of counted rows (or distinct values)."""
+
+    init = (0,)
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        return [_count_expr(ok, w)]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        return [dcount]
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        return list(slots[0])
+
+
+class _SumLike(AggImpl):
+    """Slots (sum, non-null count); the sum is NULL while the count is 0."""
+
+    def __init__(self, arg_type: SqlType, result: SqlType) -> None:
+        self.result = result
+        if arg_type.is_integer:
+            self._cast = pl.Int128 if arg_type.kind is TypeKind.BIGINT else pl.Int64
+            self.init = (0, 0)
+        elif arg_type.is_float:
+            self._cast = pl.Float64
+            self.init = (0.0, 0)
+        elif arg_type.kind is TypeKind.NUMERIC:
+            self._cast = None
+            self.init = (Decimal(0), 0)
+        else:
+            raise UndefinedFunction(
+                f"function {type(self).kind_name}({arg_type.display}) does not exist"
+            )
+
+    kind_name = "sum"
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        xv = x if self._cast is None else x.cast(self._cast)
+        zero = 0.0 if self._cast is pl.Float64 else 0
+        return [pl.when(ok).then(xv * w).otherwise(zero).sum(), _count_expr(ok, w)]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        return [dsum, dcount]
+
+
+class SumImpl(_SumLike):
+    kind_name = "sum"
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        k = self.result.kind
+        if k is TypeKind.BIGINT:
+            out = [None if n == 0 else s for s, n in zip(slots[0], slots[1], strict=True)]
+            for v in out:
+                if v is not None and not _BIGINT_MIN <= v <= _BIGINT_MAX:
+                    raise NumericValueOutOfRange("bigint out of range")
+            return out
+        if k is TypeKind.NUMERIC:
+            pairs = zip(slots[0], slots[1], strict=True)
+            return [None if n == 0 else _to_numeric(s) for s, n in pairs]
+        return [None if n == 0 else float(s) for s, n in zip(slots[0], slots[1], strict=True)]
+
+
+class AvgImpl(_SumLike):
+    kind_name = "avg"
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        if self.result.kind is TypeKind.NUMERIC:
+            return [
+                None if n == 0 else _to_numeric(ACC_CONTEXT.divide(Decimal(s), Decimal(n)))
+                for s, n in zip(slots[0], slots[1], strict=True)
+            ]
+        return [None if n == 0 else float(s) / n for s, n in zip(slots[0], slots[1], strict=True)]
+
+
+class BoolImpl(AggImpl):
+    """bool_and / bool_or: slots (true count, non-null count)."""
+
+    init = (0, 0)
+
+    def __init__(self, is_and: bool) -> None:
+        self.is_and = is_and
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        return [_count_expr(ok & x, w), _count_expr(ok, w)]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        return [dsum, dcount]
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        if self.is_and:
+            return [None if n == 0 else t == n for t, n in zip(slots[0], slots[1], strict=True)]
+        return [None if n == 0 else t > 0 for t, n in zip(slots[0], slots[1], strict=True)]
+
+
+class ExtremeImpl(AggImpl):
+    """min / max: one slot, the current extreme (NULL when the group has no values).
+
+    The operator keeps every counted value in a multiset state table and replaces the
+    slot from it; `merge` is not used.
+    """
+
+    init = (None,)
+    uses_values = True
+
+    def __init__(self, is_min: bool) -> None:
+        self.is_min = is_min
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        raise NotImplementedError("extremes are maintained from the value multiset")
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        return list(slots[0])
+
+
+def _to_numeric(v: Any) -> Decimal:
+    d = v if isinstance(v, Decimal) else Decimal(v)
+    d = d.quantize(_NUMERIC_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=ACC_CONTEXT)
+    if abs(d) >= _NUMERIC_LIMIT:
+        raise NumericValueOutOfRange("numeric field overflow")
+    return d
+
+
+KINDS = ("count_star", "count", "sum", "avg", "min", "max", "bool_and", "bool_or")
+
+
+def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
+    k = call.kind
+    if k == "count_star" or k == "count":
+        return CountImpl()
+    if arg_type is None:
+        raise ValueError(f"aggregate {k} needs an argument")
+    if k == "sum":
+        return SumImpl(arg_type, call.type)
+    if k == "avg":
+        return AvgImpl(arg_type, call.type)
+    if k == "min" or k == "max":
+        if arg_type.kind is TypeKind.LIST:
+            raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")
+        return ExtremeImpl(k == "min")
+    if k == "bool_and" or k == "bool_or":
+        if arg_type.kind is not TypeKind.BOOLEAN:
+            raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")
+        return BoolImpl(k == "bool_and")
+    raise UndefinedFunction(f"function {k} does not exist")

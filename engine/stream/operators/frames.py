@@ -1,0 +1,116 @@
+"""Arrow <-> polars <-> Python-value plumbing for operators that consolidate a whole epoch.
+
+Stateful operators work in two phases per step: a vectorised phase (polars group-by over
+the epoch's delta, producing one partial row per changed key) and a per-key phase in
+Python that reads and writes `StateTable`s. This module holds the conversions between
+the phases so every operator converts the same way:
+
+* `polars_frame` imports chosen batch columns under stable names (`c<i>`), plus the
+  Z-set weight column `__w` and the row position `__i` on request. Columns polars cannot
+  import (intervals) are replaced by their dictionary codes, which group identically
+  within one epoch; `py_values` decodes them back.
+* `py_values` turns a frame column into Python values as documented in `engine.types`
+  (through Arrow, so e.g. numerics come back as `Decimal`). SQL arrays come back as
+  tuples because state keys must be hashable.
+* `build_batch` turns per-column Python lists back into an Arrow batch of a schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.types import Field, arrow_schema
+
+WEIGHT = "__w"
+INDEX = "__i"
+
+
+def col_name(i: int) -> str:
+    return f"c{i}"
+
+
+@dataclass(slots=True)
+class Frame:
+    """A polars view of some batch columns; `dictionaries` decodes code-replaced columns."""
+
+    df: pl.DataFrame
+    dictionaries: dict[str, pa.Array] = field(default_factory=dict)
+    list_columns: set[str] = field(default_factory=set)
+
+
+def polars_frame(
+    batch: pa.RecordBatch,
+    cols: Sequence[int],
+    *,
+    weights: np.ndarray | None = None,
+    index: bool = False,
+) -> Frame:
+    names: list[str] = []
+    arrays: list[pa.Array] = []
+    dictionaries: dict[str, pa.Array] = {}
+    list_columns: set[str] = set()
+    for i in dict.fromkeys(cols):
+        name = col_name(i)
+        arr = batch.column(i)
+        if pa.types.is_interval(arr.type):
+            enc = pc.dictionary_encode(arr)
+            dictionaries[name] = enc.dictionary
+            arr = enc.indices
+        elif pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+            list_columns.add(name)
+        names.append(name)
+        arrays.append(arr)
+    if weights is not None:
+        names.append(WEIGHT)
+        arrays.append(pa.array(weights.astype(np.int64, copy=False)))
+    if index:
+        names.append(INDEX)
+        arrays.append(pa.array(np.arange(batch.num_rows, dtype=np.int64)))
+    table = pa.Table.from_arrays(arrays, names=names)
+    df = pl.from_arrow(table)
+    assert isinstance(df, pl.DataFrame)
+    return Frame(df, dictionaries, list_columns)
+
+
+def py_values(frame: Frame, df: pl.DataFrame, name: str) -> list[Any]:
+    """Python values of column `name` of `df` (a frame derived from `frame.df`)."""
+    arr = df.get_column(name).to_arrow()
+    dictionary = frame.dictionaries.get(name)
+    if dictionary is not None:
+        arr = dictionary.take(arr)
+    values = arr.to_pylist()
+    if name in frame.list_columns:
+        values = [None if v is None else tuple(v) for v in values]
+    return values
+
+
+def key_tuples(columns: list[list[Any]], n: int) -> list[tuple[Any, ...]]:
+    """Row tuples from per-column lists; `n` rows of `()` when there are no columns."""
+    if not columns:
+        return [()] * n
+    if len(columns) == 1:
+        return [(v,) for v in columns[0]]
+    return list(zip(*columns, strict=True))
+
+
+def build_batch(fields: list[Field], columns: Sequence[Sequence[Any]]) -> pa.RecordBatch:
+    schema = arrow_schema(fields)
+    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def batch_from_rows(fields: list[Field], rows: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
+    if not rows:
+        return build_batch(fields, [[] for _ in fields])
+    return build_batch(fields, list(zip(*rows, strict=True)))
+
+
+def ops_array(ops: Sequence[int]) -> pa.Array:
+    return pa.array(np.asarray(ops, dtype=np.int8))
