@@ -242,8 +242,23 @@ TYPE_NAMES: dict[str, SqlType] = {
 }
 
 OID_TO_TYPE: dict[int, SqlType] = {}
-for _t in (BOOLEAN, SMALLINT, INT, BIGINT, REAL, DOUBLE, NUMERIC, VARCHAR, BYTEA, DATE, TIME,
-           TIMESTAMP, TIMESTAMPTZ, INTERVAL, JSONB):
+for _t in (
+    BOOLEAN,
+    SMALLINT,
+    INT,
+    BIGINT,
+    REAL,
+    DOUBLE,
+    NUMERIC,
+    VARCHAR,
+    BYTEA,
+    DATE,
+    TIME,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    INTERVAL,
+    JSONB,
+):
     OID_TO_TYPE[_t.oid] = _t
     OID_TO_TYPE[list_of(_t).oid] = list_of(_t)
 OID_TO_TYPE[25] = VARCHAR  # text

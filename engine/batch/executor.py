@@ -74,7 +74,9 @@ class _Exec:
             if isinstance(a, pa.ChunkedArray):
                 a = a.combine_chunks()
             if len(a) != n:
-                raise EngineError(f"internal error: expression {e} gave {len(a)} rows, expected {n}")
+                raise EngineError(
+                    f"internal error: expression {e} gave {len(a)} rows, expected {n}"
+                )
             if a.type != f.type:
                 a = a.cast(f.type)
             cols.append(a)
@@ -90,14 +92,16 @@ class _Exec:
             for i, e in enumerate(row):
                 v = e.eval(one, self.ctx)
                 cols[i].append(v[0].as_py() if len(v) else None)
-        return pa.Table.from_arrays([pa.array(c, type=schema.field(i).type)
-                                     for i, c in enumerate(cols)], schema=schema)
+        return pa.Table.from_arrays(
+            [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+        )
 
     def _agg(self, p: Agg) -> pa.Table:
         t = self.run(p.input)
         calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
-        op = HashAggOp(p.input.schema, p.group_keys, calls, LocalStateAllocator(),
-                       [f.name for f in p.schema])
+        op = HashAggOp(
+            p.input.schema, p.group_keys, calls, LocalStateAllocator(), [f.name for f in p.schema]
+        )
         chunk = StreamChunk.inserts(t) if t.num_rows else None
         out = op.step([chunk])
         schema = arrow_schema(p.schema)
@@ -152,8 +156,12 @@ class _Exec:
         else:
             lk = [ln[i] for i in p.left_keys]
             rk = [rn[i] for i in p.right_keys]
-            jt = {"inner": "inner", "left": "left outer", "right": "right outer",
-                  "full": "full outer"}[p.kind]
+            jt = {
+                "inner": "inner",
+                "left": "left outer",
+                "right": "right outer",
+                "full": "full outer",
+            }[p.kind]
             li_col = pa.array(np.arange(left.num_rows), pa.int64())
             ri_col = pa.array(np.arange(right.num_rows), pa.int64())
             lidx = pa.table([*(left.column(c) for c in lk), li_col], names=[*lk, "__li"])
@@ -161,16 +169,18 @@ class _Exec:
             # SQL: NULL keys never match
             lidx = lidx.filter(_all_valid(lidx, lk)) if p.kind in ("inner", "right") else lidx
             ridx = ridx.filter(_all_valid(ridx, rk)) if p.kind in ("inner", "left") else ridx
-            m = lidx.join(ridx, keys=lk, right_keys=rk, join_type=jt, coalesce_keys=False,
-                          use_threads=False)
+            m = lidx.join(
+                ridx, keys=lk, right_keys=rk, join_type=jt, coalesce_keys=False, use_threads=False
+            )
             if p.kind in ("left", "full", "right"):
                 # rows with a NULL key on the preserved side must not have matched anything
                 pass
             li = m.column("__li")
             ri = m.column("__ri")
             joined = _hcat(_take_nullable(left, li), _take_nullable(right, ri))
-        joined = pa.Table.from_arrays(joined.columns, schema=schema) if joined.num_columns \
-            else joined
+        joined = (
+            pa.Table.from_arrays(joined.columns, schema=schema) if joined.num_columns else joined
+        )
         if p.condition is not None and joined.num_rows:
             mask = p.condition.eval(self._batch(joined), self.ctx)
             joined = joined.filter(pc.fill_null(mask, False))
@@ -198,7 +208,17 @@ def _sortable(col: pa.ChunkedArray) -> pa.ChunkedArray:
     if pa.types.is_interval(t):
         # month/day/nano: order by an approximate total (30-day months, like PostgreSQL)
         vals = col.to_pylist()
-        return pa.chunked_array([pa.array([
-            None if v is None else (v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds
-            for v in vals], pa.float64())])
+        return pa.chunked_array(
+            [
+                pa.array(
+                    [
+                        None
+                        if v is None
+                        else (v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds
+                        for v in vals
+                    ],
+                    pa.float64(),
+                )
+            ]
+        )
     return col

@@ -1,4 +1,4 @@
-"""The catalog: every named relation (table, materialized view, view, source, sink) and its metadata.
+"""The catalog: every named relation (table, view, source, sink) and its metadata.
 
 Owns `Catalog` and `Relation`. The catalog is persisted as one JSON blob inside each
 checkpoint (so it is always consistent with the state it describes) and rebuilt on

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from engine.errors import DuplicateTable, UndefinedTable, WrongObjectType
@@ -21,7 +21,7 @@ FIRST_STATE_TABLE_ID = 1000
 FIRST_RELATION_ID = 100
 
 
-class RelationKind(str, Enum):
+class RelationKind(StrEnum):
     TABLE = "table"
     MATERIALIZED_VIEW = "materialized view"
     VIEW = "view"

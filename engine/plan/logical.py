@@ -132,8 +132,10 @@ class Join(PlanNode):
         return [self.left, self.right]
 
     def describe(self) -> str:
-        eq = ", ".join(f"${a} = ${b + len(self.left.schema)}"
-                       for a, b in zip(self.left_keys, self.right_keys, strict=True))
+        eq = ", ".join(
+            f"${a} = ${b + len(self.left.schema)}"
+            for a, b in zip(self.left_keys, self.right_keys, strict=True)
+        )
         cond = f", condition: {self.condition}" if self.condition is not None else ""
         return f"HashJoin {{ type: {self.kind}, predicate: [{eq}]{cond} }}"
 

@@ -91,9 +91,8 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
             return DOUBLE
         if k is TypeKind.INTERVAL:
             return arg
-    elif kind in ("min", "max"):
-        if k is not TypeKind.JSONB:
-            return arg
+    elif kind in ("min", "max") and k is not TypeKind.JSONB:
+        return arg
     raise UndefinedFunction(
         f"function {kind}({arg.display}) does not exist",
         hint="No function matches the given name and argument types. "
@@ -136,8 +135,9 @@ class Planner:
             self.ctes.append(scope)
             pushed = True
             for cte in with_.expressions:
-                scope[cte.alias_or_name.lower()] = self._rename(self.plan_query(cte.this),
-                                                                cte.args.get("alias"))
+                scope[cte.alias_or_name.lower()] = self._rename(
+                    self.plan_query(cte.this), cte.args.get("alias")
+                )
         try:
             if isinstance(q, exp.Select):
                 return self._plan_select(q)
@@ -165,7 +165,7 @@ class Planner:
         node.schema = fields
         return node
 
-    # -- VALUES ---------------------------------------------------------------------------------
+    # -- VALUES --------
     def _plan_values(self, q: exp.Values) -> PlanNode:
         rows: list[list[ex.Expr]] = []
         for tup in q.expressions:
@@ -176,15 +176,20 @@ class Planner:
             raise SqlSyntaxError("VALUES lists must all be the same length")
         types = [ex.common_type([r[i].type for r in rows], "VALUES") for i in range(width)]
         types = [t if t.kind is not TypeKind.UNKNOWN else SqlType(TypeKind.VARCHAR) for t in types]
-        rows = [[ex.cast(e, t) if e.type != t else e for e, t in zip(r, types, strict=True)]
-                for r in rows]
+        rows = [
+            [ex.cast(e, t) if e.type != t else e for e, t in zip(r, types, strict=True)]
+            for r in rows
+        ]
         alias = q.args.get("alias")
-        names = ([c.name for c in alias.columns] if isinstance(alias, exp.TableAlias)
-                 and alias.columns else [f"column{i + 1}" for i in range(width)])
+        names = (
+            [c.name for c in alias.columns]
+            if isinstance(alias, exp.TableAlias) and alias.columns
+            else [f"column{i + 1}" for i in range(width)]
+        )
         fields = [Field(n, t) for n, t in zip(names, types, strict=False)]
         return Values(fields, None, rows=rows)
 
-    # -- set operations ------------------------------------------------------------------------
+    # -- set operations --------
     def _plan_union(self, q: exp.Union) -> PlanNode:
         left = self.plan_query(q.this)
         right = self.plan_query(q.expression)
@@ -192,33 +197,46 @@ class Planner:
         rv = _visible(right)
         if len(lv) != len(rv):
             raise SqlSyntaxError("each UNION query must have the same number of columns")
-        types = [ex.common_type([left.schema[a].type, right.schema[b].type], "UNION")
-                 for a, b in zip(lv, rv, strict=True)]
+        types = [
+            ex.common_type([left.schema[a].type, right.schema[b].type], "UNION")
+            for a, b in zip(lv, rv, strict=True)
+        ]
         children = []
         for node, vis in ((left, lv), (right, rv)):
-            exprs = [self._coerce(ex.InputRef(index=i, type=node.schema[i].type,
-                                              name=node.schema[i].name), t)
-                     for i, t in zip(vis, types, strict=True)]
+            exprs = [
+                self._coerce(
+                    ex.InputRef(index=i, type=node.schema[i].type, name=node.schema[i].name), t
+                )
+                for i, t in zip(vis, types, strict=True)
+            ]
             fields = [Field(left.schema[i].name, t) for i, t in zip(lv, types, strict=True)]
             children.append(Project(fields, None, input=node, exprs=exprs))
         fields = children[0].schema
         if self.streaming:
-            raise not_supported("UNION in materialized views is not supported yet",
-                                hint="Create one materialized view per branch.")
+            raise not_supported(
+                "UNION in materialized views is not supported yet",
+                hint="Create one materialized view per branch.",
+            )
         node: PlanNode = UnionAll(fields, None, children=children)
         if q.args.get("distinct"):
-            node = Agg(fields, list(range(len(fields))), input=node,
-                       group_keys=list(range(len(fields))), aggs=[])
+            node = Agg(
+                fields,
+                list(range(len(fields))),
+                input=node,
+                group_keys=list(range(len(fields))),
+                aggs=[],
+            )
         return self._order_limit_simple(node, q)
 
     def _coerce(self, e: ex.Expr, t: SqlType) -> ex.Expr:
         return e if e.type == t else ex.cast(e, t)
 
-    # -- SELECT ----------------------------------------------------------------------------------
+    # -- SELECT --------
     def _plan_select(self, q: exp.Select) -> PlanNode:
         if q.args.get("windows") or any(isinstance(n, exp.Window) for n in q.find_all(exp.Window)):
-            raise not_supported("window functions are not supported yet",
-                                hint="Use GROUP BY aggregation instead.")
+            raise not_supported(
+                "window functions are not supported yet", hint="Use GROUP BY aggregation instead."
+            )
         from_ = q.args.get("from_") or q.args.get("from")
         if from_ is not None:
             node, cols = self._plan_from(from_.this)
@@ -238,8 +256,9 @@ class Planner:
         select_items = self._expand_star(q.expressions, cols)
         group = q.args.get("group")
         having = q.args.get("having")
-        agg_nodes = self._collect_aggs([e for _, e in select_items] +
-                                       ([having.this] if having is not None else []))
+        agg_nodes = self._collect_aggs(
+            [e for _, e in select_items] + ([having.this] if having is not None else [])
+        )
         distinct = q.args.get("distinct")
         if distinct is not None and distinct.args.get("on"):
             raise not_supported("DISTINCT ON is not supported yet")
@@ -276,8 +295,13 @@ class Planner:
                     fields.append(Field(f"_order{len(exprs)}", e.type, hidden=True))
                     idx = len(exprs) - 1
                 nf = o.args.get("nulls_first")
-                order_keys.append(SortKey(idx, bool(o.args.get("desc")),
-                                          None if nf is None or not _explicit_nulls(o) else bool(nf)))
+                order_keys.append(
+                    SortKey(
+                        idx,
+                        bool(o.args.get("desc")),
+                        None if nf is None or not _explicit_nulls(o) else bool(nf),
+                    )
+                )
 
         key = None
         if self.streaming:
@@ -289,15 +313,18 @@ class Planner:
         if distinct is not None:
             if len(fields) != n_out:
                 raise InvalidColumnReference(
-                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list")
-            node = Agg(list(fields), list(range(n_out)), input=node,
-                       group_keys=list(range(n_out)), aggs=[])
+                    "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
+                )
+            node = Agg(
+                list(fields), list(range(n_out)), input=node, group_keys=list(range(n_out)), aggs=[]
+            )
 
         if order_keys or q.args.get("limit") or q.args.get("offset"):
             if self.streaming:
                 raise not_supported(
                     "ORDER BY / LIMIT in a materialized view is not supported yet",
-                    hint="Remove ORDER BY and LIMIT; order the rows when you query the view.")
+                    hint="Remove ORDER BY and LIMIT; order the rows when you query the view.",
+                )
             if order_keys:
                 node = Sort(node.schema, node.stream_key, input=node, keys=order_keys)
             node = self._limit(node, q)
@@ -314,7 +341,8 @@ class Planner:
                 if idx is None:
                     raise InvalidColumnReference(
                         "invalid UNION/INTERSECT/EXCEPT ORDER BY clause",
-                        detail="Only result column names can be used, not expressions or functions.")
+                        detail="Only result column names can be used, not expressions.",
+                    )
                 keys.append(SortKey(idx, bool(o.args.get("desc"))))
             node = Sort(node.schema, None, input=node, keys=keys)
         return self._limit(node, q)
@@ -339,8 +367,14 @@ class Planner:
             raise DatatypeMismatch(f"argument of {what} must be type bigint")
         return v
 
-    def _order_target(self, node: exp.Expression, fields: list[Field],
-                      exprs: list[ex.Expr] | None, bind_out: Any, strict: bool) -> int | None:
+    def _order_target(
+        self,
+        node: exp.Expression,
+        fields: list[Field],
+        exprs: list[ex.Expr] | None,
+        bind_out: Any,
+        strict: bool,
+    ) -> int | None:
         if isinstance(node, exp.Literal) and not node.is_string:
             n = int(node.this)
             visible = [i for i, f in enumerate(fields) if not f.hidden]
@@ -364,10 +398,10 @@ class Planner:
                     return i
         return None
 
-    # -- FROM --------------------------------------------------------------------------------------
+    # -- FROM --------
     def _plan_from(self, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
         if isinstance(item, exp.Table):
-            if isinstance(item.this, exp.Anonymous) or isinstance(item.this, exp.Func):
+            if isinstance(item.this, (exp.Anonymous, exp.Func)):
                 raise not_supported(f"table function {item.this.sql()} is not supported yet")
             name = item.name.lower() if not item.this.args.get("quoted") else item.name
             schema_name = item.db or None
@@ -409,11 +443,14 @@ class Planner:
     def _cols_of(self, node: PlanNode, table: str | None) -> list[_Col]:
         return [_Col(f.name, f.type, table, f.hidden) for f in node.schema]
 
-    def _plan_join(self, left: PlanNode, lcols: list[_Col], j: exp.Join
-                   ) -> tuple[PlanNode, list[_Col]]:
+    def _plan_join(
+        self, left: PlanNode, lcols: list[_Col], j: exp.Join
+    ) -> tuple[PlanNode, list[_Col]]:
         if self.streaming:
-            raise not_supported("joins in materialized views are not supported yet",
-                                hint="Joins in streaming queries arrive with the next release.")
+            raise not_supported(
+                "joins in materialized views are not supported yet",
+                hint="Joins in streaming queries arrive with the next release.",
+            )
         right, rcols = self._plan_from(j.this)
         side = (j.args.get("side") or "").lower()
         kind = j.args.get("kind")
@@ -435,7 +472,8 @@ class Planner:
                 ri = [i for i, c in enumerate(rcols) if c.name == name and not c.hidden]
                 if len(li) != 1 or len(ri) != 1:
                     raise InvalidColumnReference(
-                        f'column "{name}" specified in USING clause does not exist in both tables')
+                        f'column "{name}" specified in USING clause does not exist in both tables'
+                    )
                 lkeys.append(li[0])
                 rkeys.append(ri[0])
         elif on is not None:
@@ -444,7 +482,7 @@ class Planner:
                     a = self._bind(conj.this, scope)
                     b = self._bind(conj.expression, scope)
                     ra, rb = a.input_refs(), b.input_refs()
-                    if (isinstance(a, ex.InputRef) and isinstance(b, ex.InputRef) and ra and rb):
+                    if isinstance(a, ex.InputRef) and isinstance(b, ex.InputRef) and ra and rb:
                         if max(ra) < nl <= min(rb):
                             lkeys.append(a.index)
                             rkeys.append(b.index - nl)
@@ -463,24 +501,37 @@ class Planner:
             if left.schema[a].type != right.schema[b].type:
                 t = ex.common_type([left.schema[a].type, right.schema[b].type], "JOIN")
                 if left.schema[a].type != t or right.schema[b].type != t:
-                    raise not_supported("join keys of different types",
-                                        hint="Cast both sides to the same type.")
+                    raise not_supported(
+                        "join keys of different types", hint="Cast both sides to the same type."
+                    )
         if jkind in ("left", "full"):
             fields = fields[:nl] + [Field(f.name, f.type, f.hidden) for f in fields[nl:]]
         key = None
         if left.stream_key is not None and right.stream_key is not None:
             key = list(left.stream_key) + [k + nl for k in right.stream_key]
-        node = Join(fields, key, left=left, right=right, kind=jkind if lkeys or cond is not None
-                    or jkind != "inner" else "cross" if not lkeys else jkind,
-                    left_keys=lkeys, right_keys=rkeys, condition=cond)
+        node = Join(
+            fields,
+            key,
+            left=left,
+            right=right,
+            kind=jkind
+            if lkeys or cond is not None or jkind != "inner"
+            else "cross"
+            if not lkeys
+            else jkind,
+            left_keys=lkeys,
+            right_keys=rkeys,
+            condition=cond,
+        )
         if using:
             # USING hides the right-side copies of the join columns from SELECT *
             for rk in rkeys:
-                cols[nl + rk] = _Col(cols[nl + rk].name, cols[nl + rk].type, cols[nl + rk].table,
-                                     True)
+                cols[nl + rk] = _Col(
+                    cols[nl + rk].name, cols[nl + rk].type, cols[nl + rk].table, True
+                )
         return node, cols
 
-    # -- aggregation -------------------------------------------------------------------------------
+    # -- aggregation --------
     def _collect_aggs(self, nodes: list[exp.Expression]) -> list[exp.Expression]:
         found: list[exp.Expression] = []
         seen: set[str] = set()
@@ -492,14 +543,23 @@ class Planner:
                     found.append(a)
         return found
 
-    def _plan_agg(self, node: PlanNode, scope: ex.Scope, group: exp.Group | None,
-                  agg_nodes: list[exp.Expression], select_items: list[tuple[str, exp.Expression]]
-                  ) -> tuple[PlanNode, Callable[[exp.Expression], ex.Expr | None]]:
+    def _plan_agg(
+        self,
+        node: PlanNode,
+        scope: ex.Scope,
+        group: exp.Group | None,
+        agg_nodes: list[exp.Expression],
+        select_items: list[tuple[str, exp.Expression]],
+    ) -> tuple[PlanNode, Callable[[exp.Expression], ex.Expr | None]]:
         pre: list[ex.Expr] = []
         group_sql: list[str] = []
         group_exprs: list[exp.Expression] = []
         if group is not None:
-            if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
+            if (
+                group.args.get("grouping_sets")
+                or group.args.get("cube")
+                or group.args.get("rollup")
+            ):
                 raise not_supported("GROUPING SETS, CUBE and ROLLUP are not supported yet")
             for g in group.expressions:
                 g = self._resolve_group_item(g, select_items, scope)
@@ -549,8 +609,10 @@ class Planner:
             rtype = agg_result_type(spec_kind, arg_type)
             specs.append(AggSpec(spec_kind, arg_idx, rtype, distinct, filt_idx))
             agg_index[_norm_sql(a)] = ng + len(specs) - 1
-        pre_fields = [Field(f"_g{i}" if i >= ng else _name_of(group_exprs[i], i), e.type)
-                      for i, e in enumerate(pre)]
+        pre_fields = [
+            Field(f"_g{i}" if i >= ng else _name_of(group_exprs[i], i), e.type)
+            for i, e in enumerate(pre)
+        ]
         if self.streaming:
             key = list(range(ng))
         else:
@@ -571,13 +633,16 @@ class Planner:
             if isinstance(n, exp.Column):
                 # a bare column that is not a group key
                 try:
-                    b = scope.resolve(n.name.lower() if not _quoted(n) else n.name,
-                                      n.table or None, _pos(n))
+                    b = scope.resolve(
+                        n.name.lower() if not _quoted(n) else n.name, n.table or None, _pos(n)
+                    )
                 except EngineError:
                     raise
                 for i, g in enumerate(group_exprs):
-                    if isinstance(g, exp.Column) and g.name.lower() == n.name.lower() and (
-                        not n.table or not g.table or g.table == n.table
+                    if (
+                        isinstance(g, exp.Column)
+                        and g.name.lower() == n.name.lower()
+                        and (not n.table or not g.table or g.table == n.table)
                     ):
                         return ex.InputRef(index=i, type=agg_fields[i].type, name=b.name)
                 tbl = f"{b.table}." if b.table else ""
@@ -590,8 +655,9 @@ class Planner:
 
         return agg, hook
 
-    def _resolve_group_item(self, g: exp.Expression, select_items: list[tuple[str, exp.Expression]],
-                            scope: ex.Scope) -> exp.Expression:
+    def _resolve_group_item(
+        self, g: exp.Expression, select_items: list[tuple[str, exp.Expression]], scope: ex.Scope
+    ) -> exp.Expression:
         if isinstance(g, exp.Literal) and not g.is_string:
             n = int(g.this)
             if not 1 <= n <= len(select_items):
@@ -608,22 +674,28 @@ class Planner:
                 raise
         return g
 
-    # -- streaming keys ------------------------------------------------------------------------------
-    def _keep_stream_key(self, node: PlanNode, exprs: list[ex.Expr], fields: list[Field]
-                         ) -> tuple[list[ex.Expr], list[Field], list[int]]:
+    # -- streaming keys --------
+    def _keep_stream_key(
+        self, node: PlanNode, exprs: list[ex.Expr], fields: list[Field]
+    ) -> tuple[list[ex.Expr], list[Field], list[int]]:
         if node.stream_key is None:
             raise not_supported("this query has no stream key")
         key: list[int] = []
         exprs = list(exprs)
         fields = list(fields)
         for k in node.stream_key:
-            pos = next((i for i, e in enumerate(exprs)
-                        if isinstance(e, ex.InputRef) and e.index == k), None)
+            pos = next(
+                (i for i, e in enumerate(exprs) if isinstance(e, ex.InputRef) and e.index == k),
+                None,
+            )
             if pos is None:
                 f = node.schema[k]
                 exprs.append(ex.InputRef(index=k, type=f.type, name=f.name))
-                fields.append(Field(f"_{f.name}" if not f.name.startswith("_") else f.name,
-                                    f.type, hidden=True))
+                fields.append(
+                    Field(
+                        f"_{f.name}" if not f.name.startswith("_") else f.name, f.type, hidden=True
+                    )
+                )
                 pos = len(exprs) - 1
             key.append(pos)
         # hidden names must not clash with visible ones
@@ -637,13 +709,21 @@ class Planner:
             names.add(n)
         return exprs, fields, key
 
-    # -- binding helpers ---------------------------------------------------------------------------
+    # -- binding helpers --------
     def _scope(self, cols: list[_Col]) -> ex.Scope:
-        return ex.Scope([ex.ColumnBinding(name=c.name, type=c.type, index=i, table=c.table,
-                                          hidden=c.hidden) for i, c in enumerate(cols)])
+        return ex.Scope(
+            [
+                ex.ColumnBinding(name=c.name, type=c.type, index=i, table=c.table, hidden=c.hidden)
+                for i, c in enumerate(cols)
+            ]
+        )
 
-    def _bind(self, node: exp.Expression, scope: ex.Scope,
-              hook: Callable[[exp.Expression], ex.Expr | None] | None = None) -> ex.Expr:
+    def _bind(
+        self,
+        node: exp.Expression,
+        scope: ex.Scope,
+        hook: Callable[[exp.Expression], ex.Expr | None] | None = None,
+    ) -> ex.Expr:
         """Bind with the planner's hooks: `hook` first (aggregation context), then subqueries
         and session functions; without `hook`, aggregate calls are refused here."""
         binder_ref: list[ex.ExprBinder] = []
@@ -665,10 +745,10 @@ class Planner:
 
     def _hook_factory(self, scope: ex.Scope | None) -> Callable[[exp.Expression], ex.Expr | None]:
         def hook(n: exp.Expression) -> ex.Expr | None:
-            if isinstance(n, tuple(AGG_CLASSES)) or (isinstance(n, exp.Filter)
-                                                     and isinstance(n.this, tuple(AGG_CLASSES))):
-                raise GroupingError("aggregate functions are not allowed here",
-                                    position=_pos(n))
+            if isinstance(n, tuple(AGG_CLASSES)) or (
+                isinstance(n, exp.Filter) and isinstance(n.this, tuple(AGG_CLASSES))
+            ):
+                raise GroupingError("aggregate functions are not allowed here", position=_pos(n))
             return None
 
         return hook
@@ -684,8 +764,11 @@ class Planner:
                 name = "current_user"
             if isinstance(n, exp.CurrentSchema):
                 name = "current_schema"
-            got = self.session_func(name) if not n.expressions or isinstance(
-                n, (exp.CurrentSchema,)) else None
+            got = (
+                self.session_func(name)
+                if not n.expressions or isinstance(n, (exp.CurrentSchema,))
+                else None
+            )
             if got is not None:
                 value, t = got
                 return ex.Literal(value=value, type=t)
@@ -693,20 +776,30 @@ class Planner:
 
     def _subquery(self, n: exp.Expression, binder: ex.ExprBinder) -> ex.Expr:
         if self.streaming:
-            raise not_supported("subqueries in materialized views are not supported yet",
-                                hint="Subqueries in streaming queries arrive with joins.")
+            raise not_supported(
+                "subqueries in materialized views are not supported yet",
+                hint="Subqueries in streaming queries arrive with joins.",
+            )
         if self.subquery_runner is None:
             raise not_supported("subqueries are not supported here")
         if isinstance(n, exp.Exists):
-            sub = Planner(self.catalog, params=self.params, subquery_runner=self.subquery_runner,
-                          session_func=self.session_func)
+            sub = Planner(
+                self.catalog,
+                params=self.params,
+                subquery_runner=self.subquery_runner,
+                session_func=self.session_func,
+            )
             plan = sub.plan_query(n.this.this if isinstance(n.this, exp.Subquery) else n.this)
             rows = self.subquery_runner(Limit(plan.schema, None, input=plan, limit=1, offset=0))
             return ex.Literal(value=bool(rows), type=SqlType(TypeKind.BOOLEAN))
         if isinstance(n, exp.In):
             q = n.args["query"]
-            sub = Planner(self.catalog, params=self.params, subquery_runner=self.subquery_runner,
-                          session_func=self.session_func)
+            sub = Planner(
+                self.catalog,
+                params=self.params,
+                subquery_runner=self.subquery_runner,
+                session_func=self.session_func,
+            )
             plan = sub.plan_query(q.this if isinstance(q, exp.Subquery) else q)
             vis = _visible(plan)
             if len(vis) != 1:
@@ -721,8 +814,12 @@ class Planner:
             rewritten = exp.In(this=n.this, expressions=lit_nodes)
             return binder.bind(rewritten)
         # scalar subquery
-        sub = Planner(self.catalog, params=self.params, subquery_runner=self.subquery_runner,
-                      session_func=self.session_func)
+        sub = Planner(
+            self.catalog,
+            params=self.params,
+            subquery_runner=self.subquery_runner,
+            session_func=self.session_func,
+        )
         plan = sub.plan_query(n.this)
         vis = _visible(plan)
         if len(vis) != 1:
@@ -735,14 +832,18 @@ class Planner:
 
     def _check_bool(self, e: ex.Expr, where: str) -> None:
         if e.type.kind not in (TypeKind.BOOLEAN, TypeKind.UNKNOWN):
-            raise DatatypeMismatch(f"argument of {where} must be type boolean, not type "
-                                   f"{e.type.display}")
+            raise DatatypeMismatch(
+                f"argument of {where} must be type boolean, not type {e.type.display}"
+            )
 
-    def _expand_star(self, items: list[exp.Expression], cols: list[_Col]
-                     ) -> list[tuple[str, exp.Expression]]:
+    def _expand_star(
+        self, items: list[exp.Expression], cols: list[_Col]
+    ) -> list[tuple[str, exp.Expression]]:
         out: list[tuple[str, exp.Expression]] = []
         for it in items:
-            if isinstance(it, exp.Star) or (isinstance(it, exp.Column) and isinstance(it.this, exp.Star)):
+            if isinstance(it, exp.Star) or (
+                isinstance(it, exp.Column) and isinstance(it.this, exp.Star)
+            ):
                 table = it.table if isinstance(it, exp.Column) else None
                 chosen = [c for c in cols if not c.hidden and (not table or c.table == table)]
                 if table and not chosen and not any(c.table == table for c in cols):
@@ -752,9 +853,10 @@ class Planner:
                 if not cols and not table:
                     raise SqlSyntaxError("SELECT * with no tables specified is not valid")
                 for c in chosen:
-                    col = exp.Column(this=exp.Identifier(this=c.name, quoted=True),
-                                     table=exp.Identifier(this=c.table, quoted=True)
-                                     if c.table else None)
+                    col = exp.Column(
+                        this=exp.Identifier(this=c.name, quoted=True),
+                        table=exp.Identifier(this=c.table, quoted=True) if c.table else None,
+                    )
                     out.append((c.name, col))
                 continue
             out.append((_output_name(it), it.this if isinstance(it, exp.Alias) else it))
@@ -784,8 +886,9 @@ def _mapped_key(key: list[int] | None, exprs: list[ex.Expr]) -> list[int] | None
         return None
     out = []
     for k in key:
-        pos = next((i for i, e in enumerate(exprs) if isinstance(e, ex.InputRef) and e.index == k),
-                   None)
+        pos = next(
+            (i for i, e in enumerate(exprs) if isinstance(e, ex.InputRef) and e.index == k), None
+        )
         if pos is None:
             return None
         out.append(pos)
@@ -860,7 +963,9 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
         if isinstance(node, (exp.Subquery, exp.Select)):
             return
         if isinstance(node, exp.AggFunc) and not isinstance(node, tuple(AGG_CLASSES)):
-            raise not_supported(f"aggregate function {node.sql_name().lower()} is not supported yet")
+            raise not_supported(
+                f"aggregate function {node.sql_name().lower()} is not supported yet"
+            )
         for child in node.iter_expressions():
             walk(child)
 
@@ -934,10 +1039,15 @@ def _literal_node(v: Any, t: SqlType) -> exp.Expression:
     if isinstance(v, bool):
         return exp.Boolean(this=v)
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return exp.Cast(this=exp.Literal.string(str(v)), to=exp.DataType.build(t.display,
-                                                                               dialect="postgres"))
-    return exp.Cast(this=exp.Literal.string(str(v)), to=exp.DataType.build(
-        t.display if t.kind is not TypeKind.JSONB else "jsonb", dialect="postgres"))
+        return exp.Cast(
+            this=exp.Literal.string(str(v)), to=exp.DataType.build(t.display, dialect="postgres")
+        )
+    return exp.Cast(
+        this=exp.Literal.string(str(v)),
+        to=exp.DataType.build(
+            t.display if t.kind is not TypeKind.JSONB else "jsonb", dialect="postgres"
+        ),
+    )
 
 
 def check_unique_names(fields: list[Field]) -> None:

@@ -142,24 +142,29 @@ def _classify(ast: exp.Expression, text: str) -> Statement:
     if isinstance(ast, exp.Create):
         kind = (ast.args.get("kind") or "").upper()
         props = ast.args.get("properties")
-        materialized = bool(props and any(isinstance(p, exp.MaterializedProperty)
-                                          for p in props.expressions))
+        materialized = bool(
+            props and any(isinstance(p, exp.MaterializedProperty) for p in props.expressions)
+        )
         if kind == "TABLE":
             return Statement("create_table", text, ast)
         if kind == "VIEW" and materialized:
             return Statement("create_mv", text, ast)
         if kind == "VIEW":
             return Statement("create_view", text, ast)
-        raise SqlSyntaxError(f'syntax error at or near "{kind}"',
-                             detail=f"CREATE {kind} is not supported by Swell yet.")
+        raise SqlSyntaxError(
+            f'syntax error at or near "{kind}"',
+            detail=f"CREATE {kind} is not supported by Swell yet.",
+        )
     if isinstance(ast, exp.Drop):
         return Statement("drop", text, ast)
     if isinstance(ast, exp.Describe):
         return Statement("describe", text, ast)
-    if isinstance(ast, exp.Column) or isinstance(ast, exp.Identifier):
+    if isinstance(ast, (exp.Column, exp.Identifier)):
         raise SqlSyntaxError(f'syntax error at or near "{ast.sql()}"')
-    raise SqlSyntaxError(f'syntax error at or near "{type(ast).__name__.upper()}"',
-                         detail="This statement is not supported by Swell.")
+    raise SqlSyntaxError(
+        f'syntax error at or near "{type(ast).__name__.upper()}"',
+        detail="This statement is not supported by Swell.",
+    )
 
 
 # -- our own statements ----------------------------------------------------------------------
@@ -167,7 +172,9 @@ _SET_RE = re.compile(
     r"^SET\s+(?:(SESSION|LOCAL)\s+)?(?P<name>[A-Za-z_][\w.]*)\s*(?:=|\bTO\b)\s*(?P<value>.+)$",
     re.I | re.S,
 )
-_SET_TZ_RE = re.compile(r"^SET\s+(?:(?:SESSION|LOCAL)\s+)?TIME\s+ZONE\s+(?P<value>.+)$", re.I | re.S)
+_SET_TZ_RE = re.compile(
+    r"^SET\s+(?:(?:SESSION|LOCAL)\s+)?TIME\s+ZONE\s+(?P<value>.+)$", re.I | re.S
+)
 _SHOW_LIST = {
     "TABLES": "table",
     "MATERIALIZED": "materialized view",
@@ -193,13 +200,21 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
     if head == "SET":
         m = _SET_TZ_RE.match(body)
         if m:
-            return Statement("set", text, args={"name": "timezone", "value": _set_value(m["value"])})
-        if len(words) > 1 and words[1] == "TRANSACTION" or words[1:3] == ["SESSION", "CHARACTERISTICS"]:
+            return Statement(
+                "set", text, args={"name": "timezone", "value": _set_value(m["value"])}
+            )
+        if (
+            len(words) > 1
+            and words[1] == "TRANSACTION"
+            or words[1:3] == ["SESSION", "CHARACTERISTICS"]
+        ):
             return Statement("noop", text, args={"tag": "SET"})
         m = _SET_RE.match(body)
         if not m:
-            raise SqlSyntaxError("syntax error at or near \"SET\"")
-        return Statement("set", text, args={"name": m["name"].lower(), "value": _set_value(m["value"])})
+            raise SqlSyntaxError('syntax error at or near "SET"')
+        return Statement(
+            "set", text, args={"name": m["name"].lower(), "value": _set_value(m["value"])}
+        )
     if head == "RESET":
         rest = body[5:].strip()
         return Statement("reset", text, args={"name": rest.lower()})
@@ -265,11 +280,14 @@ def _parse_show(words: list[str], body: str, text: str) -> Statement:
             args={"kind": _SHOW_LIST[w1], "schema": m["schema"], "like": m["like"]},
         )
     if w1 == "CREATE":
-        m = re.match(r"^CREATE\s+(TABLE|MATERIALIZED\s+VIEW|VIEW|SOURCE|SINK)\s+(.+)$", rest, re.I | re.S)
+        m = re.match(
+            r"^CREATE\s+(TABLE|MATERIALIZED\s+VIEW|VIEW|SOURCE|SINK)\s+(.+)$", rest, re.I | re.S
+        )
         if not m:
             raise SqlSyntaxError('syntax error at or near "CREATE"')
-        return Statement("show_create", text, args={"kind": " ".join(m[1].lower().split()),
-                                                    "name": m[2].strip()})
+        return Statement(
+            "show_create", text, args={"kind": " ".join(m[1].lower().split()), "name": m[2].strip()}
+        )
     if w1 in ("DATABASES", "SCHEMAS", "PARAMETERS", "ALL"):
         return Statement("show_special", text, args={"what": w1.lower()})
     if w1 in ("COLUMNS",):

@@ -40,8 +40,9 @@ def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list
             calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
             op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
         else:
-            raise not_supported(f"{p.describe().split(' ')[0]} in a materialized view is not "
-                                "supported yet")
+            raise not_supported(
+                f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"
+            )
         nodes.append(Node(op, ins))
         return ("node", len(nodes) - 1)
 

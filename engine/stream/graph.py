@@ -85,8 +85,9 @@ class ViewFlow:
     def mat(self) -> Operator:
         return self.nodes[-1].op
 
-    def step(self, deltas: dict[int, StreamChunk | None], *, force: bool = False
-             ) -> StreamChunk | None:
+    def step(
+        self, deltas: dict[int, StreamChunk | None], *, force: bool = False
+    ) -> StreamChunk | None:
         outs: list[StreamChunk | None] = []
         for node in self.nodes:
             ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
@@ -123,8 +124,9 @@ def rows_to_table(rows: list[tuple[object, ...]], rel_fields: list) -> pa.Table:
     if not rows:
         return schema.empty_table()
     cols = list(zip(*rows, strict=True))
-    return pa.Table.from_arrays([pa.array(list(c), type=schema.field(i).type)
-                                 for i, c in enumerate(cols)], schema=schema)
+    return pa.Table.from_arrays(
+        [pa.array(list(c), type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+    )
 
 
 class RowIdGen:

@@ -50,8 +50,14 @@ log = logging.getLogger("swell.runtime")
 
 
 class Runtime:
-    def __init__(self, store: Any, wal: Any, checkpointer: Any, catalog: Catalog,
-                 barrier_interval_ms: int = 1000) -> None:
+    def __init__(
+        self,
+        store: Any,
+        wal: Any,
+        checkpointer: Any,
+        catalog: Catalog,
+        barrier_interval_ms: int = 1000,
+    ) -> None:
         self.store = store
         self.wal = wal
         self.checkpointer = checkpointer
@@ -159,7 +165,8 @@ class Runtime:
                 continue  # the table was dropped after this write
             if flow.rel.row_id_index is not None:
                 self.row_ids.observe(
-                    chunk.data.column(flow.rel.row_id_index).to_numpy(zero_copy_only=False))
+                    chunk.data.column(flow.rel.row_id_index).to_numpy(zero_copy_only=False)
+                )
             flow.pending.append(chunk)
             self.wal_seq = max(self.wal_seq, seq)
             n += 1
@@ -215,8 +222,9 @@ class Runtime:
     def drop(self, rels: list[Relation]) -> None:
         with self.lock:
             for rel in rels:
-                flow: TableFlow | ViewFlow | None = self.tables.pop(rel.id, None) or \
-                    self.views.pop(rel.id, None)
+                flow: TableFlow | ViewFlow | None = self.tables.pop(rel.id, None) or self.views.pop(
+                    rel.id, None
+                )
                 if flow is not None:
                     self._dropped.extend(flow.tables)
                 self.catalog.remove(rel.id)
@@ -267,7 +275,7 @@ class Runtime:
             if flow is None:
                 from engine.errors import UndefinedTable
 
-                raise UndefinedTable(f'relation with id {rel_id} does not exist')
+                raise UndefinedTable(f"relation with id {rel_id} does not exist")
             seq = self.wal.append(encode_wal_record(rel_id, chunk))
             flow.pending.append(chunk)
             self.wal_seq = max(self.wal_seq, seq)

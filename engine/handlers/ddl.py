@@ -1,0 +1,309 @@
+"""CREATE TABLE / MATERIALIZED VIEW / VIEW and DROP.
+
+Every DDL runs under the runtime lock and ends with a checkpoint, so when the statement
+returns the catalog change (and a new view's backfilled contents) is durable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.api import Notice, QueryResult
+from engine.catalog import Relation, RelationKind
+from engine.errors import (
+    DependentObjectsStillExist,
+    DuplicateColumn,
+    InvalidColumnReference,
+    UndefinedTable,
+    WrongObjectType,
+    not_supported,
+)
+from engine.plan.logical import PlanNode
+from engine.plan.planner import Planner, check_unique_names
+from engine.sql.parser import Statement, parse_one
+from engine.types import BIGINT, Field
+
+
+def plan_view_query(db: Any, query_sql: str) -> PlanNode:
+    """Plan a materialized view's SELECT for streaming (also used on recovery)."""
+    st = parse_one(query_sql)
+    assert st.ast is not None
+    from engine.handlers.query import session_func
+
+    class _S:
+        database = "dev"
+        user = "root"
+        pid = 0
+
+    return Planner(db.catalog, streaming=True, session_func=session_func(_S())).plan_query(st.ast)
+
+
+def _name(t: exp.Expression) -> tuple[str, str | None]:
+    if isinstance(t, exp.Schema):
+        t = t.this
+    assert isinstance(t, exp.Table)
+    quoted = t.this.args.get("quoted")
+    return (t.name if quoted else t.name.lower()), (t.db or None)
+
+
+def _exists_notice(kind: str, name: str) -> QueryResult:
+    return QueryResult(
+        f"CREATE_{kind}", notices=[Notice(f'relation "{name}" already exists, skipping')]
+    )
+
+
+# -- CREATE TABLE --------
+def create_table(session: Any, st: Statement) -> QueryResult:
+    ast = st.ast
+    assert isinstance(ast, exp.Create)
+    schema = ast.this
+    if not isinstance(schema, exp.Schema):
+        if ast.expression is not None:
+            raise not_supported(
+                "CREATE TABLE AS is not supported yet",
+                hint="Create the table, then INSERT INTO ... SELECT.",
+            )
+        raise not_supported("CREATE TABLE without columns")
+    name, sch = _name(schema)
+    props = ast.args.get("properties")
+    options: dict[str, str] = {}
+    if props is not None:
+        for p in props.expressions:
+            if isinstance(p, exp.Property):
+                options[p.name.lower()] = (
+                    p.args["value"].name
+                    if isinstance(p.args.get("value"), exp.Literal)
+                    else p.args["value"].sql()
+                )
+            elif isinstance(p, exp.EngineProperty):
+                raise not_supported("ENGINE = iceberg tables are not supported yet")
+    if options.get("connector"):
+        raise not_supported(f"tables with connector '{options['connector']}' are not supported yet")
+    fields: list[Field] = []
+    pk_names: list[str] = []
+    not_null: list[str] = []
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            cname = item.name if item.this.args.get("quoted") else item.name.lower()
+            if any(f.name == cname for f in fields):
+                raise DuplicateColumn(f'column "{cname}" specified more than once')
+            kind = item.args.get("kind")
+            if kind is None:
+                raise not_supported(f'column "{cname}" needs a type')
+            t = ex.parse_data_type(kind)
+            fields.append(Field(cname, t))
+            for c in item.constraints:
+                ck = c.args.get("kind")
+                if isinstance(ck, exp.PrimaryKeyColumnConstraint):
+                    pk_names.append(cname)
+                elif isinstance(ck, exp.NotNullColumnConstraint):
+                    not_null.append(cname)
+                elif isinstance(ck, exp.DefaultColumnConstraint):
+                    raise not_supported("DEFAULT column values are not supported yet")
+                elif ck is not None:
+                    raise not_supported(f"column constraint {ck.sql(dialect='postgres')}")
+        elif isinstance(item, exp.PrimaryKey):
+            if pk_names:
+                raise InvalidColumnReference(
+                    f'multiple primary keys for table "{name}" are not allowed'
+                )
+            for c in item.expressions:
+                pk_names.append(
+                    c.name
+                    if isinstance(c, exp.Identifier) and c.args.get("quoted")
+                    else c.name.lower()
+                )
+        else:
+            raise not_supported(f"table element {item.sql(dialect='postgres')}")
+    if len(set(pk_names)) != len(pk_names) or (
+        len(pk_names) > 1
+        and any(
+            isinstance(i, exp.ColumnDef)
+            and any(
+                isinstance(c.args.get("kind"), exp.PrimaryKeyColumnConstraint)
+                for c in i.constraints
+            )
+            for i in schema.expressions
+        )
+    ):
+        raise InvalidColumnReference(f'multiple primary keys for table "{name}" are not allowed')
+    pk = []
+    for pn in pk_names:
+        pos = next((i for i, f in enumerate(fields) if f.name == pn), None)
+        if pos is None:
+            raise InvalidColumnReference(f'column "{pn}" named in key does not exist')
+        if fields[pos].type.kind.name == "JSONB":
+            raise not_supported("JSONB column cannot be part of a primary key")
+        pk.append(pos)
+    row_id_index = None
+    if not pk:
+        fields.append(Field("_row_id", BIGINT, hidden=True))
+        row_id_index = len(fields) - 1
+        pk = [row_id_index]
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if cat.find(name, sch) is not None:
+            if ast.args.get("exists"):
+                return _exists_notice("TABLE", name)
+            cat.check_free(name, sch)
+        rel = Relation(
+            id=cat.allocate_relation_id(),
+            name=name,
+            kind=RelationKind.TABLE,
+            fields=fields,
+            pk=pk,
+            definition=st.sql.strip(),
+            schema_name=sch or "public",
+            append_only=bool(st.args.get("append_only")),
+            options=options,
+            row_id_index=row_id_index,
+            extra={"not_null": [i for i, f in enumerate(fields) if f.name in not_null]},
+        )
+        rt.create_table(rel)
+    return QueryResult("CREATE_TABLE")
+
+
+# -- CREATE MATERIALIZED VIEW / VIEW --------------------------------------------------------------
+def create_materialized_view(session: Any, st: Statement) -> QueryResult:
+    ast = st.ast
+    assert isinstance(ast, exp.Create)
+    name, sch = _name(ast.this)
+    query = ast.expression
+    query_sql = query.sql(dialect="risingwave")
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if cat.find(name, sch) is not None:
+            if ast.args.get("exists"):
+                return _exists_notice("MATERIALIZED_VIEW", name)
+            cat.check_free(name, sch)
+        st2 = parse_one(query_sql)
+        from engine.handlers.query import session_func
+
+        planner = Planner(cat, streaming=True, session_func=session_func(session))
+        assert st2.ast is not None
+        plan = planner.plan_query(st2.ast)
+        check_unique_names(plan.schema)
+        rel = Relation(
+            id=cat.allocate_relation_id(),
+            name=name,
+            kind=RelationKind.MATERIALIZED_VIEW,
+            fields=list(plan.schema),
+            pk=list(plan.stream_key or []),
+            definition=st.sql.strip(),
+            schema_name=sch or "public",
+            query=query_sql,
+            depends_on=[r.id for r in planner.dependencies],
+        )
+        rt.create_view(rel, plan)
+    return QueryResult("CREATE_MATERIALIZED_VIEW")
+
+
+def create_view(session: Any, st: Statement) -> QueryResult:
+    ast = st.ast
+    assert isinstance(ast, exp.Create)
+    name, sch = _name(ast.this)
+    query = ast.expression
+    query_sql = query.sql(dialect="risingwave")
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if cat.find(name, sch) is not None:
+            if ast.args.get("exists"):
+                return _exists_notice("VIEW", name)
+            cat.check_free(name, sch)
+        from engine.handlers.query import planner_for
+
+        planner = planner_for(session, None)
+        plan = planner.plan_query(parse_one(query_sql).ast)  # type: ignore[arg-type]
+        fields = [f for f in plan.schema if not f.hidden]
+        check_unique_names(fields)
+        rel = Relation(
+            id=cat.allocate_relation_id(),
+            name=name,
+            kind=RelationKind.VIEW,
+            fields=fields,
+            pk=[],
+            definition=st.sql.strip(),
+            schema_name=sch or "public",
+            query=query_sql,
+            depends_on=[r.id for r in planner.dependencies],
+        )
+        rt.create_view(rel, None)
+    return QueryResult("CREATE_VIEW")
+
+
+# -- DROP --------
+_DROP_KIND = {
+    ("TABLE", False): RelationKind.TABLE,
+    ("VIEW", True): RelationKind.MATERIALIZED_VIEW,
+    ("VIEW", False): RelationKind.VIEW,
+    ("SOURCE", False): RelationKind.SOURCE,
+    ("SINK", False): RelationKind.SINK,
+}
+
+
+def drop(session: Any, st: Statement) -> QueryResult:
+    ast = st.ast
+    assert isinstance(ast, exp.Drop)
+    kw = (ast.args.get("kind") or "").upper()
+    kind = _DROP_KIND.get((kw, bool(ast.args.get("materialized"))))
+    if kind is None:
+        raise not_supported(f"DROP {kw}")
+    tables = ast.args.get("tables") or ([ast.this] if ast.this is not None else [])
+    rt = session.db.runtime
+    notices: list[Notice] = []
+    with rt.lock:
+        cat = session.db.catalog
+        to_drop: list[Relation] = []
+        for t in tables:
+            name, sch = _name(t)
+            rel = cat.find(name, sch)
+            if rel is None:
+                if ast.args.get("exists"):
+                    notices.append(Notice(f'{kind.value} "{name}" does not exist, skipping'))
+                    continue
+                raise UndefinedTable(f'{kind.value} "{name}" does not exist')
+            if rel.kind is not kind:
+                raise WrongObjectType(
+                    f'"{name}" is not a {kind.value}',
+                    hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
+                )
+            deps = _dependents_closure(cat, rel)
+            if deps and not ast.args.get("cascade"):
+                detail = "\n".join(
+                    f"{d.kind.value} {d.name} depends on {rel.kind.value} {rel.name}" for d in deps
+                )
+                raise DependentObjectsStillExist(
+                    f"cannot drop {rel.kind.value} {rel.name} because other objects depend on it",
+                    detail=detail,
+                    hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                )
+            for d in reversed(deps):
+                if d not in to_drop:
+                    to_drop.append(d)
+            if rel not in to_drop:
+                to_drop.append(rel)
+        if to_drop:
+            rt.drop(to_drop)
+    tag = "DROP_" + kind.tag_name
+    return QueryResult(tag, notices=notices)
+
+
+def _dependents_closure(cat: Any, rel: Relation) -> list[Relation]:
+    """All relations depending on `rel`, directly or not, in creation order."""
+    out: list[Relation] = []
+    frontier = [rel.id]
+    seen = {rel.id}
+    while frontier:
+        rid = frontier.pop()
+        for d in cat.dependents(rid):
+            if d.id not in seen:
+                seen.add(d.id)
+                out.append(d)
+                frontier.append(d.id)
+    return sorted(out, key=lambda r: r.id)

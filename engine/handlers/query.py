@@ -1,0 +1,135 @@
+"""SELECT and EXPLAIN.
+
+An ad-hoc SELECT is planned and its relations snapshotted under the runtime lock (one
+consistent checkpoint for every relation it reads), then executed outside the lock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from engine.api import QueryResult
+from engine.batch import execute_plan
+from engine.expr import ParamContext
+from engine.plan.logical import PlanNode, relations_scanned
+from engine.plan.planner import Planner
+from engine.sql.parser import Statement, parse_one
+from engine.types import INT, VARCHAR, Field, SqlType
+
+
+def session_func(session: Any) -> Any:
+    from engine.database import SERVER_VERSION, SWELL_VERSION
+
+    def f(name: str) -> tuple[Any, SqlType] | None:
+        if name == "version":
+            return (
+                f"PostgreSQL {SERVER_VERSION}-Swell-{SWELL_VERSION} on x86_64-pc-linux-gnu, "
+                f"compiled by Python",
+                VARCHAR,
+            )
+        if name in ("current_database", "current_catalog"):
+            return (session.database, VARCHAR)
+        if name == "current_schema":
+            return ("public", VARCHAR)
+        if name in ("current_user", "session_user", "user", "current_role"):
+            return (session.user, VARCHAR)
+        if name == "pg_backend_pid":
+            return (session.pid, INT)
+        if name == "pg_postmaster_start_time":
+            return None
+        return None
+
+    return f
+
+
+def planner_for(session: Any, params: ParamContext | None, streaming: bool = False) -> Planner:
+    return Planner(
+        session.db.catalog,
+        params=params,
+        streaming=streaming,
+        subquery_runner=lambda plan: rows_of(run_plan(session, plan)),
+        session_func=session_func(session),
+    )
+
+
+def run_plan(session: Any, plan: PlanNode) -> pa.Table:
+    rt = session.db.runtime
+    rels = relations_scanned(plan)
+    with rt.lock:
+        snaps = {r.id: rt.snapshot(r.id) for r in rels}
+    session.check_cancel()
+    return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
+
+
+def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:
+    if t.num_columns == 0:
+        return [() for _ in range(t.num_rows)]
+    cols = [c.to_pylist() for c in t.columns]
+    return list(zip(*cols, strict=True))
+
+
+def plan_select(session: Any, ast: exp.Expression, params: ParamContext | None) -> PlanNode:
+    with session.db.runtime.lock:
+        return planner_for(session, params).plan_query(ast)
+
+
+def run_select(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
+    assert st.ast is not None
+    plan = plan_select(session, st.ast, params)
+    t = run_plan(session, plan)
+    vis = [i for i, f in enumerate(plan.schema) if not f.hidden]
+    if len(vis) != t.num_columns:
+        t = t.select(vis)
+    fields = [plan.schema[i] for i in vis]
+    rows = rows_of(t)
+    return QueryResult(f"SELECT {len(rows)}", fields, rows)
+
+
+def describe_statement(session: Any, st: Statement, params: ParamContext) -> list[Field] | None:
+    """Result columns of a statement without running it (and infer parameter types)."""
+    if st.kind == "select":
+        assert st.ast is not None
+        plan = plan_select(session, st.ast, params)
+        return [f for f in plan.schema if not f.hidden]
+    from engine.handlers import dml
+
+    dml.bind_only(session, st, params)
+    return None
+
+
+def explain(session: Any, st: Statement) -> QueryResult:
+    inner = parse_one(st.args["inner"])
+    lines: list[str]
+    if inner.kind == "create_mv":
+        from engine.handlers.ddl import plan_view_query
+
+        assert inner.ast is not None
+        q = inner.ast.expression
+        with session.db.runtime.lock:
+            plan = plan_view_query(session.db, q.sql(dialect="risingwave"))
+        cols = ", ".join(f.name for f in plan.schema)
+        pk = ", ".join(plan.schema[i].name for i in (plan.stream_key or []))
+        lines = [f"StreamMaterialize {{ columns: [{cols}], pk_columns: [{pk}] }}"]
+        lines += [
+            "Stream" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Stream", 1)
+            for ln in _indent(plan.explain(1))
+        ]
+    elif inner.kind == "select":
+        assert inner.ast is not None
+        plan = plan_select(session, inner.ast, None)
+        lines = [
+            "Batch" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Batch", 1)
+            for ln in plan.explain()
+        ]
+    else:
+        from engine.errors import not_supported
+
+        raise not_supported(f"EXPLAIN of {inner.kind.replace('_', ' ').upper()}")
+    return QueryResult("EXPLAIN", [Field("QUERY PLAN", VARCHAR)], [(ln,) for ln in lines])
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return lines

@@ -1,0 +1,337 @@
+"""A client session: session variables, statement dispatch, prepared statements.
+
+Implements `engine.api.Session`. pgwire calls it from a worker thread per connection.
+Each statement kind has a handler in `engine.handlers`; this module owns what is per
+session: variables (SET/SHOW/RESET), the transaction-block state that clients expect
+(BEGIN/COMMIT are accepted; Swell statements are individually atomic), and prepared
+statements whose parameter types are inferred at Parse time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.api import Notice, QueryResult, StatementDescription
+from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlSyntaxError
+from engine.expr import EvalContext, ParamContext
+from engine.sql.parser import Statement, parse_one, parse_statements
+from engine.types import SqlType
+
+log = logging.getLogger("swell.session")
+
+# name -> default; SHOW prints these; pgwire reports the `REPORTED` ones as ParameterStatus
+DEFAULT_VARS: dict[str, str] = {
+    "application_name": "",
+    "client_encoding": "UTF8",
+    "client_min_messages": "notice",
+    "datestyle": "ISO, MDY",
+    "default_transaction_isolation": "read committed",
+    "default_transaction_read_only": "off",
+    "extra_float_digits": "1",
+    "integer_datetimes": "on",
+    "intervalstyle": "postgres",
+    "is_superuser": "on",
+    "lock_timeout": "0",
+    "search_path": '"$user", public',
+    "server_encoding": "UTF8",
+    "server_version": "13.14.0",
+    "server_version_num": "130014",
+    "standard_conforming_strings": "on",
+    "statement_timeout": "0",
+    "timezone": "UTC",
+    "transaction_isolation": "read committed",
+    "transaction_read_only": "off",
+    "rw_implicit_flush": "false",
+    "implicit_flush": "false",
+    "background_ddl": "false",
+    "streaming_parallelism": "adaptive",
+    "query_mode": "auto",
+    "max_split_range_gap": "8",
+    "iceberg_engine_connection": "",
+    "sink_decouple": "default",
+    "dml_wait_persistence": "false",
+    "idle_in_transaction_session_timeout": "0",
+    "bytea_output": "hex",
+    "jit": "off",
+    "enable_seqscan": "on",
+}
+# display names for SHOW ALL / ParameterStatus
+DISPLAY = {
+    "datestyle": "DateStyle",
+    "timezone": "TimeZone",
+    "intervalstyle": "IntervalStyle",
+}
+REPORTED = [
+    "application_name",
+    "client_encoding",
+    "datestyle",
+    "default_transaction_read_only",
+    "in_hot_standby",
+    "integer_datetimes",
+    "intervalstyle",
+    "is_superuser",
+    "server_encoding",
+    "server_version",
+    "session_authorization",
+    "standard_conforming_strings",
+    "timezone",
+]
+
+
+@dataclass
+class PreparedStmt:
+    sql: str
+    statement: Statement
+    description: StatementDescription
+    param_types: list[SqlType] = field(default_factory=list)
+
+
+class SwellSession:
+    def __init__(
+        self, db: Any, user: str, database: str, pid: int, options: dict[str, str]
+    ) -> None:
+        self.db = db
+        self.user = user
+        self.database = database
+        self.pid = pid
+        self.vars = dict(DEFAULT_VARS)
+        for k, v in options.items():
+            k = k.lower()
+            if k in (
+                "application_name",
+                "timezone",
+                "datestyle",
+                "client_encoding",
+                "extra_float_digits",
+                "search_path",
+            ):
+                self.vars[k] = v
+        self.in_transaction = False
+        self._cancel = threading.Event()
+        self.closed = False
+
+    # -- engine.api.Session --------------------------------------------------------------
+    @property
+    def timezone(self) -> str:
+        return self.vars["timezone"]
+
+    def parameter_status(self) -> dict[str, str]:
+        out = {}
+        for k in REPORTED:
+            if k == "in_hot_standby":
+                out[k] = "off"
+            elif k == "session_authorization":
+                out[k] = self.user
+            else:
+                out[DISPLAY.get(k, k)] = self.vars[k]
+        return out
+
+    def eval_ctx(self) -> EvalContext:
+        return EvalContext(timezone=self.timezone)
+
+    def execute_simple(self, sql: str) -> list[QueryResult]:
+        self._cancel.clear()
+        results: list[QueryResult] = []
+        try:
+            statements = parse_statements(sql)
+        except EngineError as e:
+            e.partial_results = []  # type: ignore[attr-defined]
+            raise
+        for st in statements:
+            try:
+                results.append(self._run(st, None))
+            except EngineError as e:
+                if e.position is not None and st.offset:
+                    e.position += st.offset
+                e.partial_results = results  # type: ignore[attr-defined]
+                raise
+            except Exception as e:
+                log.exception("internal error running %r", st.sql[:200])
+                err = EngineError("internal error")
+                err.partial_results = results  # type: ignore[attr-defined]
+                raise err from e
+        return results
+
+    def prepare(self, sql: str, param_types: list[SqlType | None]) -> PreparedStmt:
+        stmts = parse_statements(sql)
+        if len(stmts) > 1:
+            raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
+        st = stmts[0]
+        params = ParamContext(list(param_types), None)
+        columns = None
+        if st.kind in ("select", "insert", "update", "delete"):
+            from engine.handlers.query import describe_statement
+
+            columns = describe_statement(self, st, params)
+        types = params.finalize()
+        desc = StatementDescription(types, columns if st.kind != "empty" else None)
+        if st.kind in (
+            "show",
+            "show_objects",
+            "describe",
+            "show_create",
+            "show_special",
+            "explain",
+        ):
+            desc.columns = self._run(st, None).columns
+        return PreparedStmt(sql, st, desc, types)
+
+    def execute(self, stmt: PreparedStmt, params: list[Any]) -> QueryResult:  # type: ignore[override]
+        self._cancel.clear()
+        try:
+            return self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
+        except EngineError:
+            raise
+        except Exception as e:
+            log.exception("internal error running %r", stmt.sql[:200])
+            raise EngineError("internal error") from e
+
+    def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:
+        return stmt.description.columns
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def check_cancel(self) -> None:
+        if self._cancel.is_set():
+            self._cancel.clear()
+            raise QueryCanceled("canceling statement due to user request")
+
+    def close(self) -> None:
+        self.closed = True
+        self.db.sessions.pop(self.pid, None)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def _run(self, st: Statement, params: ParamContext | None) -> QueryResult:
+        from engine.handlers import ddl, dml, query, show
+
+        k = st.kind
+        if k == "empty":
+            return QueryResult("", empty=True)
+        if k == "select":
+            return query.run_select(self, st, params)
+        if k == "insert":
+            return self._after_dml(dml.run_insert(self, st, params))
+        if k == "update":
+            return self._after_dml(dml.run_update(self, st, params))
+        if k == "delete":
+            return self._after_dml(dml.run_delete(self, st, params))
+        if k == "create_table":
+            return ddl.create_table(self, st)
+        if k == "create_mv":
+            return ddl.create_materialized_view(self, st)
+        if k == "create_view":
+            return ddl.create_view(self, st)
+        if k == "drop":
+            return ddl.drop(self, st)
+        if k == "flush":
+            self.db.runtime.barrier(force=True)
+            return QueryResult("FLUSH")
+        if k == "explain":
+            return query.explain(self, st)
+        if k in ("show_objects", "describe", "show_create", "show_special"):
+            return show.run(self, st)
+        if k == "show":
+            return self._show(st.args["name"])
+        if k == "set":
+            return self._set(st.args["name"], st.args["value"])
+        if k == "reset":
+            name = st.args["name"]
+            if name == "all":
+                self.vars = dict(DEFAULT_VARS)
+                return QueryResult("RESET")
+            return self._set(name, None, tag="RESET")
+        if k == "begin":
+            self.in_transaction = True
+            return QueryResult("BEGIN")
+        if k == "commit":
+            self.in_transaction = False
+            return QueryResult("COMMIT")
+        if k == "rollback":
+            self.in_transaction = False
+            return QueryResult("ROLLBACK")
+        if k == "discard":
+            return QueryResult("DISCARD ALL")
+        if k == "noop":
+            return QueryResult(st.args.get("tag", "SET"))
+        raise SqlSyntaxError(f"unsupported statement {k}")
+
+    def _after_dml(self, res: tuple[QueryResult, int | None]) -> QueryResult:
+        result, seq = res
+        if seq is not None:
+            self.db.wal.wait_durable(seq)
+            if self.vars["rw_implicit_flush"] in ("true", "on") or self.vars["implicit_flush"] in (
+                "true",
+                "on",
+            ):
+                self.db.runtime.barrier(force=True)
+        return result
+
+    # -- variables ---------------------------------------------------------------------------
+    def _set(self, name: str, value: str | None, tag: str = "SET") -> QueryResult:
+        name = name.lower()
+        if name == "time zone":
+            name = "timezone"
+        if name not in self.vars and not name.startswith(("rw_", "streaming_", "batch_")):
+            raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
+        if value is None:
+            value = DEFAULT_VARS.get(name, "")
+        if name == "timezone":
+            value = _check_timezone(value)
+        if name in ("rw_implicit_flush", "implicit_flush", "background_ddl"):
+            low = value.lower()
+            if low not in ("true", "false", "on", "off", "1", "0", "t", "f"):
+                from engine.errors import InvalidParameterValue
+
+                raise InvalidParameterValue(f'parameter "{name}" requires a Boolean value')
+            value = "true" if low in ("true", "on", "1", "t") else "false"
+        self.vars[name] = value
+        res = QueryResult(tag)
+        if name in REPORTED:
+            res.status = {DISPLAY.get(name, name): value}
+        if name == "iceberg_engine_connection" and value:
+            res.notices.append(
+                Notice(f"iceberg_engine_connection set to {value}", severity="NOTICE")
+            )
+            res.notices.clear()
+        return res
+
+    def _show(self, name: str) -> QueryResult:
+        from engine.types import VARCHAR, Field
+
+        if name == "all":
+            rows = [(DISPLAY.get(k, k), v, "") for k, v in sorted(self.vars.items())]
+            return QueryResult(
+                f"SHOW {len(rows)}",
+                [Field("Name", VARCHAR), Field("Setting", VARCHAR), Field("Description", VARCHAR)],
+                rows,
+            )
+        key = name.lower()
+        if key == "transaction isolation level":
+            key = "transaction_isolation"
+        if key not in self.vars:
+            raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
+        return QueryResult("SHOW", [Field(key, VARCHAR)], [(self.vars[key],)])
+
+
+def _check_timezone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    v = value.strip()
+    if v.upper() in ("UTC", "GMT", "Z", "ZULU"):
+        return "UTC"
+    if v.lower() == "local":
+        return "UTC"
+    try:
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        from engine.errors import InvalidParameterValue
+
+        raise InvalidParameterValue(f'invalid value for parameter "TimeZone": "{value}"') from e
+    return v
+
+
+_ = parse_one
