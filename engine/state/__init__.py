@@ -1,1 +1,38 @@
-"""(package docstring pending)"""
+"""Durable state: keyed state tables, the RocksDB store, the write-ahead log and checkpoints.
+
+What this package owns: every byte Swell keeps on disk about its dataflow. Operators and
+relations keep their state in `StateTable`s (fully resident dicts with dirty tracking);
+at each checkpoint the runtime writes every table's changes, the catalog blob, source
+offsets and the WAL truncation in one atomic RocksDB WriteBatch. Between checkpoints,
+acknowledged writes (DML and webhook rows) are made durable by the group-committed WAL.
+
+Modules:
+- `table`: StateTable (contract; others code against it).
+- `codec`: key/value byte encodings (marshal format 2 + tagged extensions), table prefixes.
+- `store`: StateStore (one rocksdict `Rdict`, raw mode), WriteBatchLike, StorageError.
+- `wal`: Wal (sequence-numbered records, background group commit, async append).
+- `checkpoint`: Checkpointer, CheckpointMeta; the numbered checkpoint and recovery order.
+
+Key layout of the single database at `<data_dir>/state` (default column family):
+
+| key                                        | value                            |
+|--------------------------------------------|----------------------------------|
+| table id (4 bytes BE) + encode_key(key)    | encode_value(value)              |
+| 0xFFFF "wal/" + seq (8 bytes BE)           | WAL payload (caller's bytes)     |
+| 0xFFFF "walfloor"                          | highest truncated seq (8 B BE)   |
+| 0xFFFF "meta/checkpoint"                   | version, epoch, wal_seq          |
+| 0xFFFF "meta/x/" + name (utf-8)            | extra blob (catalog, offsets...) |
+
+Table ids are limited to 0..0xFFFEFFFF (`codec.MAX_TABLE_ID`; `codec.table_prefix` raises
+beyond), so no table's range, nor the exclusive end `table_prefix(id + 1)` that
+`StateTable.drop` deletes up to, reaches the reserved 0xFFFF prefix.
+
+Recovery order (details in `engine.state.checkpoint`): open the store -> create the Wal
+(resumes numbering) -> `Checkpointer.load()` meta -> rebuild the catalog from meta.extra ->
+`StateTable.load` every table -> seek sources to the offsets -> replay
+`wal.records_after(meta.wal_seq)` -> normal epochs.
+
+Upstream: rocksdict, `engine.errors`, `engine.types` (the Python value forms).
+Downstream: the stream runtime (commits, recovery), operators (StateTable only), the
+webhook connector and DML path (Wal), the catalog (stores its blob as a checkpoint extra).
+"""

@@ -1,0 +1,225 @@
+"""StateStore: the one RocksDB database (via rocksdict) that holds all durable engine state.
+
+Why one database: a checkpoint must make every state table's changes, the catalog, source
+offsets and the WAL truncation visible together, and a single RocksDB WriteBatch is atomic
+only within one database. Everything therefore lives in the default column family of one
+`Rdict` at `<data_dir>/state` (`state_path(data_dir)`), in raw mode (bytes keys and values;
+key layout in `engine.state`).
+
+Lifecycle:
+1. `StateStore.open(path)` creates or opens the database (one process at a time: RocksDB's
+   LOCK file refuses a second opener, reported as `StorageError`);
+2. readers call `get` / `scan_prefix` / `scan_range`; writers build a batch with
+   `new_batch()` and apply it with `write(batch, sync=...)` (the batch is consumed);
+3. `close()` ends every scan still open (a live rocksdict iterator keeps the DB LOCK after
+   close, so a same-process reopen would fail), flushes and closes the database.
+
+Thread safety: RocksDB is thread-safe; the WAL writer thread and the checkpointing thread
+write concurrently through the same `StateStore`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from rocksdict import (
+    DBCompressionType,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
+
+from engine.errors import EngineError
+
+STATE_SUBDIR = "state"
+
+_WRITE_BUFFER_BYTES = 64 << 20
+_MAX_WRITE_BUFFERS = 4
+_TARGET_FILE_BYTES = 64 << 20
+
+
+class StorageError(EngineError):
+    """The state store failed (I/O error, corruption, locked by another process)."""
+
+    sqlstate: ClassVar[str] = "58030"  # io_error
+
+
+class WriteBatchLike(Protocol):
+    """What state tables, the WAL and the checkpointer write into; atomic once written."""
+
+    def put(self, key: bytes, value: bytes) -> None: ...
+
+    def delete(self, key: bytes) -> None: ...
+
+    def delete_range(self, begin: bytes, end: bytes) -> None: ...
+
+
+def state_path(data_dir: Path) -> Path:
+    """Where the runtime keeps the database inside its data directory."""
+    return data_dir / STATE_SUBDIR
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    # Checkpoints write an epoch's dirty keys in one batch: a large memtable absorbs a
+    # whole epoch without stalling on flushes.
+    opts.set_write_buffer_size(_WRITE_BUFFER_BYTES)
+    opts.set_max_write_buffer_number(_MAX_WRITE_BUFFERS)
+    opts.set_target_file_size_base(_TARGET_FILE_BYTES)
+    opts.set_level_compaction_dynamic_level_bytes(True)
+    opts.set_max_background_jobs(2)  # the machines have 2 cores
+    # lz4 costs little CPU and state values (marshal bytes) compress well; keep the
+    # bottommost level on lz4 too so reads never pay for zstd.
+    opts.set_compression_type(DBCompressionType.lz4())
+    opts.set_bottommost_compression_type(DBCompressionType.lz4())
+    opts.set_keep_log_file_num(3)
+    return opts
+
+
+class StateStore:
+    """One open RocksDB database; see the module docstring for the lifecycle."""
+
+    def __init__(self, db: Rdict, path: Path) -> None:
+        self._db: Rdict | None = db
+        self.path = path
+        self._sync_opts = WriteOptions()
+        self._sync_opts.sync = True
+        self._nosync_opts = WriteOptions()
+        self._scans: weakref.WeakSet[Generator[tuple[bytes, bytes], None, None]] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self.bytes_written = 0
+        """Total `WriteBatch.size_in_bytes()` written since open (for metrics)."""
+        self.batches_written = 0
+        self.synced_writes = 0
+
+    @classmethod
+    def open(cls, path: Path) -> StateStore:
+        """Open (creating if missing) the database directory `path` itself."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            db = Rdict(str(path), _options())
+        except Exception as e:  # rocksdict raises plain Exception subclasses
+            raise StorageError(
+                f'could not open state store at "{path}"',
+                detail=str(e),
+                hint="Another Swell process may be using the same data directory.",
+            ) from e
+        return cls(db, path)
+
+    # -- reads -----------------------------------------------------------------------------
+    @property
+    def db(self) -> Rdict:
+        if self._db is None:
+            raise StorageError("state store is closed")
+        return self._db
+
+    def get(self, key: bytes) -> bytes | None:
+        return self.db.get(key)  # type: ignore[no-any-return]
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) whose key starts with `prefix`, in key order."""
+        return self.scan_range(prefix, _prefix_end(prefix))
+
+    def scan_range(self, begin: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) with begin <= key < end (end None: to the last key), ordered."""
+        gen = self._scan(begin, end)
+        with self._lock:
+            self._scans.add(gen)
+        return gen
+
+    def last_key_in(self, begin: bytes, end: bytes) -> bytes | None:
+        """The greatest key in [begin, end), or None (used to resume sequence numbers)."""
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(end)
+        it = self.db.iter(ro)
+        try:
+            it.seek_to_last()
+            if not it.valid():
+                return None
+            key: bytes = it.key()
+            return key if key >= begin else None
+        finally:
+            del it
+
+    def _scan(self, begin: bytes, end: bytes | None) -> Generator[tuple[bytes, bytes], None, None]:
+        ro = ReadOptions()
+        if end is not None:
+            ro.set_iterate_upper_bound(end)
+        items = self.db.items(from_key=begin, read_opt=ro)
+        try:
+            yield from items
+        finally:
+            del items  # drop the rocksdict iterator now: it pins the DB LOCK
+
+    # -- writes ----------------------------------------------------------------------------
+    def new_batch(self) -> WriteBatch:
+        return WriteBatch(raw_mode=True)
+
+    def write(self, batch: WriteBatchLike, *, sync: bool = True) -> int:
+        """Apply `batch` atomically (consuming it); with sync, fsync the RocksDB log first.
+
+        Returns the batch size in bytes.
+        """
+        assert isinstance(batch, WriteBatch)
+        size: int = batch.size_in_bytes()
+        try:
+            self.db.write(batch, self._sync_opts if sync else self._nosync_opts)
+        except StorageError:
+            raise
+        except Exception as e:
+            raise StorageError("could not write to state store", detail=str(e)) from e
+        self.bytes_written += size
+        self.batches_written += 1
+        self.synced_writes += sync
+        return size
+
+    def flush(self) -> None:
+        """Flush memtables to SST files (not needed for durability; shortens reopen)."""
+        self.db.flush()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def close(self) -> None:
+        """End open scans, flush and close; idempotent. The store is unusable afterwards."""
+        db = self._db
+        if db is None:
+            return
+        with self._lock:
+            scans = list(self._scans)
+            self._scans.clear()
+        for gen in scans:
+            gen.close()
+        self._db = None
+        db.close()
+        del db
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StateStore({str(self.path)!r}{', closed' if self.closed else ''})"
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with `prefix` (None: no bound)."""
+    b = bytearray(prefix)
+    while b:
+        if b[-1] != 0xFF:
+            b[-1] += 1
+            return bytes(b)
+        b.pop()
+    return None

@@ -1,0 +1,246 @@
+"""Wal: the write-ahead log of acknowledged writes (DML and webhook rows) between checkpoints.
+
+Why it lives inside the state store: a checkpoint makes the WAL records it covers obsolete,
+and deleting them in the checkpoint's own WriteBatch (`truncate_through`) means there is no
+moment where a record is both gone from the WAL and missing from the checkpointed state.
+Records are keys `WAL_PREFIX + seq` (8-byte big-endian, so RocksDB order is sequence order)
+whose values are the caller's payload bytes; the log does not interpret payloads.
+
+Group commit: `append` only assigns the next sequence number and queues the record. One
+background writer thread repeatedly takes everything queued, writes it as one WriteBatch
+with sync=True and then wakes every waiter whose record is now durable. While one fsync is
+in flight, new appends pile up and share the next one, so N concurrent writers cost far
+fewer than N fsyncs. Records become durable strictly in sequence order.
+
+Lifecycle:
+1. `Wal(store)` resumes numbering after max(highest record, truncation floor) and starts
+   the writer thread;
+2. recovery reads `records_after(checkpoint.wal_seq)` and replays them;
+3. writers call `append` + `wait_durable` (threads) or `append_durable_async` (asyncio)
+   and acknowledge the client only after that returns;
+4. each checkpoint calls `truncate_through(seq, batch)` inside its batch;
+5. `close()` writes what is queued, stops the writer; close the store afterwards.
+
+A failed write poisons the log: every waiter and every later append raises StorageError
+(the records' fate is unknown, so nothing may be acknowledged after that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from engine.state.codec import RESERVED_PREFIX
+from engine.state.store import StorageError
+
+if TYPE_CHECKING:
+    from engine.state.store import StateStore, WriteBatchLike
+
+WAL_PREFIX = RESERVED_PREFIX + b"wal/"
+"""Records: WAL_PREFIX + 8-byte big-endian sequence number."""
+WAL_END = RESERVED_PREFIX + b"wal0"  # b"/" + 1: exclusive end of the record range
+WAL_FLOOR_KEY = RESERVED_PREFIX + b"walfloor"
+"""Highest sequence number ever truncated; keeps numbering monotonic across restarts."""
+
+_SEQ = struct.Struct(">Q")
+_MAX_SEQ = (1 << 64) - 1
+
+
+def wal_key(seq: int) -> bytes:
+    return WAL_PREFIX + _SEQ.pack(seq)
+
+
+class Wal:
+    """Sequence-numbered, group-committed log records in the state store; see module doc."""
+
+    def __init__(self, store: StateStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._durable_cv = threading.Condition(self._lock)
+        self._queue: list[tuple[int, bytes]] = []
+        self._async_waiters: deque[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[int]]]
+        self._async_waiters = deque()
+        self._error: BaseException | None = None
+        self._closing = False
+
+        floor_raw = store.get(WAL_FLOOR_KEY)
+        self._floor = _SEQ.unpack(floor_raw)[0] if floor_raw is not None else 0
+        last_key = store.last_key_in(WAL_PREFIX, WAL_END)
+        last = _SEQ.unpack(last_key[len(WAL_PREFIX) :])[0] if last_key is not None else 0
+        self._last_seq = max(self._floor, last)
+        self._durable_seq = self._last_seq
+
+        # metrics (read without the lock; approximate is fine)
+        self.fsyncs = 0
+        self.records_written = 0
+        self.bytes_written = 0
+        self.max_batch_records = 0
+        self.write_seconds = 0.0
+
+        self._thread = threading.Thread(target=self._run, name="swell-wal-writer", daemon=True)
+        self._thread.start()
+
+    # -- appending --------------------------------------------------------------------------
+    @property
+    def last_seq(self) -> int:
+        """Highest sequence number assigned so far (0: none ever)."""
+        return self._last_seq
+
+    @property
+    def durable_seq(self) -> int:
+        """Every record with seq <= this is fsynced (or was truncated by a checkpoint)."""
+        return self._durable_seq
+
+    def append(self, payload: bytes) -> int:
+        """Assign the next sequence number and queue the record; durable later (wait_durable)."""
+        with self._lock:
+            return self._append_locked(payload)
+
+    def _append_locked(self, payload: bytes) -> int:
+        if self._error is not None:
+            raise StorageError("write-ahead log failed earlier") from self._error
+        if self._closing:
+            raise StorageError("write-ahead log is closed")
+        if type(payload) is not bytes:
+            raise TypeError(f"WAL payload must be bytes, not {type(payload).__name__}")
+        self._last_seq = seq = self._last_seq + 1
+        self._queue.append((seq, payload))
+        self._work.notify()
+        return seq
+
+    def wait_durable(self, seq: int, timeout: float | None = None) -> None:
+        """Block until record `seq` (and every earlier one) is fsynced.
+
+        Raises TimeoutError after `timeout` seconds, StorageError if the log failed.
+        """
+        with self._lock:
+            if seq > self._last_seq:
+                raise ValueError(f"WAL sequence {seq} was never assigned")
+            ok = self._durable_cv.wait_for(
+                lambda: self._durable_seq >= seq or self._error is not None, timeout
+            )
+            if self._durable_seq >= seq:
+                return
+            if self._error is not None:
+                raise StorageError("write-ahead log write failed") from self._error
+            if not ok:
+                raise TimeoutError(f"WAL record {seq} not durable after {timeout} s")
+
+    def append_durable(self, payload: bytes, timeout: float | None = None) -> int:
+        seq = self.append(payload)
+        self.wait_durable(seq, timeout)
+        return seq
+
+    async def append_durable_async(self, payload: bytes) -> int:
+        """Append and wait for durability without blocking the event loop; returns the seq."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        with self._lock:
+            seq = self._append_locked(payload)
+            self._async_waiters.append((seq, loop, fut))
+        return await fut
+
+    # -- recovery and truncation ------------------------------------------------------------
+    def records_after(self, seq: int) -> Iterator[tuple[int, bytes]]:
+        """Stored records with sequence > seq, in order (for replay after a checkpoint)."""
+        if seq >= _MAX_SEQ:
+            return
+        plen = len(WAL_PREFIX)
+        unpack = _SEQ.unpack
+        for key, payload in self._store.scan_range(wal_key(seq + 1), WAL_END):
+            yield unpack(key[plen:])[0], payload
+
+    def truncate_through(self, seq: int, batch: WriteBatchLike) -> None:
+        """Add to a checkpoint batch: delete records <= seq and raise the numbering floor."""
+        with self._lock:
+            if seq > self._last_seq:
+                raise ValueError(f"cannot truncate WAL through {seq}: last is {self._last_seq}")
+            self._floor = floor = max(self._floor, seq)
+        end = wal_key(floor + 1) if floor < _MAX_SEQ else WAL_END
+        batch.delete_range(WAL_PREFIX, end)
+        batch.put(WAL_FLOOR_KEY, _SEQ.pack(floor))
+
+    # -- writer thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        store = self._store
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._work.wait()
+                if not self._queue:
+                    return  # closing and drained
+                records, self._queue = self._queue, []
+            batch = store.new_batch()
+            for seq, payload in records:
+                batch.put(wal_key(seq), payload)
+            t0 = time.perf_counter()
+            try:
+                size = store.write(batch, sync=True)
+            except BaseException as e:  # noqa: BLE001 - every waiter must learn of it
+                self._fail(e)
+                return
+            self.write_seconds += time.perf_counter() - t0
+            self.fsyncs += 1
+            self.records_written += len(records)
+            self.bytes_written += size
+            self.max_batch_records = max(self.max_batch_records, len(records))
+            self._publish(records[-1][0])
+
+    def _publish(self, durable: int) -> None:
+        ready: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int]]] = {}
+        with self._lock:
+            self._durable_seq = durable
+            self._durable_cv.notify_all()
+            waiters = self._async_waiters
+            while waiters and waiters[0][0] <= durable:
+                seq, loop, fut = waiters.popleft()
+                ready.setdefault(loop, []).append((fut, seq))
+        for loop, futs in ready.items():
+            _call_in_loop(loop, _resolve, futs, None)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            self._error = error
+            self._durable_cv.notify_all()
+            waiters = list(self._async_waiters)
+            self._async_waiters.clear()
+        exc = StorageError("write-ahead log write failed", detail=str(error))
+        exc.__cause__ = error
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int]]] = {}
+        for seq, loop, fut in waiters:
+            by_loop.setdefault(loop, []).append((fut, seq))
+        for loop, futs in by_loop.items():
+            _call_in_loop(loop, _resolve, futs, exc)
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Write everything queued, then stop the writer. Idempotent; appends then fail."""
+        with self._lock:
+            self._closing = True
+            self._work.notify()
+        self._thread.join()
+
+    def __repr__(self) -> str:
+        return f"Wal(last_seq={self._last_seq}, durable_seq={self._durable_seq})"
+
+
+def _resolve(futs: list[tuple[asyncio.Future[int], int]], error: BaseException | None) -> None:
+    for fut, seq in futs:
+        if fut.done():  # the awaiting task was cancelled
+            continue
+        if error is None:
+            fut.set_result(seq)
+        else:
+            fut.set_exception(error)
+
+
+def _call_in_loop(loop: asyncio.AbstractEventLoop, fn: object, *args: object) -> None:
+    with contextlib.suppress(RuntimeError):  # a closed loop has nobody waiting any more
+        loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]
