@@ -1,0 +1,160 @@
+"""Codec: round trip for every engine value type, key determinism, pinned bytes."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.state import codec
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    INT64,
+    st.integers(),  # numeric contexts may exceed 64 bits
+    st.floats(allow_nan=False),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.text(),
+    st.binary(),
+    st.dates(),
+    st.times(),
+    st.datetimes(),
+    st.datetimes(timezones=st.just(UTC)),
+    st.builds(
+        lambda m, d, n: pa.MonthDayNano((m, d, n)),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(-(2**31), 2**31 - 1),
+        INT64,
+    ),
+)
+values = st.one_of(scalars, st.lists(scalars, max_size=4))
+rows = st.lists(values, max_size=5).map(tuple)
+keys = st.lists(scalars, max_size=5).map(tuple)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, same type, and same representation where Python equality hides it."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float):
+        return math.copysign(1, a) == math.copysign(1, b) and (a == b or a != a and b != b)
+    if isinstance(a, Decimal):
+        return str(a) == str(b)
+    if isinstance(a, datetime):
+        return a == b and (a.tzinfo is None) == (b.tzinfo is None)
+    return bool(a == b)
+
+
+@settings(max_examples=400)
+@given(rows)
+def test_value_round_trip_is_exact(row: tuple[Any, ...]) -> None:
+    assert same(codec.decode_value(codec.encode_value(row)), row)
+
+
+@settings(max_examples=400)
+@given(keys)
+def test_key_round_trip_is_equal(key: tuple[Any, ...]) -> None:
+    out = codec.decode_key(codec.encode_key(key))
+    assert out == key
+    assert [type(v) for v in out] == [type(v) for v in key]
+    assert codec.encode_key(out) == codec.encode_key(key)
+
+
+def twin(v: Any) -> Any:
+    """An equal value with a different representation or identity, where one exists."""
+    if type(v) is str:
+        return "".join(list(v))  # a distinct object (pickle's memo would see the difference)
+    if type(v) is float and v == 0.0:
+        return -v
+    if type(v) is Decimal and v.is_finite():
+        sign, digits, exp = v.as_tuple()
+        assert isinstance(exp, int)
+        return Decimal((sign, (*digits, 0, 0, 0), exp - 3)) if v else -v  # 3 more zeros
+    if type(v) is datetime and v.tzinfo is not None:
+        try:
+            return v.astimezone(timezone(timedelta(hours=5, minutes=30)))
+        except OverflowError:
+            return v
+    if type(v) is int and -(2**63) <= v < 2**63:
+        return np.int64(v)
+    return v
+
+
+@settings(max_examples=400)
+@given(keys)
+def test_equal_keys_give_equal_bytes(key: tuple[Any, ...]) -> None:
+    other = tuple(twin(v) for v in key)
+    assert other == key
+    assert codec.encode_key(other) == codec.encode_key(key)
+
+
+def test_repeated_object_does_not_change_bytes() -> None:
+    s = "".join(["ab", "cd"])
+    assert codec.encode_key((s, s)) == codec.encode_key((s, "".join(["a", "bcd"])))
+
+
+def test_value_keeps_representation_key_canonicalizes() -> None:
+    v = (Decimal("1.50"), -0.0, Decimal("100"))
+    out = codec.decode_value(codec.encode_value(v))
+    assert str(out[0]) == "1.50" and math.copysign(1, out[1]) == -1 and str(out[2]) == "100"
+    k = codec.decode_key(codec.encode_key(v))
+    assert str(k[0]) == "1.5" and math.copysign(1, k[1]) == 1 and str(k[2]) == "100"
+
+
+def test_nan_and_special_values_round_trip() -> None:
+    out = codec.decode_value(codec.encode_value((math.nan, Decimal("NaN"), Decimal("-Infinity"))))
+    assert math.isnan(out[0]) and out[1].is_nan() and out[2] == Decimal("-Infinity")
+
+
+def test_numpy_scalars_are_not_stored_as_raw_bytes() -> None:
+    out = codec.decode_value(codec.encode_value((np.int64(5), np.float64(1.5), np.bool_(True))))
+    assert out == (5, 1.5, True)
+    assert [type(v) for v in out] == [int, float, bool]
+
+
+def test_nested_tuples_ellipsis_and_foreign_objects() -> None:
+    row = ((1, (date(2020, 1, 1), "x")), ..., (..., 1), frozenset({1, 2}), [[Decimal("1")]])
+    assert same(codec.decode_value(codec.encode_value(row)), row)
+    aware_time = (time(1, 2, tzinfo=UTC),)
+    assert codec.decode_value(codec.encode_value(aware_time)) == aware_time
+
+
+def test_aware_datetime_comes_back_as_utc() -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    v = datetime(2024, 1, 1, 12, 0, tzinfo=ist)
+    (out,) = codec.decode_value(codec.encode_value((v,)))
+    assert out == v and out.tzinfo is UTC
+
+
+def test_pinned_bytes() -> None:
+    """The on-disk format; a change here needs a migration, not a new expected value."""
+    assert codec.encode_key((1, "a", None, True, 2.5, b"z")) == bytes.fromhex(
+        "280600000069010000007501000000614e5467000000000000 044073010000007a".replace(" ", "")
+    )
+    assert codec.encode_key((date(2024, 1, 2), Decimal("1.50"))) == bytes.fromhex(
+        "01280200000028030000002e6901000000730400000007e8010228030000002e69000000007503000000312e35"
+    )
+    assert codec.encode_value((datetime(2024, 5, 1, 12, 0, 1, 5, tzinfo=UTC),)) == (
+        b"\x01(\x01\x00\x00\x00(\x03\x00\x00\x00.i\x04\x00\x00\x00"
+        b"s\n\x00\x00\x00\x07\xe8\x05\x01\x0c\x00\x01\x00\x00\x05"
+    )
+
+
+def test_table_prefix_range() -> None:
+    assert codec.table_prefix(1) == b"\x00\x00\x00\x01"
+    assert codec.table_prefix(codec.MAX_TABLE_ID + 1) == codec.RESERVED_PREFIX + b"\x00\x00"
+    with pytest.raises(ValueError):
+        codec.table_prefix(codec.MAX_TABLE_ID + 2)
+    with pytest.raises(ValueError):
+        codec.table_prefix(-1)
