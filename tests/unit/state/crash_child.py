@@ -1,0 +1,78 @@
+"""Child processes for the crash tests: they work and acknowledge on stdout until killed.
+
+Run as `python crash_child.py wal <dir>` or `python crash_child.py checkpoint <dir>`
+with the repository root on PYTHONPATH. Not a test module (no `test_` prefix).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from engine.state.checkpoint import Checkpointer
+from engine.state.store import StateStore
+from engine.state.table import StateTable
+from engine.state.wal import Wal
+
+KEYS_PER_EPOCH = 20_000
+
+
+def payload(seq: int) -> bytes:
+    return b"record-%d-" % seq + bytes(seq % 251 for _ in range(seq % 97))
+
+
+def run_wal(path: Path) -> None:
+    """Four threads append and ack each record (seq and thread) once it is durable."""
+    store = StateStore.open(path)
+    wal = Wal(store)
+    out_lock = threading.Lock()
+
+    def worker(tid: int) -> None:
+        i = 0
+        while True:
+            body = b"t%d-%d" % (tid, i)
+            seq = wal.append(body)
+            wal.wait_durable(seq)
+            with out_lock:
+                sys.stdout.write(f"{seq} {body.decode()}\n")
+                sys.stdout.flush()
+            i += 1
+
+    for tid in range(4):
+        threading.Thread(target=worker, args=(tid,), daemon=True).start()
+    threading.Event().wait()
+
+
+def expected_table(epoch: int) -> dict[tuple[int], tuple[int, int]]:
+    """State after `epoch` epochs of `run_checkpoint` (epochs numbered from 1)."""
+    rows: dict[tuple[int], tuple[int, int]] = {}
+    for e in range(1, epoch + 1):
+        for k in range(e * 1000, e * 1000 + KEYS_PER_EPOCH):
+            rows[(k,)] = (e, k)
+        for k in range(e * 1000 - 5000, e * 1000 - 4000):
+            rows.pop((k,), None)
+    return rows
+
+
+def run_checkpoint(path: Path) -> None:
+    """Each epoch overwrites and deletes many keys, then commits; acks the epoch after."""
+    store = StateStore.open(path)
+    wal = Wal(store)
+    cp = Checkpointer(store, wal)
+    table = StateTable(9, "t")
+    epoch = 0
+    while True:
+        epoch += 1
+        for k in range(epoch * 1000, epoch * 1000 + KEYS_PER_EPOCH):
+            table.put((k,), (epoch, k))
+        for k in range(epoch * 1000 - 5000, epoch * 1000 - 4000):
+            table.delete((k,))
+        seq = wal.append(b"epoch %d" % epoch)
+        cp.commit(epoch, seq, [table], {"epoch": str(epoch).encode()})
+        sys.stdout.write(f"{epoch}\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    {"wal": run_wal, "checkpoint": run_checkpoint}[sys.argv[1]](Path(sys.argv[2]))
