@@ -10,7 +10,8 @@ Lifecycle of one `SwellServer`:
 1. `__init__` fixes the data directory and picks two free loopback ports (pgwire and
    webhook); both stay the same for the object's lifetime, so `restart()` comes back on the
    same addresses and data.
-2. `start()` launches `python -m pgwire.cli playground ...` with stdout and stderr appended
+2. `start()` launches `python -m pgwire.cli playground ...` (or `$SWELL_TEST_SERVER_CMD ...`,
+   split like a shell would) with stdout and stderr appended
    to `<data_dir>/swell-server.log`, then polls the pgwire port until it accepts a TCP
    connection. If the process exits first, or the port is not open within
    `startup_timeout` seconds, it raises `ServerError` carrying the tail of this run's log
@@ -45,6 +46,9 @@ import psycopg
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_NAME = "swell-server.log"
 DEFAULT_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pgwire.cli", "playground")
+# Overrides DEFAULT_COMMAND for every server the harness starts, e.g. the installed script:
+# SWELL_TEST_SERVER_CMD="swell playground" pytest
+COMMAND_ENV = "SWELL_TEST_SERVER_CMD"
 
 _LIVE: set[SwellServer] = set()
 
@@ -95,7 +99,7 @@ class SwellServer:
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 30.0,
         stop_timeout: float = 20.0,
-        command: Sequence[str] = DEFAULT_COMMAND,
+        command: Sequence[str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
@@ -110,6 +114,9 @@ class SwellServer:
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
+        if command is None:
+            override = os.environ.get(COMMAND_ENV, "").strip()
+            command = shlex.split(override) if override else DEFAULT_COMMAND
         self.command = list(command)
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0

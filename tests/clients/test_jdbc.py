@@ -1,0 +1,51 @@
+"""pgjdbc (the driver behind DBeaver, Metabase and most JVM tools) against Swell.
+
+Runs tests/clients/jdbc/JdbcCheck.java with Java's single-file launcher; see that file for
+what it checks (prepared INSERTs, a parameterised SELECT past prepareThreshold so results
+switch to binary, aggregates, an error's SQLSTATE).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.server import SwellServer
+
+JAR = Path("/usr/share/java/postgresql.jar")
+JAVA = shutil.which("java")
+JAVAC = shutil.which("javac")
+CHECK = Path(__file__).parent / "jdbc" / "JdbcCheck.java"
+
+pytestmark = [
+    pytest.mark.clients,
+    pytest.mark.skipif(
+        JAVA is None or JAVAC is None,
+        reason="a JDK (java + javac, Debian package default-jdk-headless) is not installed",
+    ),
+    pytest.mark.skipif(
+        not JAR.exists(),
+        reason=f"{JAR} missing (Debian package libpostgresql-jdbc-java)",
+    ),
+]
+
+
+def test_jdbc_prepared_statements_and_binary_results(server: SwellServer) -> None:
+    assert JAVA is not None
+    r = subprocess.run(
+        [JAVA, "-cp", str(JAR), str(CHECK), server.jdbc_url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert r.stdout.splitlines() == [
+        "created table",
+        "inserted 7 rows",
+        "selected 8 times with a parameter",
+        "error 42P01",
+        "JDBC OK",
+    ]
