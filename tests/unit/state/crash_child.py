@@ -56,12 +56,17 @@ def expected_table(epoch: int) -> dict[tuple[int], tuple[int, int]]:
 
 
 def run_checkpoint(path: Path) -> None:
-    """Each epoch overwrites and deletes many keys, then commits; acks the epoch after."""
+    """Each epoch overwrites and deletes many keys, then commits; acks the epoch after.
+
+    Resumes after the last checkpoint, so the test can kill and restart it repeatedly.
+    """
     store = StateStore.open(path)
     wal = Wal(store)
     cp = Checkpointer(store, wal)
     table = StateTable(9, "t")
-    epoch = 0
+    meta = cp.load()  # recover and continue, so one test can crash the same store repeatedly
+    epoch = meta.epoch if meta is not None else 0
+    table.load(store)
     while True:
         epoch += 1
         for k in range(epoch * 1000, epoch * 1000 + KEYS_PER_EPOCH):
