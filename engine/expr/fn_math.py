@@ -1,0 +1,221 @@
+"""Math functions: abs, round, ceil/floor/trunc, sqrt, power, exp, ln, log10, mod, sign, random.
+
+Overloads follow Postgres: integer arguments to float-only functions resolve to the
+`double precision` overload (the preferred numeric type), numeric stays numeric.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import DataError
+from engine.expr.coerce import implicit_cast, is_untyped
+from engine.expr.core import Datum, EvalContext, Expr, Func, is_scalar, out_of_range
+from engine.expr.ops import arith_kernel
+from engine.expr.registry import coerce_to, no_function, register, simple
+from engine.types import DOUBLE, INT, NUMERIC, SqlType, TypeKind
+
+K = TypeKind
+
+
+class InvalidArgumentForSqrt(DataError):
+    sqlstate = "2201F"
+
+
+class InvalidArgumentForLog(DataError):
+    sqlstate = "2201E"
+
+
+def _num_arg(name: str, args: list[Expr], keep_int: bool = False) -> tuple[Expr, SqlType]:
+    """numeric stays numeric, floats/ints (and unknown) resolve to double precision."""
+    if len(args) != 1:
+        raise no_function(name, args)
+    a = args[0]
+    if is_untyped(a):
+        a = implicit_cast(a, DOUBLE) or a
+    t = a.type
+    if keep_int and t.is_integer:
+        return a, t
+    if t.kind is K.NUMERIC or t.kind is K.REAL and keep_int:
+        return a, t
+    c = implicit_cast(a, DOUBLE)
+    if c is None:
+        raise no_function(name, args)
+    return c, DOUBLE
+
+
+@register("abs")
+def _abs(args: list[Expr]) -> Expr:
+    a, t = _num_arg("abs", args, keep_int=True)
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        try:
+            return pc.abs_checked(x[0])
+        except pa.ArrowInvalid as e:
+            raise out_of_range(t) from e
+    return Func("abs", (a,), t, kernel)
+
+
+def _rounding(name: str, mode: str) -> None:
+    def resolve(args: list[Expr]) -> Expr:
+        if len(args) == 2:
+            base = args[0]
+            if base.type.is_float and not is_untyped(base):
+                a = coerce_to(name, args, [DOUBLE, INT])
+                t: SqlType = DOUBLE
+            else:
+                a = coerce_to(name, args, [NUMERIC, INT])
+                t = NUMERIC
+
+            def k2(x: list[Datum], n: int, c: EvalContext) -> Datum:
+                v, d = x
+                if is_scalar(d):
+                    if not d.is_valid:
+                        return pa.nulls(n, t.arrow) if not is_scalar(v) else \
+                            pa.scalar(None, t.arrow)
+                    nd = d.as_py()
+                    if t.kind is K.NUMERIC:
+                        nd = min(nd, 10)
+                        w = v.cast(pa.decimal256(76, 10))
+                        return pc.round(w, nd, round_mode=mode).cast(t.arrow)
+                    return pc.round(v, nd, round_mode=mode if mode != "half_towards_infinity"
+                                    else "half_to_even")
+                vals = [None if a is None or b is None else round(a, b)
+                        for a, b in zip(v.to_pylist(), d.to_pylist(), strict=True)]
+                return pa.array(vals, t.arrow)
+            return Func(name, tuple(a), t, k2)
+        a1, t1 = _num_arg(name, args)
+        fmode = "half_to_even" if (name == "round" and t1.kind is K.DOUBLE) else mode
+
+        def k1(x: list[Datum], n: int, c: EvalContext) -> Datum:
+            if t1.kind is K.NUMERIC:
+                return pc.round(x[0].cast(pa.decimal256(76, 10)), 0,
+                                round_mode=mode).cast(NUMERIC.arrow)
+            return pc.round(x[0], 0, round_mode=fmode)
+        return Func(name, (a1,), t1, k1)
+    register(name)(resolve)
+
+
+_rounding("round", "half_towards_infinity")
+_rounding("trunc", "towards_zero")
+_rounding("ceil", "up")
+_rounding("floor", "down")
+register("ceiling")(lambda args: FUNCS("ceil", args))
+
+
+def FUNCS(name: str, args: list[Expr]) -> Expr:  # noqa: N802
+    from engine.expr.registry import call
+
+    return call(name, args)
+
+
+def _float_fn(name: str, fn: object, check: str | None = None) -> None:
+    def resolve(args: list[Expr]) -> Expr:
+        a, t = _num_arg(name, args)
+        if t.kind is K.NUMERIC:
+            a = implicit_cast(a, DOUBLE) or a
+            ret: SqlType = NUMERIC
+        else:
+            ret = DOUBLE
+
+        def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+            v = x[0]
+            if check == "sqrt" and _any(pc.less(v, 0)):
+                raise InvalidArgumentForSqrt("cannot take square root of a negative number")
+            if check == "log":
+                if _any(pc.equal(v, 0)):
+                    raise InvalidArgumentForLog("cannot take logarithm of zero")
+                if _any(pc.less(v, 0)):
+                    raise InvalidArgumentForLog("cannot take logarithm of a negative number")
+            r = fn(v)  # type: ignore[operator]
+            if check == "exp" and _any(pc.is_inf(r)) and not _any(pc.is_inf(v)):
+                raise out_of_range(DOUBLE)
+            if ret.kind is K.NUMERIC:
+                return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+            return r
+        return Func(name, (a,), ret, kernel)
+    register(name)(resolve)
+
+
+def _any(b: Datum) -> bool:
+    if is_scalar(b):
+        return bool(b.as_py())
+    return bool(pc.any(b).as_py())
+
+
+_float_fn("sqrt", pc.sqrt, "sqrt")
+_float_fn("exp", pc.exp, "exp")
+_float_fn("ln", pc.ln, "log")
+_float_fn("log10", pc.log10, "log")
+_float_fn("cbrt", lambda v: _cbrt(v))
+
+
+def _cbrt(v: Datum) -> Datum:
+    if is_scalar(v):
+        return pa.scalar(None if not v.is_valid else float(np.cbrt(v.as_py())), pa.float64())
+    return pa.array(np.cbrt(v.to_numpy(zero_copy_only=False)), mask=v.is_null().to_numpy(
+        zero_copy_only=False))
+
+
+@register("log")
+def _log(args: list[Expr]) -> Expr:
+    if len(args) == 1:
+        return FUNCS("log10", args)
+    raise no_function("log", args)
+
+
+@register("power", "pow")
+def _power(args: list[Expr]) -> Expr:
+    if len(args) == 2 and any(a.type.kind is K.NUMERIC and not is_untyped(a) for a in args):
+        a = coerce_to("power", args, [DOUBLE, DOUBLE])
+        ret: SqlType = NUMERIC
+    else:
+        a = coerce_to("power", args, [DOUBLE, DOUBLE])
+        ret = DOUBLE
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        b, e = x
+        if _any(pc.and_(pc.equal(b, 0), pc.less(e, 0))):
+            raise InvalidArgumentForLog("zero raised to a negative power is undefined")
+        r = pc.power(b, e)
+        if ret.kind is K.NUMERIC:
+            return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+        return r
+    return Func("power", tuple(a), ret, kernel)
+
+
+@register("mod")
+def _mod(args: list[Expr]) -> Expr:
+    from engine.expr.ops import bind_arith
+
+    if len(args) != 2:
+        raise no_function("mod", args)
+    e = bind_arith("%", args[0], args[1])
+    assert isinstance(e, Func)
+    return Func("mod", e.args, e.type, arith_kernel("%", e.type))
+
+
+@register("sign")
+def _sign(args: list[Expr]) -> Expr:
+    a, t = _num_arg("sign", args)
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        if t.kind is K.NUMERIC:
+            return pc.sign(x[0].cast(pa.float64())).cast(NUMERIC.arrow)
+        return pc.sign(x[0]).cast(pa.float64())
+    return Func("sign", (a,), t, kernel)
+
+
+@register("random")
+def _random(args: list[Expr]) -> Expr:
+    if args:
+        raise no_function("random", args)
+    return Func("random", (), DOUBLE,
+                lambda x, n, c: pa.array(np.random.default_rng().random(n)), volatile=True)
+
+
+@register("pi")
+def _pi(args: list[Expr]) -> Expr:
+    return simple("pi", args, [], DOUBLE, lambda x, n, c: pa.scalar(np.pi))

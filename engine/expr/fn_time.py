@@ -1,0 +1,276 @@
+"""Date/time functions: now(), date_trunc, extract/date_part, to_timestamp, make_date.
+
+`now()` reads the statement's `EvalContext.now` and marks the expression `has_now()` so the
+planner can treat it as a temporal filter. Field extraction returns numeric like Postgres 14+
+(exact: built from scaled integers, not floats).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import DatetimeFieldOverflow, InvalidParameterValue
+from engine.expr import temporal
+from engine.expr.coerce import UntypedLiteral, implicit_cast, is_untyped
+from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array
+from engine.expr.registry import coerce_to, no_function, register
+from engine.types import (
+    DATE,
+    DOUBLE,
+    INT,
+    NUMERIC,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    VARCHAR,
+    SqlType,
+    TypeKind,
+)
+
+K = TypeKind
+
+
+def scaled_to_numeric(v: np.ndarray, scale: int, mask: np.ndarray | None) -> pa.Array:
+    """int64 unscaled values with `scale` decimal places -> numeric (decimal128(38,10))."""
+    v = v.astype(np.int64)
+    words = np.empty((len(v), 2), dtype=np.int64)
+    words[:, 0] = v
+    words[:, 1] = np.where(v < 0, -1, 0)
+    validity = None
+    nulls = 0
+    if mask is not None and mask.any():
+        validity = pa.py_buffer(np.packbits(~mask, bitorder="little").tobytes())
+        nulls = int(mask.sum())
+    arr = pa.Array.from_buffers(pa.decimal128(38, scale), len(v),
+                                [validity, pa.py_buffer(words.tobytes())], nulls)
+    return arr.cast(NUMERIC.arrow)
+
+
+@register("now", "current_timestamp", "transaction_timestamp", "statement_timestamp")
+def _now(args: list[Expr]) -> Expr:
+    if args:
+        raise no_function("now", args)
+    return Func("now", (), TIMESTAMPTZ,
+                lambda a, n, c: pa.scalar(c.now_utc(), TIMESTAMPTZ.arrow), uses_now=True)
+
+
+@register("current_date")
+def _current_date(args: list[Expr]) -> Expr:
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        ts = pa.array([c.now_utc()], TIMESTAMPTZ.arrow)
+        local = ts if c.timezone.upper() == "UTC" else pc.local_timestamp(
+            ts.cast(pa.timestamp("us", tz=c.timezone)))
+        return pc.floor_temporal(local.cast(pa.timestamp("us")), unit="day").cast(pa.date32())[0]
+    return Func("current_date", (), DATE, kernel, uses_now=True)
+
+
+_TRUNC_UNITS = {"microseconds": "microsecond", "microsecond": "microsecond",
+                "milliseconds": "millisecond", "millisecond": "millisecond",
+                "second": "second", "seconds": "second", "minute": "minute",
+                "minutes": "minute", "hour": "hour", "hours": "hour", "day": "day",
+                "days": "day", "week": "week", "weeks": "week", "month": "month",
+                "months": "month", "quarter": "quarter", "year": "year", "years": "year",
+                "decade": "decade", "century": "century", "millennium": "millennium"}
+
+
+def _const_text(e: Expr, what: str) -> str:
+    if isinstance(e, Literal) and isinstance(e.value, str):
+        return e.value.lower()
+    raise InvalidParameterValue(f"{what} must be a constant string")
+
+
+@register("date_trunc")
+def _date_trunc(args: list[Expr]) -> Expr:
+    if len(args) != 2:
+        raise no_function("date_trunc", args)
+    unit_e, x = args
+    if x.type.kind is K.DATE or is_untyped(x):
+        x = implicit_cast(x, TIMESTAMPTZ) or x
+    if x.type.kind not in (K.TIMESTAMP, K.TIMESTAMPTZ):
+        raise no_function("date_trunc", args)
+    unit_raw = _const_text(unit_e, "date_trunc unit")
+    unit = _TRUNC_UNITS.get(unit_raw)
+    if unit is None:
+        raise InvalidParameterValue(f'timestamp units "{unit_raw}" not recognized')
+    t = x.type
+
+    def trunc(ts: pa.Array) -> pa.Array:
+        if unit in ("decade", "century", "millennium"):
+            span = {"decade": 10, "century": 100, "millennium": 1000}[unit]
+            y = pc.year(ts).to_numpy(zero_copy_only=False)
+            base = (np.floor_divide(y - (1 if span > 10 else 0), span) * span
+                    + (1 if span > 10 else 0))
+            days, _ = temporal.days_from_civil(base, np.ones_like(base), np.ones_like(base))
+            return pa.array(days * temporal.US_PER_DAY).cast(pa.timestamp("us"))
+        return pc.floor_temporal(ts, unit=unit, week_starts_monday=True)
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        v = as_array(a[1], n)
+        if t.kind is K.TIMESTAMP or c.timezone.upper() == "UTC":
+            naive = v.cast(pa.timestamp("us"))
+            out = trunc(pc.fill_null(naive, 0) if naive.null_count else naive)
+            out = pc.if_else(pc.is_null(naive), pa.scalar(None, out.type), out)
+            return out.cast(t.arrow)
+        local = pc.local_timestamp(v.cast(pa.timestamp("us", tz=c.timezone)))
+        out = trunc(local)
+        return pc.assume_timezone(out, c.timezone, ambiguous="earliest",
+                                  nonexistent="earliest").cast(t.arrow)
+    return Func("date_trunc", (Literal(unit_raw, VARCHAR), x), t, kernel)
+
+
+_FIELDS = {"year", "month", "day", "hour", "minute", "second", "epoch", "dow", "isodow", "doy",
+           "week", "quarter", "millisecond", "milliseconds", "microsecond", "microseconds",
+           "decade", "century", "millennium", "isoyear", "julian", "timezone"}
+_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour",
+            "minutes": "minute", "seconds": "second", "millisecond": "milliseconds",
+            "microsecond": "microseconds", "mon": "month", "mons": "month"}
+
+
+def bind_extract(field: str, x: Expr) -> Expr:
+    f = field.lower()
+    f = _ALIASES.get(f, f)
+    if f not in _FIELDS:
+        raise InvalidParameterValue(f'unit "{field.lower()}" not recognized for type '
+                                    f"{x.type.display}")
+    if is_untyped(x):
+        x = implicit_cast(x, TIMESTAMPTZ) or x
+    k = x.type.kind
+    if k not in (K.DATE, K.TIMESTAMP, K.TIMESTAMPTZ, K.TIME, K.INTERVAL):
+        raise no_function("extract", [Literal(f, VARCHAR), x])
+    t = x.type
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        v = as_array(a[1], n)
+        mask = pc.is_null(v).to_numpy(zero_copy_only=False)
+        if k is K.INTERVAL:
+            vals, scale = _extract_interval(f, v)
+        else:
+            vals, scale = _extract_ts(f, v, t, c)
+        return scaled_to_numeric(vals, scale, mask)
+    return Func("extract", (Literal(f.upper(), VARCHAR), x), NUMERIC, kernel)
+
+
+def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.ndarray, int]:
+    if t.kind is K.TIMESTAMPTZ and f != "epoch" and c.timezone.upper() != "UTC":
+        v = pc.local_timestamp(v.cast(pa.timestamp("us", tz=c.timezone)))
+    if t.kind is K.DATE:
+        v = v.cast(pa.timestamp("us"))
+    if t.kind is K.TIME:
+        v = v.cast(pa.int64()).cast(pa.timestamp("us"))
+    v = v.cast(pa.timestamp("us"))
+    raw = pc.fill_null(v.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    vv = pa.array(raw).cast(pa.timestamp("us"))
+
+    def np_(a: pa.Array) -> np.ndarray:
+        return a.to_numpy(zero_copy_only=False).astype(np.int64)
+    sec_us = np.mod(raw, 60_000_000)
+    if f == "epoch":
+        return raw, 6
+    if f == "second":
+        return sec_us, 6
+    if f == "milliseconds":
+        return sec_us, 3
+    if f == "microseconds":
+        return sec_us, 0
+    simple = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour,
+              "minute": pc.minute, "doy": pc.day_of_year, "quarter": pc.quarter,
+              "week": pc.iso_week, "isoyear": pc.iso_year}
+    if f in simple:
+        return np_(simple[f](vv)), 0
+    if f == "dow":
+        return np_(pc.day_of_week(vv, count_from_zero=True, week_start=7)), 0
+    if f == "isodow":
+        return np_(pc.day_of_week(vv, count_from_zero=False, week_start=1)), 0
+    y = np_(pc.year(vv))
+    if f == "decade":
+        return np.floor_divide(y, 10), 0
+    if f == "century":
+        return np.where(y > 0, (y + 99) // 100, -((99 - (y - 1)) // 100)), 0
+    if f == "millennium":
+        return np.where(y > 0, (y + 999) // 1000, -((999 - (y - 1)) // 1000)), 0
+    if f == "timezone":
+        return np.zeros(len(raw), np.int64), 0
+    if f == "julian":
+        return np.floor_divide(raw, temporal.US_PER_DAY) + 2440588, 0
+    raise InvalidParameterValue(f'unit "{f}" not supported')
+
+
+def _extract_interval(f: str, v: pa.Array) -> tuple[np.ndarray, int]:
+    m, d, ns = temporal.interval_parts(v)
+    us = ns // 1000
+    if f == "epoch":
+        years, mons = m // 12, m % 12
+        secs_us = years * 36525 * 864 * 1_000_000  # 365.25 days per year
+        total = secs_us + (mons * 30 + d) * temporal.US_PER_DAY + us
+        return total, 6
+    if f == "year":
+        return np.trunc(m / 12).astype(np.int64), 0
+    if f == "month":
+        return np.fmod(m, 12), 0
+    if f == "day":
+        return d, 0
+    if f == "hour":
+        return np.trunc(us / 3_600_000_000).astype(np.int64), 0
+    if f == "minute":
+        return np.fmod(np.trunc(us / 60_000_000).astype(np.int64), 60), 0
+    if f == "second":
+        return np.fmod(us, 60_000_000), 6
+    if f == "milliseconds":
+        return np.fmod(us, 60_000_000), 3
+    if f == "microseconds":
+        return np.fmod(us, 60_000_000), 0
+    raise InvalidParameterValue(f'unit "{f}" not supported for type interval')
+
+
+@register("date_part")
+def _date_part(args: list[Expr]) -> Expr:
+    if len(args) != 2:
+        raise no_function("date_part", args)
+    return bind_extract(_const_text(args[0], "date_part field"), args[1])
+
+
+@register("extract")
+def _extract_fn(args: list[Expr]) -> Expr:
+    return _date_part(args)
+
+
+@register("to_timestamp")
+def _to_timestamp(args: list[Expr]) -> Expr:
+    if len(args) != 1:
+        raise no_function("to_timestamp", args)
+    (a,) = coerce_to("to_timestamp", args, [DOUBLE])
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        v = as_array(x[0], n)
+        us = pc.round(pc.multiply(v, 1e6))
+        if pc.any(pc.is_inf(us)).as_py():
+            raise DatetimeFieldOverflow("timestamp out of range")
+        return us.cast(pa.int64()).cast(TIMESTAMPTZ.arrow)
+    return Func("to_timestamp", (a,), TIMESTAMPTZ, kernel)
+
+
+@register("make_date")
+def _make_date(args: list[Expr]) -> Expr:
+    a = coerce_to("make_date", args, [INT, INT, INT])
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        cols = [as_array(v, n) for v in x]
+        mask = np.zeros(n, dtype=bool)
+        for col in cols:
+            mask |= pc.is_null(col).to_numpy(zero_copy_only=False)
+        y, m, d = (pc.fill_null(col, 1).to_numpy(zero_copy_only=False).astype(np.int64)
+                   for col in cols)
+        y = np.where(y < 0, y + 1, y)  # negative years are BC
+        days, ok = temporal.days_from_civil(y, m, d)
+        bad = ~ok & ~mask
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DatetimeFieldOverflow(
+                f"date field value out of range: {y[i]}-{m[i]:02d}-{d[i]:02d}")
+        return pa.array(days, pa.int64(), mask=mask if mask.any() else None) \
+            .cast(pa.int32()).cast(pa.date32())
+    return Func("make_date", tuple(a), DATE, kernel)
+
+
+_ = (TIMESTAMP, UntypedLiteral)

@@ -1,0 +1,341 @@
+"""jsonb values: canonical text form and the column kernels of the jsonb operators.
+
+jsonb columns hold canonical text (PostgreSQL's jsonb output style), so equality, grouping and
+hashing work on plain strings. Every kernel here is one pass over a column: parse each value
+(orjson for speed; the stdlib parser with Decimal numbers when a value has a fraction, so
+`1.50` keeps its digits), compute, re-serialise. Object keys sort like Postgres jsonb (shorter
+first, then bytewise) and duplicate keys keep the last value.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from engine.errors import InvalidParameterValue, InvalidTextRepresentation
+
+_STD = json.JSONDecoder(parse_float=Decimal, object_pairs_hook=dict)
+
+
+class _NeedsDecimal(Exception):
+    pass
+
+
+def _key_order(k: str) -> tuple[int, bytes]:
+    b = k.encode()
+    return (len(b), b)
+
+
+def _num(v: int | Decimal) -> str:
+    if isinstance(v, int):
+        return str(v)
+    if not v.is_finite():
+        raise InvalidTextRepresentation("invalid input syntax for type json")
+    s = format(v, "f")
+    return "0" if s == "-0" else s
+
+
+def _ser(v: Any, strict: bool) -> str:
+    if v is None:
+        return "null"
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if strict:
+            raise _NeedsDecimal
+        return _num(Decimal(repr(v)))
+    if isinstance(v, Decimal):
+        return _num(v)
+    if isinstance(v, dict):
+        items = sorted(((str(k), x) for k, x in v.items()), key=lambda kv: _key_order(kv[0]))
+        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + _ser(x, strict)
+                               for k, x in items) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_ser(x, strict) for x in v) + "]"
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def jsonb_canonical(value: Any) -> str:
+    """Canonical jsonb text of a Python JSON value (dict/list/str/int/float/Decimal/bool/None)."""
+    return _ser(value, strict=False)
+
+
+def parse_json_text(text: str) -> Any:
+    """Parse JSON input text, keeping number digits (floats come back as Decimal)."""
+    try:
+        v = orjson.loads(text)
+        if not _has_float(v):
+            return v
+        return _STD.decode(text)
+    except (orjson.JSONDecodeError, ValueError) as e:
+        raise InvalidTextRepresentation("invalid input syntax for type json",
+                                        detail=f'Token "{text[:40]}" is invalid.') from e
+
+
+def _has_float(v: Any) -> bool:
+    if isinstance(v, float):
+        return True
+    if isinstance(v, dict):
+        return any(_has_float(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_float(x) for x in v)
+    return False
+
+
+def canonicalize_text(text: str) -> str:
+    return _ser(parse_json_text(text), strict=False)
+
+
+def loads(canonical: str) -> Any:
+    """Parse stored (canonical) jsonb text; numbers with a fraction become Decimal."""
+    if "." in canonical:
+        return _STD.decode(canonical)
+    return orjson.loads(canonical)
+
+
+def dumps(v: Any) -> str:
+    return _ser(v, strict=False)
+
+
+def type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float, Decimal)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    return "array"
+
+
+# -- column kernels (one pass per column) ------------------------------------------------------
+
+
+def text_to_jsonb(col: pa.Array) -> pa.Array:
+    return pa.array([None if s is None else canonicalize_text(s) for s in col.to_pylist()],
+                    pa.string())
+
+
+def _get(v: Any, key: Any) -> tuple[bool, Any]:
+    if isinstance(key, str):
+        if isinstance(v, dict) and key in v:
+            return True, v[key]
+        return False, None
+    if isinstance(v, list):
+        i = key if key >= 0 else len(v) + key
+        if 0 <= i < len(v):
+            return True, v[i]
+    return False, None
+
+
+def _path_get(v: Any, path: list[str | None]) -> tuple[bool, Any]:
+    for p in path:
+        if p is None:
+            return False, None
+        if isinstance(v, list):
+            try:
+                idx = int(p)
+            except ValueError:
+                return False, None
+            found, v = _get(v, idx)
+        else:
+            found, v = _get(v, p)
+        if not found:
+            return False, None
+    return True, v
+
+
+def _as_text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v
+    return dumps(v)
+
+
+def access(col: list[Any], keys: list[Any], as_text: bool) -> pa.Array:
+    """`j -> k` / `j ->> k` (k text key or integer index)."""
+    out: list[str | None] = []
+    for s, k in zip(col, keys, strict=True):
+        if s is None or k is None:
+            out.append(None)
+            continue
+        found, v = _get(loads(s), k)
+        if not found:
+            out.append(None)
+        else:
+            out.append(_as_text(v) if as_text else dumps(v))
+    return pa.array(out, pa.string())
+
+
+def path_access(col: list[Any], paths: list[Any], as_text: bool) -> pa.Array:
+    """`j #> path` / `j #>> path` / jsonb_extract_path(_text) (path: list of text)."""
+    out: list[str | None] = []
+    for s, p in zip(col, paths, strict=True):
+        if s is None or p is None:
+            out.append(None)
+            continue
+        found, v = _path_get(loads(s), p)
+        if not found:
+            out.append(None)
+        else:
+            out.append(_as_text(v) if as_text else dumps(v))
+    return pa.array(out, pa.string())
+
+
+def typeof(col: list[Any]) -> pa.Array:
+    return pa.array([None if s is None else type_name(loads(s)) for s in col], pa.string())
+
+
+def array_length(col: list[Any]) -> pa.Array:
+    out: list[int | None] = []
+    for s in col:
+        if s is None:
+            out.append(None)
+            continue
+        v = loads(s)
+        if not isinstance(v, list):
+            what = "scalar" if not isinstance(v, dict) else "non-array"
+            raise InvalidParameterValue(f"cannot get array length of a {what}")
+        out.append(len(v))
+    return pa.array(out, pa.int32())
+
+
+def _contains(a: Any, b: Any, top: bool = True) -> bool:
+    if isinstance(a, dict):
+        if not isinstance(b, dict):
+            return False
+        return all(k in a and _contains(a[k], x, False) for k, x in b.items())
+    if isinstance(a, list):
+        if isinstance(b, list):
+            return all(any(_contains(x, y, False) for x in a) for y in b)
+        if top and not isinstance(b, dict):
+            return any(not isinstance(x, (dict, list)) and _scalar_eq(x, b) for x in a)
+        return False
+    if isinstance(b, (dict, list)):
+        return False
+    return _scalar_eq(a, b)
+
+
+def _scalar_eq(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float, Decimal)) and isinstance(b, (int, float, Decimal)):
+        return Decimal(str(a)) == Decimal(str(b))
+    return bool(a == b)
+
+
+def contains(left: list[Any], right: list[Any]) -> pa.Array:
+    return pa.array([None if a is None or b is None else _contains(loads(a), loads(b))
+                     for a, b in zip(left, right, strict=True)], pa.bool_())
+
+
+def key_exists(col: list[Any], keys: list[Any]) -> pa.Array:
+    out: list[bool | None] = []
+    for s, k in zip(col, keys, strict=True):
+        if s is None or k is None:
+            out.append(None)
+            continue
+        v = loads(s)
+        if isinstance(v, dict):
+            out.append(k in v)
+        elif isinstance(v, list):
+            out.append(any(isinstance(x, str) and x == k for x in v))
+        else:
+            out.append(isinstance(v, str) and v == k)
+    return pa.array(out, pa.bool_())
+
+
+_CAST_NAMES = {"boolean": "boolean", "integer": "integer", "bigint": "bigint",
+               "smallint": "smallint", "numeric": "numeric", "double precision": "double precision",
+               "real": "real"}
+
+
+def cast_scalar(col: list[Any], target: str) -> list[Any]:
+    """jsonb -> bool / number: the JSON value must already be of that JSON type."""
+    out: list[Any] = []
+    want_bool = target == "boolean"
+    for s in col:
+        if s is None:
+            out.append(None)
+            continue
+        v = loads(s)
+        if v is None:
+            out.append(None)
+            continue
+        ok = isinstance(v, bool) if want_bool else (
+            isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
+        if not ok:
+            raise InvalidParameterValue(f"cannot cast jsonb {type_name(v)} to type {target}")
+        out.append(v)
+    return out
+
+
+def to_numeric_values(vals: list[Any]) -> list[Decimal | None]:
+    out: list[Decimal | None] = []
+    for v in vals:
+        if v is None:
+            out.append(None)
+        else:
+            try:
+                out.append(Decimal(str(v)))
+            except InvalidOperation:
+                out.append(None)
+    return out
+
+
+def parse_text_array(s: str) -> list[str | None]:
+    """Postgres text[] literal '{a,b,"c d"}' -> ['a', 'b', 'c d'] (NULL -> None)."""
+    body = s.strip()
+    if not (body.startswith("{") and body.endswith("}")):
+        raise InvalidTextRepresentation(f'malformed array literal: "{s}"')
+    body = body[1:-1]
+    out: list[str | None] = []
+    if not body.strip():
+        return out
+    cur: list[str] = []
+    quoted = False
+    in_q = False
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if in_q:
+            if c == "\\" and i + 1 < len(body):
+                cur.append(body[i + 1])
+                i += 1
+            elif c == '"':
+                in_q = False
+            else:
+                cur.append(c)
+        elif c == '"':
+            in_q = quoted = True
+        elif c == ",":
+            out.append(_elem(cur, quoted))
+            cur, quoted = [], False
+        else:
+            cur.append(c)
+        i += 1
+    out.append(_elem(cur, quoted))
+    return out
+
+
+def _elem(cur: list[str], quoted: bool) -> str | None:
+    text = "".join(cur)
+    if not quoted:
+        text = text.strip()
+        if text.upper() == "NULL":
+            return None
+    return text

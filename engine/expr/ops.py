@@ -1,0 +1,511 @@
+"""Operators: arithmetic, comparison, boolean logic, LIKE, IN, IS [NOT] DISTINCT FROM.
+
+Each `bind_*` function takes bound operands, applies Postgres operator resolution (implicit
+casts, unknown literals adopting the other side's type) and returns a `Func` whose kernel
+runs one pyarrow/numpy kernel over the column. Integer arithmetic uses the `*_checked`
+kernels so overflow raises 22003; division by zero raises 22012 for every number type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
+from engine.expr import temporal
+from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
+from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
+from engine.types import (
+    BIGINT,
+    BOOLEAN,
+    DATE,
+    DOUBLE,
+    INT,
+    INTERVAL,
+    NUMERIC,
+    REAL,
+    TIMESTAMP,
+    UNKNOWN,
+    VARCHAR,
+    SqlType,
+    TypeKind,
+)
+
+K = TypeKind
+_OP_HINT = ("No operator matches the given name and argument types. "
+            "You might need to add explicit type casts.")
+
+
+def no_operator(op: str, *types: SqlType) -> UndefinedFunction:
+    if len(types) == 1:
+        return UndefinedFunction(f"operator does not exist: {op} {types[0].display}",
+                                 hint=_OP_HINT)
+    return UndefinedFunction(
+        f"operator does not exist: {types[0].display} {op} {types[1].display}", hint=_OP_HINT)
+
+
+def _unify(op: str, left: Expr, right: Expr) -> tuple[Expr, Expr]:
+    """Cast both operands to one type (unknown adopts the other side's type)."""
+    if is_untyped(left) and is_untyped(right):
+        return resolve_unknown(left), resolve_unknown(right)
+    if is_untyped(left):
+        return implicit_cast(left, right.type) or left, right
+    if is_untyped(right):
+        return left, implicit_cast(right, left.type) or right
+    try:
+        t = common_type([left.type, right.type])
+    except Exception as e:
+        raise no_operator(op, left.type, right.type) from e
+    lc, rc = implicit_cast(left, t), implicit_cast(right, t)
+    if lc is None or rc is None:
+        raise no_operator(op, left.type, right.type)
+    return lc, rc
+
+
+# -- numeric kernels -----------------------------------------------------------------------------
+
+
+def _dec_digits(d: Datum) -> int:
+    m = pc.max(pc.abs(d)) if not is_scalar(d) else pc.abs(d)
+    v = m.as_py() if m.is_valid else None
+    if v is None:
+        return 1
+    return max(1, len(str(int(v))))
+
+
+def _to256(d: Datum, extra_scale: int = 0) -> Datum:
+    p = min(76, _dec_digits(d) + 10 + extra_scale + 1)
+    return d.cast(pa.decimal256(p, 10 + extra_scale))
+
+
+def _dec_back(d: Datum) -> Datum:
+    d = pc.round(d, 10, round_mode="half_towards_infinity")
+    try:
+        return d.cast(NUMERIC.arrow)
+    except pa.ArrowInvalid as e:
+        raise NumericValueOutOfRange("numeric field overflow") from e
+
+
+def _check_zero(b: Datum) -> None:
+    z = pc.equal(b, pa.scalar(0, b.type) if not pa.types.is_decimal(b.type) else
+                 pa.scalar(0).cast(b.type))
+    if (z.as_py() if is_scalar(z) else pc.any(z).as_py()):
+        raise DivisionByZero("division by zero")
+
+
+def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    fname = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked",
+             "/": "divide_checked"}.get(op)
+
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = args
+        if op in ("/", "%"):
+            _check_zero(b)
+        if t.kind is K.NUMERIC:
+            if op in ("+", "-"):
+                r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(
+                    pa.decimal256(40, 10)))
+                return _dec_back(r)
+            if op == "*":
+                return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
+            if op == "/":
+                return _dec_back(pc.divide_checked(_to256(a, 10), _to256(b)))
+            q = pc.divide_checked(_to256(a, 10), _to256(b))
+            q = pc.trunc(q).cast(pa.decimal256(76, 10))
+            prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))
+            return _dec_back(pc.subtract_checked(a.cast(pa.decimal256(40, 10)),
+                                                 _dec_back(prod).cast(pa.decimal256(40, 10))))
+        if op == "%":
+            if t.is_float:
+                raise no_operator("%", t, t)
+            q = pc.divide_checked(a, b)
+            return pc.subtract_checked(a, pc.multiply_checked(q, b))
+        if t.is_float:
+            fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply, "/": pc.divide}[op]
+            r = fn(a, b)
+            return r
+        try:
+            return getattr(pc, fname)(a, b)
+        except pa.ArrowInvalid as e:
+            if "overflow" in str(e).lower():
+                if op == "/" and t.kind in (K.INT, K.BIGINT, K.SMALLINT):
+                    raise out_of_range(t) from e
+                raise out_of_range(t) from e
+            raise
+    return kernel
+
+
+def _neg_kernel(t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        if t.kind is K.INTERVAL:
+            a = as_array(args[0], n)
+            m, d, ns = temporal.interval_parts(a)
+            return temporal.make_interval_array(-m, -d, -ns,
+                                                pc.is_null(a).to_numpy(zero_copy_only=False))
+        try:
+            return pc.negate_checked(args[0])
+        except pa.ArrowInvalid as e:
+            raise out_of_range(t) from e
+    return kernel
+
+
+def bind_neg(arg: Expr) -> Expr:
+    arg = resolve_unknown(arg) if is_untyped(arg) else arg
+    if not (arg.type.is_numeric or arg.type.kind is K.INTERVAL):
+        raise no_operator("-", arg.type)
+    return Func("neg", (arg,), arg.type, _neg_kernel(arg.type), op="-")
+
+
+# -- temporal arithmetic ----------------------------------------------------------------------
+
+
+def _ts_plus_interval(sign: int, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        ts, iv = as_array(args[0], n), as_array(args[1], n)
+        if t.kind is K.TIMESTAMP and pa.types.is_date32(ts.type):
+            ts = ts.cast(pa.timestamp("us"))
+        us = pc.fill_null(ts.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        m, d, ns = temporal.interval_parts(iv)
+        out = temporal.add_interval_us(us, sign * m, sign * d, sign * ns)
+        mask = pc.or_(pc.is_null(ts), pc.is_null(iv)).to_numpy(zero_copy_only=False)
+        return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(t.arrow)
+    return kernel
+
+
+def _ts_minus_ts(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+    a, b = as_array(args[0], n), as_array(args[1], n)
+    diff = pc.subtract(a.cast(pa.int64()), b.cast(pa.int64()))
+    mask = pc.is_null(diff).to_numpy(zero_copy_only=False)
+    v = pc.fill_null(diff, 0).to_numpy(zero_copy_only=False)
+    days = np.trunc(v / temporal.US_PER_DAY).astype(np.int64)
+    rest = v - days * temporal.US_PER_DAY
+    return temporal.make_interval_array(np.zeros(len(v), np.int64), days, rest * 1000, mask)
+
+
+def _date_minus_date(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+    return pc.subtract(args[0].cast(pa.int32()), args[1].cast(pa.int32()))
+
+
+def _date_plus_int(sign: int) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        days = args[0].cast(pa.int32())
+        off = args[1].cast(pa.int32())
+        r = pc.add_checked(days, off) if sign > 0 else pc.subtract_checked(days, off)
+        return r.cast(pa.date32())
+    return kernel
+
+
+def _iv_binop(sign: int) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = as_array(args[0], n), as_array(args[1], n)
+        m1, d1, n1 = temporal.interval_parts(a)
+        m2, d2, n2 = temporal.interval_parts(b)
+        mask = pc.or_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+        return temporal.make_interval_array(m1 + sign * m2, d1 + sign * d2, n1 + sign * n2, mask)
+    return kernel
+
+
+def _iv_mul(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+    a = as_array(args[0], n)
+    f = as_array(args[1], n).cast(pa.float64())
+    m, d, ns = temporal.interval_parts(a)
+    fv = pc.fill_null(f, 0).to_numpy(zero_copy_only=False)
+    mf = m * fv
+    mi = np.trunc(mf)
+    df = d * fv + (mf - mi) * 30
+    di = np.trunc(df)
+    nf = ns * fv + (df - di) * 86_400e9
+    mask = pc.or_(pc.is_null(a), pc.is_null(f)).to_numpy(zero_copy_only=False)
+    return temporal.make_interval_array(mi.astype(np.int64), di.astype(np.int64),
+                                        np.round(nf).astype(np.int64), mask)
+
+
+def bind_arith(op: str, left: Expr, right: Expr) -> Expr:
+    lt, rt = left.type, right.type
+    # temporal forms first (unknown literals take the interval/date type they need)
+    if lt.is_temporal or rt.is_temporal:
+        return _bind_temporal_arith(op, left, right)
+    if is_untyped(left) and rt.is_numeric or is_untyped(right) and lt.is_numeric:
+        left, right = _unify(op, left, right)
+    elif is_untyped(left) and is_untyped(right):
+        raise no_operator(op, UNKNOWN, UNKNOWN)
+    if not (left.type.is_numeric and right.type.is_numeric):
+        raise no_operator(op, left.type, right.type)
+    left, right = _unify(op, left, right)
+    t = left.type
+    return Func(_OP_NAMES[op], (left, right), t, arith_kernel(op, t), op=op)
+
+
+_OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "modulus"}
+
+
+def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
+    lt, rt = left.type, right.type
+    ts_kinds = (K.TIMESTAMP, K.TIMESTAMPTZ, K.DATE)
+    if is_untyped(right) and lt.kind in ts_kinds and op in "+-":
+        c = implicit_cast(right, INTERVAL if op == "+" else lt)
+        assert c is not None
+        right, rt = c, c.type
+    if is_untyped(left) and rt.kind is K.INTERVAL and op == "+":
+        c = implicit_cast(left, TIMESTAMP)
+        assert c is not None
+        left, lt = c, c.type
+    if is_untyped(left) and is_untyped(right) is False and lt.kind is K.UNKNOWN:
+        c = implicit_cast(left, rt)
+        assert c is not None
+        left, lt = c, c.type
+    name = _OP_NAMES[op]
+    if op == "+" and lt.kind is K.INTERVAL and rt.kind in ts_kinds:
+        left, right, lt, rt = right, left, rt, lt
+    if op in "+-" and lt.kind in ts_kinds and rt.kind is K.INTERVAL:
+        out = TIMESTAMP if lt.kind is K.DATE else lt
+        return Func(name, (left, right), out, _ts_plus_interval(1 if op == "+" else -1, out),
+                    op=op)
+    if op == "-" and lt.kind in (K.TIMESTAMP, K.TIMESTAMPTZ) and rt.kind in ts_kinds:
+        t = common_type([lt, rt])
+        lc, rc = implicit_cast(left, t), implicit_cast(right, t)
+        assert lc is not None and rc is not None
+        return Func(name, (lc, rc), INTERVAL, _ts_minus_ts, op=op)
+    if op == "-" and lt.kind is K.DATE and rt.kind is K.DATE:
+        return Func(name, (left, right), INT, _date_minus_date, op=op)
+    if op == "-" and lt.kind is K.DATE and rt.kind in (K.TIMESTAMP, K.TIMESTAMPTZ):
+        lc = implicit_cast(left, rt)
+        assert lc is not None
+        return Func(name, (lc, right), INTERVAL, _ts_minus_ts, op=op)
+    if op in "+-" and lt.kind is K.DATE and (rt.is_integer or is_untyped(right)):
+        rc = implicit_cast(right, INT) if rt.kind is not K.BIGINT else right
+        if rc is not None:
+            return Func(name, (left, rc), DATE, _date_plus_int(1 if op == "+" else -1), op=op)
+    if op == "+" and lt.is_integer and rt.kind is K.DATE:
+        return Func(name, (right, left), DATE, _date_plus_int(1), op=op)
+    if op in "+-" and lt.kind is K.INTERVAL and rt.kind in (K.INTERVAL, K.UNKNOWN):
+        rc = implicit_cast(right, INTERVAL)
+        assert rc is not None
+        return Func(name, (left, rc), INTERVAL, _iv_binop(1 if op == "+" else -1), op=op)
+    if op == "*" and lt.kind is K.INTERVAL and rt.is_numeric:
+        return Func(name, (left, right), INTERVAL, _iv_mul, op=op)
+    if op == "*" and rt.kind is K.INTERVAL and lt.is_numeric:
+        return Func(name, (right, left), INTERVAL, _iv_mul, op=op)
+    if op == "/" and lt.kind is K.INTERVAL and rt.is_numeric:
+        inv = bind_arith("/", _one_double(), implicit_cast(right, DOUBLE) or right)
+        return Func(name, (left, inv), INTERVAL, _iv_mul, op=op)
+    raise no_operator(op, lt, rt)
+
+
+def _one_double() -> Expr:
+    from engine.expr.core import Literal
+
+    return Literal(1.0, DOUBLE)
+
+
+# -- comparisons -----------------------------------------------------------------------------
+
+_CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+        ">": pc.greater, ">=": pc.greater_equal}
+
+
+def _interval_key(d: Datum, n: int) -> Datum:
+    a = as_array(d, n)
+    m, dd, ns = temporal.interval_parts(a)
+    span = (m * 30 + dd) * temporal.US_PER_DAY + ns // 1000
+    mask = pc.is_null(a).to_numpy(zero_copy_only=False)
+    return pa.array(span, pa.int64(), mask=mask if mask.any() else None)
+
+
+def cmp_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    fn = _CMP[op]
+
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = args
+        if t.kind is K.INTERVAL:
+            a, b = _interval_key(a, n), _interval_key(b, n)
+        return fn(a, b)
+    return kernel
+
+
+def bind_compare(op: str, left: Expr, right: Expr) -> Expr:
+    if op == "!=":
+        op = "<>"
+    left, right = _unify(op, left, right)
+    t = left.type
+    if t.kind is K.LIST and op not in ("=", "<>"):
+        raise no_operator(op, t, t)
+    return Func(_CMP[op].__name__, (left, right), BOOLEAN, cmp_kernel(op, t), op=op)
+
+
+def _distinct_kernel(negate: bool, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
+                                                             Datum]:
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = as_array(args[0], n), as_array(args[1], n)
+        if t.kind is K.INTERVAL:
+            a, b = _interval_key(a, n), _interval_key(b, n)
+        eq = pc.equal(a, b)
+        an, bn = pc.is_null(a), pc.is_null(b)
+        same = pc.if_else(pc.or_(an, bn), pc.and_(an, bn), eq)
+        return same if negate else pc.invert(same)
+    return kernel
+
+
+def bind_distinct(left: Expr, right: Expr, not_distinct: bool) -> Expr:
+    left, right = _unify("IS DISTINCT FROM", left, right)
+    name = "is_not_distinct_from" if not_distinct else "is_distinct_from"
+    op = "IS NOT DISTINCT FROM" if not_distinct else "IS DISTINCT FROM"
+    return Func(name, (left, right), BOOLEAN, _distinct_kernel(not_distinct, left.type), op=op)
+
+
+# -- boolean logic ----------------------------------------------------------------------------
+
+
+def _as_bool(e: Expr, what: str) -> Expr:
+    if e.type == BOOLEAN:
+        return e
+    c = implicit_cast(e, BOOLEAN) if is_untyped(e) else None
+    if c is None:
+        from engine.errors import DatatypeMismatch
+
+        raise DatatypeMismatch(f"argument of {what} must be type boolean, not type "
+                               f"{e.type.display}")
+    return c
+
+
+def bind_and_or(op: str, left: Expr, right: Expr) -> Expr:
+    left, right = _as_bool(left, op), _as_bool(right, op)
+    fn = pc.and_kleene if op == "AND" else pc.or_kleene
+    return Func(op.lower(), (left, right), BOOLEAN, lambda a, n, c: fn(a[0], a[1]), op=op)
+
+
+def bind_not(arg: Expr) -> Expr:
+    arg = _as_bool(arg, "NOT")
+    return Func("not", (arg,), BOOLEAN, lambda a, n, c: pc.invert(a[0]), op="NOT")
+
+
+def bind_is_null(arg: Expr, negate: bool) -> Expr:
+    arg = resolve_unknown(arg)
+    if negate:
+        return Func("is_not_null", (arg,), BOOLEAN,
+                    lambda a, n, c: pc.is_valid(as_array(a[0], n)))
+    return Func("is_null", (arg,), BOOLEAN, lambda a, n, c: pc.is_null(as_array(a[0], n)))
+
+
+def bind_is_bool(arg: Expr, value: bool, negate: bool) -> Expr:
+    arg = _as_bool(arg, "IS TRUE")
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        x = as_array(a[0], n)
+        r = pc.fill_null(pc.equal(x, value), False)
+        return pc.invert(r) if negate else r
+    name = f"is_{'not_' if negate else ''}{str(value).lower()}"
+    return Func(name, (arg,), BOOLEAN, kernel)
+
+
+# -- LIKE / IN -------------------------------------------------------------------------------
+
+
+def _like_pattern_to_regex(p: str, escape: str | None) -> str:
+    out = ["^"]
+    i = 0
+    while i < len(p):
+        c = p[i]
+        if escape and c == escape and i + 1 < len(p):
+            out.append(re.escape(p[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    out.append("$")
+    return "".join(out)
+
+
+def _to_backslash_escape(p: str, escape: str | None) -> str:
+    if escape == "\\":
+        return p
+    out = []
+    i = 0
+    while i < len(p):
+        c = p[i]
+        if escape and c == escape and i + 1 < len(p):
+            out.append("\\" + p[i + 1])
+            i += 2
+            continue
+        out.append("\\\\" if c == "\\" else c)
+        i += 1
+    return "".join(out)
+
+
+def bind_like(arg: Expr, pattern: Expr, escape: str | None, ilike: bool, negate: bool) -> Expr:
+    arg = implicit_cast(arg, VARCHAR) if is_untyped(arg) else arg
+    pattern = implicit_cast(pattern, VARCHAR) if is_untyped(pattern) else pattern
+    assert arg is not None and pattern is not None
+    if arg.type.kind is not K.VARCHAR or pattern.type.kind is not K.VARCHAR:
+        raise no_operator("~~", arg.type, pattern.type)
+    esc = "\\" if escape is None else escape
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        s, p = a
+        if is_scalar(p):
+            if not p.is_valid:
+                return pa.nulls(n, pa.bool_()) if not is_scalar(s) else pa.scalar(None, pa.bool_())
+            r = pc.match_like(s, _to_backslash_escape(p.as_py(), esc or None), ignore_case=ilike)
+        else:
+            sv = as_array(s, n).to_pylist()
+            flags = re.S | (re.I if ilike else 0)
+            r = pa.array([None if x is None or y is None else
+                          re.match(_like_pattern_to_regex(y, esc or None), x, flags) is not None
+                          for x, y in zip(sv, p.to_pylist(), strict=True)], pa.bool_())
+        return pc.invert(r) if negate else r
+    name = ("not_" if negate else "") + ("ilike" if ilike else "like")
+    op = ("NOT " if negate else "") + ("ILIKE" if ilike else "LIKE")
+    return Func(name, (arg, pattern), BOOLEAN, kernel, op=op)
+
+
+def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
+    from engine.expr.core import Literal
+
+    types = [arg.type if not is_untyped(arg) else UNKNOWN] + \
+        [i.type if not is_untyped(i) else UNKNOWN for i in items]
+    try:
+        t = common_type(types, "IN")
+    except Exception as e:
+        bad = next(i.type for i in items if not is_untyped(i) and i.type != arg.type)
+        raise no_operator("=", arg.type, bad) from e
+    arg_c = implicit_cast(arg, t)
+    cast_items = [implicit_cast(i, t) for i in items]
+    if arg_c is None or any(c is None for c in cast_items):
+        raise no_operator("=", arg.type, next(i.type for i in items))
+    consts = [c for c in cast_items if isinstance(c, Literal)]
+    if len(consts) == len(cast_items) and t.kind is not K.INTERVAL:
+        values = [c.value for c in consts if c.value is not None]  # type: ignore[union-attr]
+        has_null = len(values) < len(consts)
+        vset = pa.array(values, t.arrow)
+
+        def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+            x = as_array(a[0], n)
+            hit = pc.is_in(x, value_set=vset)
+            if has_null:
+                hit = pc.if_else(hit, True, pa.scalar(None, pa.bool_()))
+            hit = pc.if_else(pc.is_null(x), pa.scalar(None, pa.bool_()), hit)
+            return pc.invert(hit) if negate else hit
+        label = "NOT IN" if negate else "IN"
+        f = Func("in", (arg_c,), BOOLEAN, kernel)
+        return _InDisplay(f, label, tuple(cast_items))  # type: ignore[arg-type]
+    # non-constant list: OR of equalities (AND of inequalities for NOT IN)
+    out: Expr | None = None
+    for c in cast_items:
+        assert c is not None
+        eq = bind_compare("<>" if negate else "=", arg_c, c)
+        out = eq if out is None else bind_and_or("AND" if negate else "OR", out, eq)
+    assert out is not None
+    return out
+
+
+def _InDisplay(f: Func, label: str, items: tuple[Expr, ...]) -> Func:  # noqa: N802
+    """IN with constant items: keep them out of `args` (they are baked into the kernel)."""
+    return Func(f"{label.lower().replace(' ', '_')}[" + ", ".join(str(i) for i in items) + "]",
+                f.args, f.type, f.kernel)
+
+
+_ = (BIGINT, REAL)
