@@ -8,8 +8,8 @@ because sqllogictest items are not Python functions and cannot request fixtures;
 Lifecycle:
 
 1. The first `shared_server(config)` call starts the server in a fresh temporary data
-   directory. If it fails to start, the error is remembered and re-raised for every later
-   caller (no 30 s wait per test).
+   directory. If it fails to start, the first caller gets the full error (with the server
+   log) and every later caller a one-line reminder at once (no 30 s wait per test).
 2. After each test that used it, `check_shared_server(config, nodeid)` verifies the process
    is still alive. If it died, the server is restarted on the same data directory (so the
    following tests still run) and `ServerError` is raised, which pytest reports as an error
@@ -56,7 +56,11 @@ def shared_server(config: pytest.Config) -> SwellServer:
     """The session's shared server, started on first use."""
     st = _state(config)
     if st.error is not None:
-        raise st.error
+        first = str(st.error).splitlines()[0]
+        raise ServerError(
+            f"the shared swell server is not available ({first}); "
+            f"see the first test that used it for the server log"
+        )
     if st.server is None:
         st.data_root = Path(tempfile.mkdtemp(prefix="swell-shared-"))
         srv = SwellServer(st.data_root / "data")

@@ -118,3 +118,27 @@ def test_real_server_data_survives_restart_and_crash(fresh_server: SwellServer) 
     with fresh_server.connect() as c:
         n = c.execute("SELECT count(*) FROM harness_restart").fetchone()
         assert n == (3,)
+
+
+def test_shared_server_watchdog_flags_the_test_that_killed_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In an inner pytest session on the fake server: the test that kills the shared server
+    errors at teardown, the next test gets a restarted server, and the session fails."""
+    tests_dir = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", str(tests_dir))
+    monkeypatch.setenv("SWELL_TEST_SERVER_CMD", " ".join(FAKE))
+    pytester.makeconftest((tests_dir / "conftest.py").read_text())
+    pytester.makepyfile(
+        test_inner="""
+        def test_kills(server):
+            server.kill9()
+
+        def test_after(server):
+            assert server.is_running and server.starts == 2
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*the shared swell server died during test_inner.py::test_kills*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
