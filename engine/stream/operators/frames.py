@@ -79,13 +79,18 @@ def polars_frame(
     return Frame(df, dictionaries, list_columns)
 
 
-def py_values(frame: Frame, df: pl.DataFrame, name: str) -> list[Any]:
-    """Python values of column `name` of `df` (a frame derived from `frame.df`)."""
+def arrow_values(frame: Frame, df: pl.DataFrame, name: str) -> pa.Array:
+    """Column `name` of `df` as Arrow, with dictionary-coded columns decoded."""
     arr = df.get_column(name).to_arrow()
     dictionary = frame.dictionaries.get(name)
     if dictionary is not None:
         arr = dictionary.take(arr)
-    values = arr.to_pylist()
+    return arr
+
+
+def py_values(frame: Frame, df: pl.DataFrame, name: str) -> list[Any]:
+    """Python values of column `name` of `df` (a frame derived from `frame.df`)."""
+    values = arrow_values(frame, df, name).to_pylist()
     if name in frame.list_columns:
         values = [None if v is None else tuple(v) for v in values]
     return values

@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import decimal
 import logging
+from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
@@ -49,6 +53,7 @@ from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
     WEIGHT,
     Frame,
+    arrow_values,
     build_batch,
     col_name,
     key_tuples,
@@ -56,9 +61,28 @@ from engine.stream.operators.frames import (
     polars_frame,
     py_values,
 )
-from engine.types import Field
+from engine.types import Field, arrow_schema
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _ValueDelta:
+    """Net weight changes of one aggregate's (group, value) pairs in one epoch."""
+
+    frame: Frame
+    xname: str
+    vdf: pl.DataFrame  # group key columns, the value column, `__dw`
+    gkeys: list[tuple[Any, ...]]
+    vals: list[Any]
+    dws: list[int]
+    mkeys: list[tuple[Any, ...]]  # (*group key, value): keys of the value table
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return arr
 
 Key = tuple[Any, ...]
 _COUNT = "__cnt"
@@ -201,12 +225,12 @@ class HashAggOp(Operator):
         replaced: dict[int, dict[Key, Any]] = {}
         deltas: dict[int, list[list[Any]]] = {}
         for i in self._value_tables:
-            gkeys, vals, dws = self._value_deltas(frame, i)
+            vd = self._value_deltas(frame, i)
             impl = self._impls[i]
             if isinstance(impl, ExtremeImpl):
-                replaced[i] = self._apply_extreme(i, impl, gkeys, vals, dws)
+                replaced[i] = self._apply_extreme(i, impl, vd)
             else:
-                deltas[i] = self._apply_distinct(i, impl, keys, gkeys, vals, dws)
+                deltas[i] = self._apply_distinct(i, impl, keys, vd)
         for i, impl in enumerate(self._impls):
             if i not in self._value_tables:
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
@@ -224,70 +248,74 @@ class HashAggOp(Operator):
                 new_cols.append([ext.get(k, o) for k, o in zip(keys, old_cols[s], strict=True)])
             else:
                 new_cols.extend(impl.merge(old_cols[s : s + impl.n_slots], deltas[i]))
-        new_states = list(zip(*new_cols, strict=True))
-        old_rows = list(zip(*self._outputs(old_cols), strict=True)) if self.aggs else [()] * n
-        new_rows = list(zip(*self._outputs(new_cols), strict=True)) if self.aggs else [()] * n
-        return self._emit(keys, olds, new_states, old_rows, new_rows)
+        return self._emit(frame, part, keys, olds, old_cols, new_cols)
 
     def _emit(
         self,
+        frame: Frame,
+        part: pl.DataFrame,
         keys: list[Key],
         olds: list[tuple[Any, ...] | None],
-        new_states: list[tuple[Any, ...]],
-        old_rows: list[tuple[Any, ...]],
-        new_rows: list[tuple[Any, ...]],
+        old_cols: list[Any],
+        new_cols: list[Any],
     ) -> StreamChunk | None:
-        ops: list[int] = []
-        out_keys: list[Key] = []
-        out_vals: list[tuple[Any, ...]] = []
-        put_k: list[Key] = []
-        put_v: list[tuple[Any, ...]] = []
-        del_k: list[Key] = []
-        keep_empty = self._global
-        for i, k in enumerate(keys):
-            o = olds[i]
-            ns = new_states[i]
-            nc = ns[0]
-            if nc < 0:
-                raise InternalError(
-                    "aggregation group row count became negative",
-                    detail=f"Group {k!r} of {self.explain()} has count {nc}.",
-                )
-            if o is None:
-                if nc == 0 and not keep_empty:
-                    continue
-                put_k.append(k)
-                put_v.append(ns)
-                ops.append(Op.INSERT)
-                out_keys.append(k)
-                out_vals.append(new_rows[i])
-            elif nc == 0 and not keep_empty:
-                del_k.append(k)
-                ops.append(Op.DELETE)
-                out_keys.append(k)
-                out_vals.append(old_rows[i])
-            else:
-                if ns != o:
-                    put_k.append(k)
-                    put_v.append(ns)
-                if old_rows[i] != new_rows[i]:
-                    ops.append(Op.UPDATE_DELETE)
-                    ops.append(Op.UPDATE_INSERT)
-                    out_keys.append(k)
-                    out_keys.append(k)
-                    out_vals.append(old_rows[i])
-                    out_vals.append(new_rows[i])
-        self._groups.put_many(put_k, put_v)
-        self._groups.delete_many(del_k)
-        if not ops:
+        """Write changed group states; build the output chunk with vectorised takes."""
+        n = len(keys)
+        existed = np.fromiter((o is not None for o in olds), dtype=bool, count=n)
+        counts = np.asarray(new_cols[0], dtype=np.int64)
+        if (counts < 0).any():
+            bad = keys[int(np.flatnonzero(counts < 0)[0])]
+            raise InternalError(
+                "aggregation group row count became negative",
+                detail=f"Group {bad!r} of {self.explain()} received more deletes than inserts.",
+            )
+        if self._global:
+            ins = ~existed
+            dele = np.zeros(n, dtype=bool)
+        else:
+            ins = ~existed & (counts > 0)
+            dele = existed & (counts == 0)
+        both = existed & ~dele
+
+        # state writes: new groups, changed groups, emptied groups
+        new_states = list(zip(*new_cols, strict=True))
+        put_idx = np.flatnonzero(ins).tolist()
+        put_idx += [i for i in np.flatnonzero(both).tolist() if new_states[i] != olds[i]]
+        self._groups.put_many([keys[i] for i in put_idx], [new_states[i] for i in put_idx])
+        del_i = np.flatnonzero(dele)
+        if del_i.size:
+            self._groups.delete_many([keys[i] for i in del_i.tolist()])
+
+        # outputs: an index into concat(old_rows, new_rows) per emitted row
+        old_out = self._outputs(old_cols)
+        new_out = self._outputs(new_cols)
+        changed = np.zeros(n, dtype=bool)
+        for o, nw in zip(old_out, new_out, strict=True):
+            changed |= (_objects(o) != _objects(nw)).astype(bool)
+        ins_i = np.flatnonzero(ins)
+        upd_i = np.flatnonzero(both & changed)
+        if not (ins_i.size or del_i.size or upd_i.size):
             return None
+        idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
+        ops = np.concatenate([
+            np.full(ins_i.size, Op.INSERT, dtype=np.int8),
+            np.full(del_i.size, Op.DELETE, dtype=np.int8),
+            np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
+        ])
+        arrow = arrow_schema(self.schema)
         nk = len(self.group_keys)
-        kcols = list(zip(*out_keys, strict=True)) if nk else []
-        vcols = list(zip(*out_vals, strict=True)) if self.aggs else []
-        return StreamChunk(ops_array(ops), build_batch(self.schema, [*kcols, *vcols]))
+        take_idx = pa.array(idx)
+        key_idx = pa.array(idx % n)
+        arrays = [
+            arrow_values(frame, part, kn).cast(arrow.field(j).type).take(key_idx)
+            for j, kn in enumerate(self._key_names)
+        ]
+        for j, (o, nw) in enumerate(zip(old_out, new_out, strict=True)):
+            arrays.append(pa.array([*o, *nw], type=arrow.field(nk + j).type).take(take_idx))
+        return StreamChunk(pa.array(ops), pa.RecordBatch.from_arrays(arrays, schema=arrow))
 
     # -- value tables ------------------------------------------------------------------
-    def _value_deltas(self, frame: Frame, i: int) -> tuple[list[Key], list[Any], list[int]]:
+    def _value_deltas(self, frame: Frame, i: int) -> _ValueDelta:
         """Net weight change per (group, value) of call i's counted values."""
         a = self.aggs[i]
         assert a.arg is not None
@@ -300,50 +328,64 @@ class HashAggOp(Operator):
             .filter(pl.col("__dw") != 0)
         )
         by_name = {nm: py_values(frame, vdf, nm) for nm in names}
-        gkeys = key_tuples([by_name[kn] for kn in self._key_names], vdf.height)
-        return gkeys, by_name[xname], vdf.get_column("__dw").to_list()
+        kcols = [by_name[kn] for kn in self._key_names]
+        vals = by_name[xname]
+        return _ValueDelta(
+            frame,
+            xname,
+            vdf,
+            key_tuples(kcols, vdf.height),
+            vals,
+            vdf.get_column("__dw").to_list(),
+            key_tuples([*kcols, vals], vdf.height),
+        )
 
-    def _apply_extreme(
-        self, i: int, impl: ExtremeImpl, gkeys: list[Key], vals: list[Any], dws: list[int]
-    ) -> dict[Key, Any]:
+    def _update_counts(self, i: int, vd: _ValueDelta) -> list[int]:
+        """Apply the value deltas to call i's (group, value) count table; new counts."""
+        table = self._value_tables[i]
+        get = table.data.get
+        news = [dw if o is None else o[0] + dw for o, dw in zip(map(get, vd.mkeys), vd.dws)]
+        if news and min(news) < 0:
+            raise InternalError(
+                "aggregation value count became negative",
+                detail=f"A value of {self.aggs[i]} in {self.explain()} was deleted too often.",
+            )
+        table.put_many(compress(vd.mkeys, news), [(c,) for c in news if c])
+        table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
+        return news
+
+    def _apply_extreme(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
         """Update call i's multiset; return the new extreme of every touched group."""
         assert self._indexes is not None
+        news = self._update_counts(i, vd)
         idx = self._indexes[i]
-        table = self._value_tables[i]
-        put_k: list[Key] = []
-        put_v: list[tuple[int]] = []
-        del_k: list[Key] = []
-        added: dict[Key, list[Any]] = {}
-        for g, v, dw in zip(gkeys, vals, dws, strict=True):
+        for g, v, c in zip(vd.gkeys, vd.vals, news, strict=True):
             d = idx.get(g)
             if d is None:
                 d = idx[g] = {}
-            c = d.get(v, 0) + dw
-            if c > 0:
+            if c:
                 d[v] = c
-                put_k.append((*g, v))
-                put_v.append((c,))
-            elif c == 0:
-                del d[v]
-                del_k.append((*g, v))
             else:
-                raise InternalError(
-                    "aggregation value count became negative",
-                    detail=f"Value {v!r} of group {g!r} in {self.explain()}.",
-                )
-            lst = added.get(g)
-            if lst is None:
-                lst = added[g] = []
-            if dw > 0:
-                lst.append(v)
-        table.put_many(put_k, put_v)
-        table.delete_many(del_k)
+                del d[v]
+        # best newly added value per group, vectorised
+        x = pl.col(vd.xname)
+        pick = x.min() if impl.is_min else x.max()
+        adds = vd.vdf.filter(pl.col("__dw") > 0)
+        if self._global:
+            best = adds.select(pick.alias("__best"))
+        else:
+            best = adds.group_by(self._uniq_key_names).agg(pick.alias("__best"))
+        added: dict[Key, Any] = {}
+        if best.height:
+            by_name = {nm: py_values(vd.frame, best, nm) for nm in best.columns}
+            bkeys = key_tuples([by_name[kn] for kn in self._key_names], best.height)
+            added = dict(zip(bkeys, by_name["__best"], strict=True))
 
         slot = self._start[i]
         get = self._groups.data.get
         is_min = impl.is_min
         result: dict[Key, Any] = {}
-        for g, adds in added.items():
+        for g in dict.fromkeys(vd.gkeys):
             d = idx[g]
             st = get(g)
             cur = None if st is None else st[slot]
@@ -351,57 +393,33 @@ class HashAggOp(Operator):
                 new = (min(d) if is_min else max(d)) if d else None
             else:
                 new = cur
-                for v in adds:
-                    if (v < new) if is_min else (v > new):
-                        new = v
+                a = added.get(g)
+                if a is not None and ((a < new) if is_min else (a > new)):
+                    new = a
             if not d:
                 del idx[g]
             result[g] = new
         return result
 
     def _apply_distinct(
-        self,
-        i: int,
-        impl: AggImpl,
-        keys: list[Key],
-        gkeys: list[Key],
-        vals: list[Any],
-        dws: list[int],
+        self, i: int, impl: AggImpl, keys: list[Key], vd: _ValueDelta
     ) -> list[list[Any]]:
         """Update call i's dedup table; return its slot deltas aligned with `keys`."""
-        table = self._value_tables[i]
-        data = table.data
+        news = self._update_counts(i, vd)
         with_sum = not isinstance(impl, CountImpl)
         zero = impl.init[0]
         dcount: dict[Key, int] = {}
         dsum: dict[Key, Any] = {}
-        put_k: list[Key] = []
-        put_v: list[tuple[int]] = []
-        del_k: list[Key] = []
-        for g, v, dw in zip(gkeys, vals, dws, strict=True):
-            k = (*g, v)
-            old = data.get(k)
-            oc = 0 if old is None else old[0]
-            c = oc + dw
-            if c > 0:
-                put_k.append(k)
-                put_v.append((c,))
-                if oc > 0:
-                    continue
+        for g, v, c, dw in zip(vd.gkeys, vd.vals, news, vd.dws, strict=True):
+            if c == dw:  # 0 -> >0: the value enters the distinct set
                 t = 1
-            elif c == 0:
-                del_k.append(k)
+            elif c == 0:  # >0 -> 0: it leaves
                 t = -1
             else:
-                raise InternalError(
-                    "aggregation value count became negative",
-                    detail=f"Value {v!r} of group {g!r} in {self.explain()}.",
-                )
+                continue
             dcount[g] = dcount.get(g, 0) + t
             if with_sum:
                 dsum[g] = dsum.get(g, zero) + (v if t > 0 else -v)
-        table.put_many(put_k, put_v)
-        table.delete_many(del_k)
         dc = [dcount.get(k, 0) for k in keys]
         ds = [dsum.get(k, zero) for k in keys] if with_sum else dc
         return impl.distinct_deltas(ds, dc)
