@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from unit.stream.operators.helpers import DictStore, assert_chunk, chunk
 
+from engine.chunk import Op
 from engine.errors import InternalError, NumericValueOutOfRange
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
 from engine.types import (
@@ -251,3 +252,29 @@ def test_multiple_and_unusual_group_keys() -> None:
         + 1 y 1 4
         + . x 1 1
     """)
+
+
+def test_interval_list_and_timestamptz_group_keys() -> None:
+    import pyarrow as pa
+
+    from engine.chunk import StreamChunk
+    from engine.types import INTERVAL, TIMESTAMPTZ, arrow_schema, list_of
+
+    fields = [Field("i", INTERVAL), Field("l", list_of(INT)), Field("t", TIMESTAMPTZ),
+              Field("v", INT)]
+    iv = pa.MonthDayNano([1, 2, 3])
+    rows = [{"i": iv, "l": [1, 2], "t": None, "v": 1}, {"i": iv, "l": [1, 2], "t": None, "v": 5},
+            {"i": None, "l": None, "t": None, "v": 2}]
+    batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema(fields))
+    op = agg([CNT, AggCall("max", 3, INT), AggCall("min", 0, INTERVAL)], keys=[0, 1, 2],
+             fields=fields)
+    out = op.step([StreamChunk.inserts(batch)])
+    assert out is not None and out.data.schema == arrow_schema(op.schema)
+    assert sorted(out.to_rows(), key=repr) == sorted([
+        (Op.INSERT, (iv, [1, 2], None, 2, 5, iv)),
+        (Op.INSERT, (None, None, None, 1, 2, None)),
+    ], key=repr)
+    out = op.step([StreamChunk.deletes(batch.slice(1, 1))])
+    assert out is not None
+    assert out.to_rows() == [(Op.UPDATE_DELETE, (iv, [1, 2], None, 2, 5, iv)),
+                             (Op.UPDATE_INSERT, (iv, [1, 2], None, 1, 1, iv))]
