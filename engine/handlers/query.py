@@ -24,7 +24,7 @@ def session_func(session: Any) -> Any:
     from engine.database import SERVER_VERSION, SWELL_VERSION
 
     def f(name: str) -> tuple[Any, SqlType] | None:
-        if name == "version":
+        if name in ("version", "current_version"):
             return (
                 f"PostgreSQL {SERVER_VERSION}-Swell-{SWELL_VERSION} on x86_64-pc-linux-gnu, "
                 f"compiled by Python",

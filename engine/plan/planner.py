@@ -304,7 +304,7 @@ class Planner:
                 )
 
         key = None
-        if self.streaming:
+        if self.streaming and distinct is None:
             exprs, fields, key = self._keep_stream_key(node, exprs, fields)
         else:
             key = _mapped_key(node.stream_key, exprs)
@@ -1027,7 +1027,7 @@ def _output_name(it: exp.Expression) -> str:
         return "case"
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary)):
         name = node.sql_name().lower()
-        return {"current_timestamp": "now"}.get(name, name)
+        return {"current_timestamp": "now", "current_version": "version"}.get(name, name)
     if isinstance(node, exp.Boolean):
         return "bool"
     return "?column?"
