@@ -152,8 +152,10 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 except pa.ArrowInvalid as e:
                     raise NumericValueOutOfRange("numeric field overflow") from e
             return a.cast(dst.arrow)
-        out = a.cast(dst.arrow, safe=False)
-        return out
+        if src.kind is K.NUMERIC:
+            # via text: arrow's decimal->float cast is not correctly rounded
+            return a.cast(pa.string()).cast(pa.float64()).cast(dst.arrow, safe=False)
+        return a.cast(dst.arrow, safe=False)
     return fn
 
 
@@ -287,7 +289,12 @@ def _fmt_exp(r: str) -> str:
 
 
 def numeric_text(a: pa.Array) -> pa.Array:
+    """Numeric output without trailing fraction zeros ('1.5', '0', '-0.0000001')."""
     s = a.cast(pa.string())
+    if pc.any(pc.match_substring(s, "E")).as_py():
+        # arrow prints small magnitudes in scientific notation; Postgres never does
+        s = pa.array([None if v is None else _strip(format(v, "f")) for v in a.to_pylist()],
+                     pa.string())
     s = pc.replace_substring_regex(s, r"(\.\d*?)0+$", r"\1")
     return pc.replace_substring_regex(s, r"\.$", "")
 

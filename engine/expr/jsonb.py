@@ -35,8 +35,9 @@ def _num(v: int | Decimal) -> str:
         return str(v)
     if not v.is_finite():
         raise InvalidTextRepresentation("invalid input syntax for type json")
-    s = format(v, "f")
-    return "0" if s == "-0" else s
+    if v.is_zero():
+        v = abs(v)
+    return format(v, "f")
 
 
 def _ser(v: Any, strict: bool) -> str:
