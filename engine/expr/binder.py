@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import sqlglot
 from sqlglot import exp
 
 from engine.errors import EngineError, InvalidParameterValue, not_supported
@@ -215,6 +216,8 @@ class ExprBinder:
             if isinstance(base, exp.Literal) and base.this == "10":
                 return call("log10", [b(x)])
             return ops.bind_arith("/", call("ln", [b(x)]), call("ln", [b(base)]))
+        if t is exp.Lambda:
+            return self._lambda_as_json(node)
         if t is exp.Anonymous:
             return call(str(node.this).lower(), [b(x) for x in node.expressions])
         if t in _FUNCS:
@@ -431,6 +434,16 @@ class ExprBinder:
                 out = fn_json.bind_access(out, key, as_text and last)
             return out
         return fn_json.bind_access(left, self._bind(key_node), as_text)
+
+    def _lambda_as_json(self, node: exp.Lambda) -> Expr:
+        """sqlglot reads `f(j -> 'k')` as a lambda `j -> 'k'`; SQL here has no lambdas, so
+        re-read the text as the jsonb operator chain it is."""
+        params = node.expressions
+        if len(params) != 1 or not isinstance(params[0], exp.Identifier):
+            raise not_supported(f"lambda expression {node.sql(dialect='risingwave')}")
+        text = node.sql(dialect="risingwave")
+        reparsed = sqlglot.parse_one(f"SELECT ({text})", read="risingwave")
+        return self._bind(reparsed.expressions[0])
 
     def _trim(self, node: exp.Trim) -> Expr:
         pos = (node.args.get("position") or "BOTH").upper()

@@ -45,10 +45,14 @@ def _text(a: Expr) -> Expr:
 
 def bind_concat_op(left: Expr, right: Expr) -> Expr:
     """`a || b`: text concatenation (non-text operands are cast) or jsonb concatenation."""
-    if left.type.kind is K.JSONB and right.type.kind is K.JSONB:
+    lj = left.type.kind is K.JSONB and not is_untyped(left)
+    rj = right.type.kind is K.JSONB and not is_untyped(right)
+    if (lj and (rj or is_untyped(right))) or (rj and is_untyped(left)):
         from engine.expr.fn_json import jsonb_concat
 
-        return jsonb_concat(left, right)
+        lc, rc = implicit_cast(left, JSONB), implicit_cast(right, JSONB)
+        assert lc is not None and rc is not None
+        return jsonb_concat(lc, rc)
     if left.type.kind is K.LIST or right.type.kind is K.LIST:
         raise no_operator("||", left.type, right.type)
     if is_untyped(left) and is_untyped(right) or left.type.kind is K.VARCHAR or \
