@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidParameterValue
-from engine.expr.coerce import cast, is_untyped
+from engine.expr.coerce import cast, implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar
 from engine.expr.ops import no_operator
 from engine.expr.registry import coerce_to, no_function, register, simple
-from engine.types import BOOLEAN, INT, VARCHAR, TypeKind
+from engine.types import BOOLEAN, INT, JSONB, VARCHAR, TypeKind
 
 K = TypeKind
 
