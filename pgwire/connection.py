@@ -1,0 +1,329 @@
+"""One client connection: startup handshake, then the message loop of the v3 protocol.
+
+Lifecycle: `PgServer` creates a `Connection` per accepted socket and awaits `run()`.
+`run()` answers SSL/GSS probes with `N`, serves a CancelRequest (then closes), or performs
+the StartupMessage handshake (trust auth, ParameterStatus set, BackendKeyData), opens an
+engine `Session`, and loops over frontend messages until Terminate, EOF or shutdown. The
+session is closed and the socket shut in `run()`'s `finally`, whatever happened.
+
+Session calls are synchronous and may block (FLUSH waits for a checkpoint), so each runs
+on this connection's own single worker thread: statements of one connection stay ordered
+and one slow connection never holds the event loop or another connection's thread.
+
+Output is buffered and written at ReadyForQuery, Flush, and whenever the buffer grows
+large, so a pipelined extended-protocol batch costs one write per Sync.
+
+Isolation: every exception inside a connection is caught here; engine errors become
+ErrorResponses, anything else is logged with its traceback and closes only this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import tzinfo
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engine.api import QueryResult, Session
+from engine.errors import FeatureNotSupported, InvalidAuthorization, ProtocolViolation
+from pgwire import codecs
+from pgwire import messages as msg
+from pgwire.errors import aborted_transaction, error_response, notice_response
+from pgwire.extended import ExtendedProtocol
+from pgwire.temporal import zone
+from pgwire.txstate import TxState, ends_block
+
+if TYPE_CHECKING:
+    from pgwire.server import PgServer
+
+log = logging.getLogger("pgwire")
+
+T = TypeVar("T")
+
+MAX_MESSAGE = 1 << 30
+MAX_STARTUP = 10_000
+FLUSH_THRESHOLD = 64 * 1024
+STARTUP_TIMEOUT_S = 60.0
+
+SERVER_VERSION = "13.14.0"
+DEFAULT_PARAMETERS: dict[str, str] = {
+    "server_version": SERVER_VERSION,
+    "server_encoding": "UTF8",
+    "client_encoding": "UTF8",
+    "DateStyle": "ISO, MDY",
+    "TimeZone": "UTC",
+    "integer_datetimes": "on",
+    "standard_conforming_strings": "on",
+    "IntervalStyle": "postgres",
+    "is_superuser": "on",
+    "application_name": "",
+    "default_transaction_read_only": "off",
+    "in_hot_standby": "off",
+}
+
+
+class ConnectionClosed(Exception):
+    """The client went away or asked to terminate; unwinds the message loop quietly."""
+
+
+class Connection:
+    """Protocol state of one client: session, transaction status, statements and portals."""
+
+    def __init__(
+        self,
+        server: PgServer,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pid: int,
+        secret: int,
+    ) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.pid = pid
+        self.secret = secret
+        self.session: Session | None = None
+        self.user = ""
+        self.tx = TxState()
+        self.out = bytearray()
+        self.peer = _peer(writer)
+        self.extended = ExtendedProtocol(self)
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- plumbing ------------------------------------------------------------------------------
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking session call on this connection's worker thread."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"pgwire-{self.pid}")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    def send(self, data: bytes) -> None:
+        self.out += data
+
+    async def maybe_flush(self) -> None:
+        if len(self.out) >= FLUSH_THRESHOLD:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self.out:
+            self.writer.write(bytes(self.out))
+            self.out.clear()
+        await self.writer.drain()
+
+    def timezone(self) -> tzinfo:
+        assert self.session is not None
+        return zone(self.session.timezone)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            if await asyncio.wait_for(self._startup(), STARTUP_TIMEOUT_S):
+                self.server.register(self)
+                await self._loop()
+        except (ConnectionClosed, asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one client must never take the server down
+            log.error("connection failed pid=%d peer=%s", self.pid, self.peer, exc_info=exc)
+            await self._send_fatal(exc)
+        finally:
+            await self._teardown()
+
+    async def _send_fatal(self, exc: BaseException) -> None:
+        try:
+            self.send(error_response(exc, severity="FATAL"))
+            await self.flush()
+        except Exception:  # noqa: BLE001 - the socket may already be gone
+            pass
+
+    async def _teardown(self) -> None:
+        self.server.unregister(self)
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                await self.call(session.close)
+            except Exception as exc:  # noqa: BLE001
+                log.error("session close failed pid=%d", self.pid, exc_info=exc)
+            log.info("session closed pid=%d user=%s", self.pid, self.user)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        try:
+            self.writer.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    async def terminate(self, exc: BaseException) -> None:
+        """Server shutdown: tell the client why, stop its statement, close the socket."""
+        session = self.session
+        if session is not None:
+            try:
+                await asyncio.to_thread(session.cancel)
+            except Exception:  # noqa: BLE001
+                pass
+        await self._send_fatal(exc)
+
+    # -- startup -------------------------------------------------------------------------------
+    async def _startup(self) -> bool:
+        """Handshake; True when a session is open and the message loop should run."""
+        while True:
+            head = await self.reader.readexactly(4)
+            length = int.from_bytes(head, "big", signed=True)
+            if length < 8 or length > MAX_STARTUP:
+                raise ProtocolViolation("invalid length of startup packet")
+            body = await self.reader.readexactly(length - 4)
+            r = msg.Reader(body)
+            code = r.int32()
+            if code in (msg.SSL_REQUEST, msg.GSSENC_REQUEST):
+                self.writer.write(b"N")
+                await self.writer.drain()
+                continue
+            if code == msg.CANCEL_REQUEST:
+                pid, key = r.int32(), r.int32()
+                await self.server.cancel(pid, key)
+                return False
+            major, minor = code >> 16, code & 0xFFFF
+            if major != 3:
+                raise FeatureNotSupported(
+                    f"unsupported frontend protocol {major}.{minor}: "
+                    "server supports 3.0 to 3.0"
+                )
+            params = msg.parse_startup_params(body[4:])
+            return await self._open_session(minor, params)
+
+    async def _open_session(self, minor: int, params: dict[str, str]) -> bool:
+        unknown = [k for k in params if k.startswith("_pq_.")]
+        if minor > 0 or unknown:
+            self.send(msg.negotiate_protocol_version(0, unknown))
+        user = params.get("user", "")
+        if not user:
+            raise InvalidAuthorization("no PostgreSQL user name specified in startup packet")
+        database = params.get("database") or user
+        options = {
+            k: v for k, v in params.items()
+            if k not in ("user", "database") and not k.startswith("_pq_.")
+        }
+        self.user = user
+        try:
+            self.session = await self.call(self.server.db.connect, user, database, options)
+        except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
+            log.info("connection refused pid=%d user=%s database=%s", self.pid, user, database)
+            await self._send_fatal(exc)
+            return False
+        status = dict(DEFAULT_PARAMETERS)
+        status["session_authorization"] = user
+        if "application_name" in params:
+            status["application_name"] = params["application_name"]
+        status.update(await self.call(self.session.parameter_status))
+        self.send(msg.authentication_ok())
+        for name, value in status.items():
+            self.send(msg.parameter_status(name, value))
+        self.send(msg.backend_key_data(self.pid, self.secret))
+        self.send(msg.ready_for_query(self.tx.status))
+        await self.flush()
+        log.info(
+            "session started pid=%d user=%s database=%s peer=%s",
+            self.pid, user, database, self.peer,
+        )
+        return True
+
+    # -- message loop --------------------------------------------------------------------------
+    async def _read_message(self) -> tuple[bytes, bytes]:
+        head = await self.reader.readexactly(5)
+        kind = head[:1]
+        length = int.from_bytes(head[1:], "big", signed=True)
+        if length < 4 or length > MAX_MESSAGE:
+            raise ProtocolViolation(f"invalid message length {length}")
+        body = await self.reader.readexactly(length - 4) if length > 4 else b""
+        return kind, body
+
+    async def _loop(self) -> None:
+        ext = self.extended
+        while True:
+            kind, body = await self._read_message()
+            if kind == b"X":
+                raise ConnectionClosed
+            if kind == b"S":
+                await ext.sync()
+                continue
+            if ext.ignore_till_sync:
+                continue
+            if kind == b"Q":
+                await self._simple_query(msg.Reader(body).cstring())
+            elif kind in ext.HANDLERS:
+                await ext.handle(kind, body)
+            elif kind == b"H":
+                await self.flush()
+            elif kind in (b"d", b"c", b"f"):
+                continue  # COPY traffic outside COPY is ignored, as PostgreSQL does
+            elif kind == b"F":
+                self.send(error_response(FeatureNotSupported("Not supported: function call")))
+                self.send(msg.ready_for_query(self.tx.status))
+                await self.flush()
+            else:
+                raise ProtocolViolation(f"invalid frontend message type {kind[0]}")
+
+    # -- simple query --------------------------------------------------------------------------
+    async def _simple_query(self, sql: str) -> None:
+        session = self.session
+        assert session is not None
+        if self.tx.failed and not ends_block(sql):
+            self.send(error_response(aborted_transaction()))
+        else:
+            try:
+                results = await self.call(session.execute_simple, sql)
+            except Exception as exc:  # noqa: BLE001 - reported to the client
+                partial: list[QueryResult] = list(getattr(exc, "partial_results", None) or [])
+                await self._send_results(partial, sql)
+                self.tx.after_error()
+                self.send(error_response(exc))
+            else:
+                await self._send_results(results, sql)
+        self.send(msg.ready_for_query(self.tx.status))
+        await self.flush()
+
+    async def _send_results(self, results: list[QueryResult], sql: str) -> None:
+        if not results:
+            return
+        tz = self.timezone()
+        for result in results:
+            for notice in result.notices:
+                self.send(notice_response(notice))
+            if result.empty:
+                self.send(msg.empty_query_response())
+                continue
+            if result.columns is not None:
+                formats = [codecs.TEXT] * len(result.columns)
+                self.send(msg.row_description(result.columns, formats))
+                await self.send_rows(result, formats, tz, 0, len(result.rows))
+            self.send(msg.command_complete(self.tx.after_tag(result.tag, sql)))
+            self.send_status(result)
+
+    def send_status(self, result: QueryResult) -> None:
+        for name, value in result.status.items():
+            self.send(msg.parameter_status(name, value))
+
+    async def send_rows(
+        self, result: QueryResult, formats: list[int], tz: tzinfo, start: int, stop: int
+    ) -> None:
+        """DataRows for `result.rows[start:stop]`, flushing when the buffer grows large."""
+        assert result.columns is not None
+        encs = [codecs.encoder(c.type, f, tz) for c, f in zip(result.columns, formats, strict=True)]
+        rows = result.rows
+        data_row = msg.data_row
+        for i in range(start, stop):
+            row = rows[i]
+            self.send(data_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)]))
+            if len(self.out) >= FLUSH_THRESHOLD:
+                await self.flush()
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    info = writer.get_extra_info("peername")
+    if isinstance(info, tuple) and len(info) >= 2:
+        return f"{info[0]}:{info[1]}"
+    return str(info)

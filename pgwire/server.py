@@ -1,0 +1,107 @@
+"""The listening side of pgwire: accepts sockets, owns the live connections, routes cancels.
+
+Lifecycle: `await serve(db, host, port)` binds and starts accepting; each accepted socket
+gets a `Connection` (with a fresh process id and secret key for BackendKeyData) running in
+its own task. A CancelRequest arriving on a new socket is matched by (pid, key) against the
+registry of live connections and forwarded to that connection's `Session.cancel()`.
+`await server.stop()` closes the listeners, sends each client FATAL 57P01, cancels the
+connection tasks and waits for their sessions to close; the `Database` stays open (its
+owner closes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+
+from engine.api import Database
+from engine.errors import AdminShutdown
+from pgwire.connection import Connection
+
+log = logging.getLogger("pgwire")
+
+
+class PgServer:
+    """A running pgwire listener and its connections."""
+
+    def __init__(self, db: Database, host: str, port: int) -> None:
+        self.db = db
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._live: dict[int, Connection] = {}
+        self._pids = itertools.count(secrets.randbelow(1 << 20) + 1000)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        log.info("pgwire listening addr=%s:%d", self.host, self.port)
+
+    @property
+    def addresses(self) -> list[str]:
+        if self._server is None:
+            return []
+        return [f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in self._server.sockets]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        conn = Connection(self, reader, writer, next(self._pids), secrets.randbelow(1 << 31))
+        try:
+            await conn.run()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._tasks.discard(task)
+
+    # -- registry ----------------------------------------------------------------------------
+    def register(self, conn: Connection) -> None:
+        self._live[conn.pid] = conn
+
+    def unregister(self, conn: Connection) -> None:
+        if self._live.get(conn.pid) is conn:
+            del self._live[conn.pid]
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._live)
+
+    async def cancel(self, pid: int, key: int) -> None:
+        """Serve a CancelRequest; unknown or mismatched keys are ignored, as in PostgreSQL."""
+        conn = self._live.get(pid)
+        if conn is None or conn.secret != key or conn.session is None:
+            log.info("cancel request ignored pid=%d", pid)
+            return
+        log.info("cancel request pid=%d", pid)
+        try:
+            await asyncio.to_thread(conn.session.cancel)
+        except Exception as exc:  # noqa: BLE001 - a failing cancel must not hurt the server
+            log.error("cancel failed pid=%d", pid, exc_info=exc)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        if self._server is not None:
+            self._server.close()
+        shutdown = AdminShutdown("terminating connection due to administrator command")
+        for conn in list(self._live.values()):
+            await conn.terminate(shutdown)
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        if self._server is not None:
+            await self._server.wait_closed()
+        log.info("pgwire stopped addr=%s:%d", self.host, self.port)
+
+
+async def serve(db: Database, host: str, port: int) -> PgServer:
+    """Start a pgwire server for `db` on host:port (port 0 picks a free port)."""
+    server = PgServer(db, host, port)
+    await server.start()
+    return server
