@@ -90,9 +90,11 @@ def _dec_back(d: Datum) -> Datum:
         raise NumericValueOutOfRange("numeric field overflow") from e
 
 
-def _check_zero(b: Datum) -> None:
+def _check_zero(a: Datum, b: Datum) -> None:
+    """Raise 22012 when a non-NULL dividend meets a zero divisor (NULL / 0 is NULL)."""
     z = pc.equal(b, pa.scalar(0, b.type) if not pa.types.is_decimal(b.type) else
                  pa.scalar(0).cast(b.type))
+    z = pc.and_(z, pc.is_valid(a))
     if (z.as_py() if is_scalar(z) else pc.any(z).as_py()):
         raise DivisionByZero("division by zero")
 
@@ -104,7 +106,7 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         a, b = args
         if op in ("/", "%"):
-            _check_zero(b)
+            _check_zero(a, b)
         if t.kind is K.NUMERIC:
             if op in ("+", "-"):
                 r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(
