@@ -431,6 +431,13 @@ def _jsonb_to(dst: SqlType) -> ArrayFn:
         vals = jsonb.cast_scalar(a.to_pylist(), dst.display)
         if dst.kind is K.BOOLEAN:
             return pa.array(vals, pa.bool_())
+        if dst.is_integer and all(type(v) is int or v is None for v in vals):
+            try:
+                return pa.array(vals, pa.int64()).cast(dst.arrow)
+            except (pa.ArrowInvalid, OverflowError) as e:
+                raise out_of_range(dst) from e
+        if dst.is_float and all(type(v) in (int, float) or v is None for v in vals):
+            return pa.array(vals, pa.float64()).cast(dst.arrow)
         dec = jsonb.to_numeric_values(vals)
         num = pa.array(dec, pa.decimal256(76, 20)) if dec else pa.array([], NUMERIC.arrow)
         num = pc.round(num, 10, round_mode="half_towards_infinity").cast(NUMERIC.arrow)

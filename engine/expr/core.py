@@ -152,6 +152,10 @@ class Literal(Expr):
             return f"'{v}':{_tname(self.type)}"
         if isinstance(v, bool):
             return f"{str(v).lower()}:{_tname(self.type)}"
+        if self.type.kind is TypeKind.NUMERIC:
+            s = format(v, "f")
+            s = s.rstrip("0").rstrip(".") if "." in s else s
+            return f"{s}:Decimal"
         if self.type.kind is TypeKind.INTERVAL:
             from engine.expr.temporal import format_interval
 
@@ -322,6 +326,8 @@ def as_array(d: Datum, n: int, t: SqlType | None = None) -> pa.Array:
             d = d.cast(target) if d.is_valid else pa.scalar(None, target)
         if not d.is_valid:
             return pa.nulls(n, target)
+        if n == 0:
+            return pa.array([], target)
         return pa.repeat(d, n)
     if t is not None and d.type != t.arrow:
         d = d.cast(t.arrow)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from engine.expr import jsonb
 from engine.expr.casts import cast_datum
 from engine.expr.coerce import implicit_cast, is_untyped
-from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar
+from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
 from engine.expr.ops import no_operator
 from engine.expr.registry import coerce_to, no_function, register
 from engine.types import BOOLEAN, INT, JSONB, VARCHAR, SqlType, TypeKind, list_of
@@ -178,6 +179,37 @@ def python_json_values(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> list[A
     return text
 
 
+def json_text_column(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> pa.Array:
+    """Each value's jsonb text ('null' for NULL), vectorised where a kernel exists."""
+    import pyarrow.compute as pc
+
+    from engine.expr.casts import numeric_text
+
+    arr = as_array(d, n)
+    k = t.kind
+    if k is K.BOOLEAN:
+        out = pc.if_else(arr, "true", "false")
+    elif t.is_integer:
+        out = arr.cast(pa.string())
+    elif k is K.NUMERIC:
+        out = numeric_text(arr)
+    elif k is K.JSONB:
+        out = arr.cast(pa.string())
+    elif k is K.VARCHAR:
+        out = pa.array([None if v is None else orjson.dumps(v).decode()
+                        for v in arr.to_pylist()], pa.string())
+    elif k is K.LIST or t.is_float:
+        vals = python_json_values(arr, t, n, ctx)
+        out = pa.array([None if v is None else _serialize(v) for v in vals], pa.string())
+    else:
+        text = cast_datum(arr, t, VARCHAR, n, ctx)
+        if k in (K.TIMESTAMP, K.TIMESTAMPTZ):
+            text = pc.replace_substring(text, " ", "T", max_replacements=1)
+        out = pa.array([None if v is None else orjson.dumps(v).decode()
+                        for v in text.to_pylist()], pa.string())
+    return pc.fill_null(out, "null")
+
+
 class _Raw(str):
     """Already-canonical jsonb text embedded in a larger value."""
 
@@ -209,8 +241,11 @@ def _to_jsonb(args: list[Expr]) -> Expr:
     t = a.type
 
     def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
-        vals = python_json_values(x[0], t, n, c)
-        return pa.array([None if v is None else _serialize(v) for v in vals], pa.string())
+        import pyarrow.compute as pc
+
+        v = as_array(x[0], n)
+        text = json_text_column(v, t, n, c)
+        return pc.if_else(pc.is_null(v), pa.scalar(None, pa.string()), text)
     return Func("to_jsonb", (a,), JSONB, kernel)
 
 
@@ -224,6 +259,9 @@ def _build_object(args: list[Expr]) -> Expr:
             hint="The arguments of jsonb_build_object() must consist of alternating keys "
                  "and values.")
     bound = [implicit_cast(a, VARCHAR) or a if is_untyped(a) else a for a in args]
+    keys = [bound[i] for i in range(0, len(bound), 2)]
+    if all(isinstance(k, Literal) and isinstance(k.value, str) for k in keys):
+        return _build_object_const_keys(bound)
 
     def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
         cols = [python_json_values(v, e.type, n, c) for v, e in zip(x, bound, strict=True)]
@@ -244,12 +282,43 @@ def _build_object(args: list[Expr]) -> Expr:
     return Func("jsonb_build_object", tuple(bound), JSONB, kernel)
 
 
+def _build_object_const_keys(bound: list[Expr]) -> Expr:
+    """Constant keys: order/dedupe them once, then join per-column JSON text vectorised."""
+    import json
+
+    import pyarrow.compute as pc
+
+    last: dict[str, int] = {}
+    for i in range(0, len(bound), 2):
+        key = bound[i]
+        assert isinstance(key, Literal)
+        last[str(key.value)] = i + 1
+    order = sorted(last, key=lambda k: (len(k.encode()), k.encode()))
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        if not order:
+            return pa.scalar("{}", pa.string())
+        pieces: list[Any] = []
+        for j, key in enumerate(order):
+            vi = last[key]
+            prefix = ("{" if j == 0 else ", ") + json.dumps(key, ensure_ascii=False) + ": "
+            pieces += [prefix, json_text_column(x[vi], bound[vi].type, n, c)]
+        pieces.append("}")
+        cols = [pa.array([p] * n, pa.string()) if isinstance(p, str) else p for p in pieces]
+        return pc.binary_join_element_wise(*cols, "")
+    return Func("jsonb_build_object", tuple(bound), JSONB, kernel)
+
+
 @register("jsonb_build_array")
 def _build_array(args: list[Expr]) -> Expr:
     bound = [implicit_cast(a, VARCHAR) or a if is_untyped(a) else a for a in args]
 
     def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
-        cols = [python_json_values(v, e.type, n, c) for v, e in zip(x, bound, strict=True)]
-        return pa.array([_serialize([_Raw("null") if col[i] is None else col[i]
-                                     for col in cols]) for i in range(n)], pa.string())
+        import pyarrow.compute as pc
+
+        if not x:
+            return pa.scalar("[]", pa.string())
+        cols = [json_text_column(v, e.type, n, c) for v, e in zip(x, bound, strict=True)]
+        joined = pc.binary_join_element_wise(*cols, ", ")
+        return pc.binary_join_element_wise(pa.array(["["] * n, pa.string()), joined, "]", "")
     return Func("jsonb_build_array", tuple(bound), JSONB, kernel)

@@ -157,21 +157,37 @@ def _split_us(ts: pa.Array) -> tuple[pa.Array, pa.Array]:
     return pa.array(secs, mask=m), pa.array(us, mask=m)
 
 
+def _strip_fraction(text: pa.Array) -> pa.Array:
+    """'... 10:00:00.250000' -> '... 10:00:00.25'; a zero fraction disappears."""
+    text = pc.replace_substring_regex(text, r"(\.\d*?)0+$", r"\1")
+    return pc.replace_substring_regex(text, r"\.$", "")
+
+
 def format_timestamp(ts: pa.Array, tz: str | None = None) -> pa.Array:
     """Postgres text of timestamp / timestamptz (`+00:00`-style offset for tz inputs)."""
-    secs, us = _split_us(ts)
-    if tz is not None:
-        whole = secs.cast(pa.timestamp("s", tz="UTC")).cast(pa.timestamp("s", tz=tz))
-        base = pc.strftime(whole, format="%Y-%m-%d %H:%M:%S")
-        off = pc.strftime(whole, format="%z")
-        off = pc.replace_substring_regex(off, r"^([+-]\d\d)(\d\d)$", r"\1:\2")
-        return pc.binary_join_element_wise(base, _frac_suffix(us), off, "")
-    base = pc.strftime(secs.cast(pa.timestamp("s")), format="%Y-%m-%d %H:%M:%S")
-    return pc.binary_join_element_wise(base, _frac_suffix(us), "")
+    if tz is None:
+        return _strip_fraction(ts.cast(pa.timestamp("us")).cast(pa.string()))
+    utc = ts.cast(pa.timestamp("us", tz="UTC"))
+    if tz.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+        local = utc.cast(pa.timestamp("us"))
+        text = _strip_fraction(local.cast(pa.string()))
+        return pc.binary_join_element_wise(text, "+00:00", "")
+    local = pc.local_timestamp(utc.cast(pa.timestamp("us", tz=tz)))
+    text = _strip_fraction(local.cast(pa.string()))
+    off_min = np.floor_divide(
+        pc.fill_null(local.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        - pc.fill_null(utc.cast(pa.int64()), 0).to_numpy(zero_copy_only=False), 60_000_000)
+    sign = np.where(off_min < 0, "-", "+")
+    absm = np.abs(off_min)
+    hh = pc.utf8_lpad(pa.array(absm // 60).cast(pa.string()), 2, "0")
+    mm = pc.utf8_lpad(pa.array(absm % 60).cast(pa.string()), 2, "0")
+    off = pc.binary_join_element_wise(pa.array(sign), hh, ":", mm, "")
+    off = pc.replace_substring_regex(off, r":00$", ":00")
+    return pc.binary_join_element_wise(text, off, "")
 
 
 def format_date(d: pa.Array) -> pa.Array:
-    return pc.strftime(d.cast(pa.timestamp("s")), format="%Y-%m-%d")
+    return d.cast(pa.string())
 
 
 def format_time(t: pa.Array) -> pa.Array:
