@@ -107,6 +107,8 @@ class ExtendedProtocol:
             self.conn.tx.after_error()
             self.conn.send(error_response(exc))
             self.ignore_till_sync = True
+            # PostgreSQL writes errors at once: a client waiting after Flush must see it.
+            await self.conn.flush()
 
     async def sync(self) -> None:
         self.ignore_till_sync = False
