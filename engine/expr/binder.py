@@ -26,12 +26,11 @@ from engine.expr.coerce import (
     implicit_cast,
     is_untyped,
     parse_data_type,
-    resolve_unknown,
 )
 from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Param, as_array
 from engine.expr.registry import call, no_function
 from engine.expr.scope import ParamContext, Scope
-from engine.expr.temporal import make_interval_array, parse_interval
+from engine.expr.temporal import parse_interval
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -502,5 +501,3 @@ def _literal_for_python(v: Any) -> Literal:
         return Literal(v, DOUBLE)
     raise InvalidParameterValue(f"unsupported parameter value {v!r}")
 
-
-_ = (make_interval_array, fn_math, resolve_unknown)

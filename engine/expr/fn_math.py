@@ -102,10 +102,10 @@ _rounding("round", "half_towards_infinity")
 _rounding("trunc", "towards_zero")
 _rounding("ceil", "up")
 _rounding("floor", "down")
-register("ceiling")(lambda args: FUNCS("ceil", args))
+register("ceiling")(lambda args: _call("ceil", args))
 
 
-def FUNCS(name: str, args: list[Expr]) -> Expr:  # noqa: N802
+def _call(name: str, args: list[Expr]) -> Expr:
     from engine.expr.registry import call
 
     return call(name, args)
@@ -162,7 +162,7 @@ def _cbrt(v: Datum) -> Datum:
 @register("log")
 def _log(args: list[Expr]) -> Expr:
     if len(args) == 1:
-        return FUNCS("log10", args)
+        return _call("log10", args)
     raise no_function("log", args)
 
 

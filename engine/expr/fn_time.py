@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from engine.errors import DatetimeFieldOverflow, InvalidParameterValue
 from engine.expr import temporal
-from engine.expr.coerce import UntypedLiteral, implicit_cast, is_untyped
+from engine.expr.coerce import implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array
 from engine.expr.registry import coerce_to, no_function, register
 from engine.types import (
@@ -21,7 +21,6 @@ from engine.types import (
     DOUBLE,
     INT,
     NUMERIC,
-    TIMESTAMP,
     TIMESTAMPTZ,
     VARCHAR,
     SqlType,
@@ -273,4 +272,3 @@ def _make_date(args: list[Expr]) -> Expr:
     return Func("make_date", tuple(a), DATE, kernel)
 
 
-_ = (TIMESTAMP, UntypedLiteral)

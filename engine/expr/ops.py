@@ -20,14 +20,12 @@ from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
 from engine.types import (
-    BIGINT,
     BOOLEAN,
     DATE,
     DOUBLE,
     INT,
     INTERVAL,
     NUMERIC,
-    REAL,
     TIMESTAMP,
     UNKNOWN,
     VARCHAR,
@@ -128,14 +126,11 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
             return pc.subtract_checked(a, pc.multiply_checked(q, b))
         if t.is_float:
             fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply, "/": pc.divide}[op]
-            r = fn(a, b)
-            return r
+            return fn(a, b)
         try:
             return getattr(pc, fname)(a, b)
         except pa.ArrowInvalid as e:
             if "overflow" in str(e).lower():
-                if op == "/" and t.kind in (K.INT, K.BIGINT, K.SMALLINT):
-                    raise out_of_range(t) from e
                 raise out_of_range(t) from e
             raise
     return kernel
@@ -492,8 +487,9 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
             hit = pc.if_else(pc.is_null(x), pa.scalar(None, pa.bool_()), hit)
             return pc.invert(hit) if negate else hit
         label = "NOT IN" if negate else "IN"
-        f = Func("in", (arg_c,), BOOLEAN, kernel)
-        return _InDisplay(f, label, tuple(cast_items))  # type: ignore[arg-type]
+        # the constant items are baked into the kernel; the name shows them for EXPLAIN
+        name = label.lower().replace(" ", "_") + "[" + ", ".join(str(i) for i in cast_items) + "]"
+        return Func(name, (arg_c,), BOOLEAN, kernel)
     # non-constant list: OR of equalities (AND of inequalities for NOT IN)
     out: Expr | None = None
     for c in cast_items:
@@ -502,12 +498,3 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
         out = eq if out is None else bind_and_or("AND" if negate else "OR", out, eq)
     assert out is not None
     return out
-
-
-def _InDisplay(f: Func, label: str, items: tuple[Expr, ...]) -> Func:  # noqa: N802
-    """IN with constant items: keep them out of `args` (they are baked into the kernel)."""
-    return Func(f"{label.lower().replace(' ', '_')}[" + ", ".join(str(i) for i in items) + "]",
-                f.args, f.type, f.kernel)
-
-
-_ = (BIGINT, REAL)
