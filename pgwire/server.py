@@ -39,7 +39,7 @@ class PgServer:
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
-        log.info("pgwire listening addr=%s:%d", self.host, self.port)
+        log.info("listening addr=%s:%d", self.host, self.port)
 
     @property
     def addresses(self) -> list[str]:
@@ -97,7 +97,7 @@ class PgServer:
             await asyncio.wait(tasks, timeout=timeout_s)
         if self._server is not None:
             await self._server.wait_closed()
-        log.info("pgwire stopped addr=%s:%d", self.host, self.port)
+        log.info("stopped addr=%s:%d", self.host, self.port)
 
 
 async def serve(db: Database, host: str, port: int) -> PgServer:

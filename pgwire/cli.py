@@ -1,0 +1,126 @@
+"""The `swell` command: `swell playground` runs a single-node Swell; `swell --version`.
+
+Lifecycle of `playground`: open the database (recovering the data directory), start the
+pgwire listener, start the webhook listener if the webhook connector is installed, log
+where everything listens, then wait for SIGTERM/SIGINT. Shutdown runs in reverse: stop
+accepting and close client connections, close the webhook server, then `db.close()`
+(which takes a final checkpoint). The engine module is imported lazily inside the command
+so `swell --version` works even when the engine cannot load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pgwire.logfmt import kv, setup_logging
+from pgwire.server import serve
+
+log = logging.getLogger("swell")
+
+
+def version() -> str:
+    try:
+        return metadata.version("swell")
+    except metadata.PackageNotFoundError:
+        return "0.1.0"
+
+
+def parse_addr(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`) into (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="swell", description="Swell: a streaming SQL database speaking PostgreSQL."
+    )
+    parser.add_argument("--version", action="version", version=f"swell {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    play = sub.add_parser("playground", help="run a single-node Swell server")
+    play.add_argument("--listen-addr", type=parse_addr, default=parse_addr("0.0.0.0:4566"),
+                      help="pgwire address HOST:PORT (default 0.0.0.0:4566)")
+    play.add_argument("--webhook-listen-addr", type=parse_addr,
+                      default=parse_addr("0.0.0.0:4560"),
+                      help="webhook source address HOST:PORT (default 0.0.0.0:4560)")
+    play.add_argument("--data-dir", type=Path, default=Path("./swell-data"),
+                      help="directory for the catalog, state and WAL (default ./swell-data)")
+    play.add_argument("--barrier-interval-ms", type=int, default=1000,
+                      help="milliseconds between checkpoint barriers (default 1000)")
+    return parser
+
+
+async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
+    try:
+        from connectors.webhook import start_webhook_server
+    except ImportError as exc:
+        log.warning("webhook disabled %s", kv(reason=str(exc)))
+        return None
+    server = await start_webhook_server(db, host, port)
+    log.info("webhook listening %s", kv(addr=f"{host}:{port}"))
+    return server
+
+
+async def playground(args: argparse.Namespace) -> int:
+    from engine.database import Config, open_database
+
+    data_dir: Path = args.data_dir
+    config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
+    db = await asyncio.to_thread(open_database, config)
+    log.info("database opened %s", kv(data_dir=data_dir.resolve(),
+                                      barrier_interval_ms=args.barrier_interval_ms))
+    server = None
+    webhook = None
+    try:
+        host, port = args.listen_addr
+        server = await serve(db, host, port)
+        webhook = await _start_webhook(db, *args.webhook_listen_addr)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        log.info("ready %s", kv(pgwire=f"{host}:{server.port}", version=version()))
+        await stop.wait()
+        log.info("shutting down")
+        return 0
+    finally:
+        if server is not None:
+            await server.stop()
+        if webhook is not None:
+            try:
+                await webhook.close()
+            except Exception as exc:  # noqa: BLE001 - shutdown must reach db.close()
+                log.error("webhook close failed", exc_info=exc)
+        await asyncio.to_thread(db.close)
+        log.info("database closed %s", kv(data_dir=data_dir.resolve()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    setup_logging()
+    try:
+        return asyncio.run(playground(args))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        log.error("startup failed %s", kv(error=str(exc)))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

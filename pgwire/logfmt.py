@@ -1,0 +1,45 @@
+"""Swell's log line format: `2026-11-30T12:00:00Z INFO pgwire listening addr=0.0.0.0:4566`.
+
+UTC timestamps, the level, the component (top-level logger name), then a message whose
+details are `key=value` pairs so lines can be grepped and parsed. `setup_logging()` is
+called once by the CLI; libraries only log through `logging.getLogger(<component>)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+
+class KeyValueFormatter(logging.Formatter):
+    """Formats records as `<UTC time>Z LEVEL component message`, tracebacks on later lines."""
+
+    converter = time.gmtime
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(component)s %(message)s",
+                         datefmt="%Y-%m-%dT%H:%M:%SZ")
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.component = record.name.split(".", 1)[0]
+        return super().format(record)
+
+
+def kv(**fields: object) -> str:
+    """`a=1 b="x y"`: values with spaces or quotes are quoted."""
+    parts = []
+    for key, value in fields.items():
+        text = str(value)
+        if not text or any(c in text for c in ' "='):
+            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def setup_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(KeyValueFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
