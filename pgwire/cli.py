@@ -49,15 +49,30 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"swell {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     play = sub.add_parser("playground", help="run a single-node Swell server")
-    play.add_argument("--listen-addr", type=parse_addr, default=parse_addr("0.0.0.0:4566"),
-                      help="pgwire address HOST:PORT (default 0.0.0.0:4566)")
-    play.add_argument("--webhook-listen-addr", type=parse_addr,
-                      default=parse_addr("0.0.0.0:4560"),
-                      help="webhook source address HOST:PORT (default 0.0.0.0:4560)")
-    play.add_argument("--data-dir", type=Path, default=Path("./swell-data"),
-                      help="directory for the catalog, state and WAL (default ./swell-data)")
-    play.add_argument("--barrier-interval-ms", type=int, default=1000,
-                      help="milliseconds between checkpoint barriers (default 1000)")
+    play.add_argument(
+        "--listen-addr",
+        type=parse_addr,
+        default=parse_addr("0.0.0.0:4566"),
+        help="pgwire address HOST:PORT (default 0.0.0.0:4566)",
+    )
+    play.add_argument(
+        "--webhook-listen-addr",
+        type=parse_addr,
+        default=parse_addr("0.0.0.0:4560"),
+        help="webhook source address HOST:PORT (default 0.0.0.0:4560)",
+    )
+    play.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("./swell-data"),
+        help="directory for the catalog, state and WAL (default ./swell-data)",
+    )
+    play.add_argument(
+        "--barrier-interval-ms",
+        type=int,
+        default=1000,
+        help="milliseconds between checkpoint barriers (default 1000)",
+    )
     return parser
 
 
@@ -78,8 +93,10 @@ async def playground(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir
     config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
     db = await asyncio.to_thread(open_database, config)
-    log.info("database opened %s", kv(data_dir=data_dir.resolve(),
-                                      barrier_interval_ms=args.barrier_interval_ms))
+    log.info(
+        "database opened %s",
+        kv(data_dir=data_dir.resolve(), barrier_interval_ms=args.barrier_interval_ms),
+    )
     server = None
     webhook = None
     try:

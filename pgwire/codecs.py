@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -44,6 +44,7 @@ _INT_RANGE = {
     TypeKind.BIGINT: (-(2**63), 2**63 - 1),
 }
 
+
 # -- floats and numerics -----------------------------------------------------------------------
 def _pg_float(digits: str, exp10: int, negative: bool, fixed_below: int) -> str:
     """Lay out shortest digits the way Postgres' Ryu output does: fixed notation for
@@ -60,6 +61,7 @@ def _pg_float(digits: str, exp10: int, negative: bool, fixed_below: int) -> str:
     esign = "-" if exp10 < 0 else "+"
     return f"{sign}{mant}e{esign}{abs(exp10):02d}"
 
+
 def _special_float(v: float) -> str | None:
     if v != v:
         return "NaN"
@@ -71,6 +73,7 @@ def _special_float(v: float) -> str | None:
         return "-0" if str(v).startswith("-") else "0"
     return None
 
+
 def _digits_exp(sci: str) -> tuple[str, int]:
     """Digits and decimal exponent of the leading digit from `d.ddde±x` / `d.ddd` text."""
     mant, _, exp = sci.partition("e")
@@ -80,12 +83,14 @@ def _digits_exp(sci: str) -> tuple[str, int]:
     exp10 += len(ip.lstrip("0")) - 1 if ip.lstrip("0") else -(len(fp) - len(fp.lstrip("0")) + 1)
     return digits.rstrip("0") or "0", exp10
 
+
 def format_float8(v: float) -> str:
     special = _special_float(v)
     if special is not None:
         return special
     digits, exp10 = _digits_exp(repr(abs(v)))
     return _pg_float(digits, exp10, v < 0, 15)
+
 
 def format_float4(v: float) -> str:
     special = _special_float(v)
@@ -94,6 +99,7 @@ def format_float4(v: float) -> str:
     sci = np.format_float_scientific(np.float32(abs(v)), unique=True, trim="-")
     digits, exp10 = _digits_exp(sci)
     return _pg_float(digits, exp10, v < 0, 6)
+
 
 def format_numeric(v: Decimal) -> str:
     if v.is_nan():
@@ -105,11 +111,13 @@ def format_numeric(v: Decimal) -> str:
         s = s.rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
 
+
 _NUMERIC_HEAD = struct.Struct(">hhHH")
 _NUMERIC_NEG = 0x4000
 _NUMERIC_NAN = 0xC000
 _NUMERIC_PINF = 0xD000
 _NUMERIC_NINF = 0xF000
+
 
 def numeric_send(v: Decimal) -> bytes:
     """Base-10000 digits with weight/sign/dscale, as `numeric_send` lays them out."""
@@ -124,9 +132,9 @@ def numeric_send(v: Decimal) -> bytes:
     ip = ip.lstrip("0")
     ip = "0" * (-len(ip) % 4) + ip
     fp = fp + "0" * (-len(fp) % 4)
-    groups = [int(ip[i:i + 4]) for i in range(0, len(ip), 4)]
+    groups = [int(ip[i : i + 4]) for i in range(0, len(ip), 4)]
     weight = len(groups) - 1
-    groups += [int(fp[i:i + 4]) for i in range(0, len(fp), 4)]
+    groups += [int(fp[i : i + 4]) for i in range(0, len(fp), 4)]
     while groups and groups[0] == 0:
         groups.pop(0)
         weight -= 1
@@ -137,6 +145,7 @@ def numeric_send(v: Decimal) -> bytes:
     return _NUMERIC_HEAD.pack(len(groups), weight, sign, dscale) + struct.pack(
         f">{len(groups)}h", *groups
     )
+
 
 def numeric_recv(data: bytes) -> Decimal:
     ndigits, weight, sign, dscale = _NUMERIC_HEAD.unpack_from(data)
@@ -156,13 +165,16 @@ def numeric_recv(data: bytes) -> Decimal:
         digits += "0" * (exp - target)
     return Decimal((1 if sign == _NUMERIC_NEG else 0, tuple(int(c) for c in digits), target))
 
+
 # -- arrays ----------------------------------------------------------------------------------------
 _ARRAY_SPECIAL = set('{}",\\ \t\n\r\v\f')
+
 
 def _quote_elem(s: str) -> str:
     if s == "" or s.upper() == "NULL" or any(c in _ARRAY_SPECIAL for c in s):
         return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return s
+
 
 def array_text_encoder(elem: Callable[[Any], str]) -> Callable[[Any], str]:
     def enc(values: Any) -> str:
@@ -178,6 +190,7 @@ def array_text_encoder(elem: Callable[[Any], str]) -> Callable[[Any], str]:
 
     return enc
 
+
 def parse_array_text(text: str, elem: Callable[[str], Any]) -> list[Any]:
     """`{1,NULL,"a b"}` (optionally `[1:2]={...}`, nested braces) into a Python list."""
     s = text.strip()
@@ -185,7 +198,7 @@ def parse_array_text(text: str, elem: Callable[[str], Any]) -> list[Any]:
         eq = s.find("=")
         if eq < 0:
             raise InvalidTextRepresentation(f'malformed array literal: "{text}"')
-        s = s[eq + 1:].lstrip()
+        s = s[eq + 1 :].lstrip()
     pos = 0
 
     def bad() -> InvalidTextRepresentation:
@@ -252,6 +265,7 @@ def parse_array_text(text: str, elem: Callable[[str], Any]) -> list[Any]:
         raise bad()
     return result
 
+
 def array_send(values: list[Any], elem_oid: int, elem: Encoder) -> bytes:
     if not values:
         return _I32.pack(0) + _I32.pack(0) + _I32.pack(elem_oid)
@@ -276,6 +290,7 @@ def array_send(values: list[Any], elem_oid: int, elem: Encoder) -> bytes:
             out.append(b)
     return b"".join(out)
 
+
 def array_recv(data: bytes, elem: Decoder) -> list[Any]:
     ndim, _flags, _oid = struct.unpack_from(">iii", data)
     if ndim == 0:
@@ -296,20 +311,23 @@ def array_recv(data: bytes, elem: Decoder) -> list[Any]:
         if n < 0:
             flat.append(None)
         else:
-            flat.append(elem(data[off:off + n]))
+            flat.append(elem(data[off : off + n]))
             off += n
     for d in reversed(dims[1:]):
-        flat = [flat[i:i + d] for i in range(0, len(flat), d)]
+        flat = [flat[i : i + d] for i in range(0, len(flat), d)]
     return flat
+
 
 # -- text -----------------------------------------------------------------------------------------
 def _bytea_text(b: bytes) -> str:
     return "\\x" + bytes(b).hex()
 
+
 def _timestamp_naive(v: datetime) -> datetime:
     if v.tzinfo is not None:
-        return v.astimezone(timezone.utc).replace(tzinfo=None)
+        return v.astimezone(UTC).replace(tzinfo=None)
     return v
+
 
 def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
     """The function printing one non-NULL value of type `t` as Postgres text."""
@@ -341,16 +359,20 @@ def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
         return array_text_encoder(text_formatter(t.elem, tz))
     return str  # varchar, jsonb, unknown
 
+
 def _utf8(f: Callable[[Any], str]) -> Encoder:
     return lambda v: f(v).encode()
 
+
 def _bad_input(t: SqlType, text: str) -> InvalidTextRepresentation:
     return InvalidTextRepresentation(f'invalid input syntax for type {t.display}: "{text}"')
+
 
 def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
     """The function reading one non-NULL text-format parameter of type `t`."""
     k = t.kind
     if k is TypeKind.BOOLEAN:
+
         def parse_bool(s: str) -> bool:
             low = s.strip().lower()
             if low in ("t", "true", "1", "yes", "y", "on"):
@@ -358,6 +380,7 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
             if low in ("f", "false", "0", "no", "n", "off"):
                 return False
             raise _bad_input(t, s)
+
         return parse_bool
     if k in _INT_RANGE:
         lo, hi = _INT_RANGE[k]
@@ -370,20 +393,25 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
             if not lo <= v <= hi:
                 raise NumericValueOutOfRange(f'value "{s}" is out of range for type {t.display}')
             return v
+
         return parse_int
     if k in (TypeKind.REAL, TypeKind.DOUBLE):
+
         def parse_float(s: str) -> float:
             try:
                 return float(s.strip())
             except ValueError:
                 raise _bad_input(t, s) from None
+
         return parse_float
     if k is TypeKind.NUMERIC:
+
         def parse_numeric(s: str) -> Decimal:
             try:
                 return Decimal(s.strip())
             except InvalidOperation:
                 raise _bad_input(t, s) from None
+
         return parse_numeric
     if k is TypeKind.BYTEA:
         return lambda s: _parse_bytea(s, t)
@@ -403,6 +431,7 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
         return lambda s: parse_array_text(s, elem)
     return lambda s: s  # varchar, jsonb (JSON text as str), unknown
 
+
 def _parse_bytea(s: str, t: SqlType) -> bytes:
     if s.startswith("\\x"):
         try:
@@ -417,46 +446,54 @@ def _parse_bytea(s: str, t: SqlType) -> bytes:
         if c != 0x5C:
             out.append(c)
             i += 1
-        elif raw[i + 1:i + 2] == b"\\":
+        elif raw[i + 1 : i + 2] == b"\\":
             out.append(0x5C)
             i += 2
-        elif len(raw) >= i + 4 and all(0x30 <= d <= 0x37 for d in raw[i + 1:i + 4]):
-            out.append(int(raw[i + 1:i + 4], 8))
+        elif len(raw) >= i + 4 and all(0x30 <= d <= 0x37 for d in raw[i + 1 : i + 4]):
+            out.append(int(raw[i + 1 : i + 4], 8))
             i += 4
         else:
             raise _bad_input(t, s)
     return bytes(out)
 
+
 # -- binary ------------------------------------------------------------------------------------
 def _pack(st: struct.Struct, conv: Callable[[Any], Any]) -> Encoder:
     return lambda v: st.pack(conv(v))
+
 
 def _unpack(st: struct.Struct) -> Decoder:
     def dec(b: bytes) -> Any:
         if len(b) != st.size:
             raise ProtocolViolation(f"incorrect binary data format: expected {st.size} bytes")
         return st.unpack(b)[0]
+
     return dec
+
 
 def _interval_send(v: pa.MonthDayNano) -> bytes:
     n = v.nanoseconds
     us = n // 1000 if n >= 0 else -((-n) // 1000)
     return _INTERVAL.pack(us, v.days, v.months)
 
+
 def _interval_recv(b: bytes) -> pa.MonthDayNano:
     us, days, months = _INTERVAL.unpack(b)
     return pa.MonthDayNano([months, days, us * 1000])
 
+
 _TS_INF = 2**63 - 1
 _TS_NINF = -(2**63)
+
 
 def _ts_recv(b: bytes, aware: bool) -> datetime:
     (us,) = _I64.unpack(b)
     if us in (_TS_INF, _TS_NINF):
         edge = datetime.max if us == _TS_INF else datetime.min
-        return edge.replace(tzinfo=timezone.utc) if aware else edge
+        return edge.replace(tzinfo=UTC) if aware else edge
     base = tm.PG_EPOCH_TZ if aware else tm.PG_EPOCH
     return base + timedelta(microseconds=us)
+
 
 def _date_recv(b: bytes) -> date:
     (days,) = _I32.unpack(b)
@@ -466,10 +503,12 @@ def _date_recv(b: bytes) -> date:
         return date.min
     return tm.PG_EPOCH_DATE + timedelta(days=days)
 
+
 def _tstz_send(v: datetime) -> bytes:
     if v.tzinfo is None:
-        v = v.replace(tzinfo=timezone.utc)
+        v = v.replace(tzinfo=UTC)
     return _I64.pack(tm.usecs_since(v, tm.PG_EPOCH_TZ))
+
 
 def binary_encoder(t: SqlType) -> Encoder:
     """The function producing the binary (`*_send`) form of one non-NULL value of `t`."""
@@ -509,6 +548,7 @@ def binary_encoder(t: SqlType) -> Encoder:
         return lambda v: array_send(v, elem_t.oid, elem)
     return lambda v: str(v).encode()  # varchar, unknown
 
+
 def binary_decoder(t: SqlType) -> Decoder:
     """The function reading one non-NULL binary-format parameter of type `t`."""
     k = t.kind
@@ -539,10 +579,12 @@ def binary_decoder(t: SqlType) -> Decoder:
     if k is TypeKind.INTERVAL:
         return _interval_recv
     if k is TypeKind.JSONB:
+
         def jsonb_recv(b: bytes) -> str:
             if b[:1] != b"\x01":
                 raise ProtocolViolation("unsupported jsonb version number")
             return b[1:].decode()
+
         return jsonb_recv
     if k is TypeKind.LIST:
         assert t.elem is not None
@@ -550,12 +592,14 @@ def binary_decoder(t: SqlType) -> Decoder:
         return lambda b: array_recv(b, elem)
     return lambda b: bytes(b).decode()
 
+
 # -- entry points -------------------------------------------------------------------------------
 def encoder(t: SqlType, fmt: int, tz: tzinfo) -> Encoder:
     """Pick the encoder for a result column of type `t` in format `fmt` (0 text, 1 binary)."""
     if fmt == BINARY:
         return binary_encoder(t)
     return _utf8(text_formatter(t, tz))
+
 
 def decoder(t: SqlType, fmt: int, tz: tzinfo) -> Decoder:
     """Pick the decoder for a Bind parameter of type `t` sent in format `fmt`."""
@@ -567,27 +611,42 @@ def decoder(t: SqlType, fmt: int, tz: tzinfo) -> Decoder:
         try:
             s = bytes(b).decode()
         except UnicodeDecodeError:
-            raise InvalidTextRepresentation("invalid byte sequence for encoding \"UTF8\"") from None
+            raise InvalidTextRepresentation('invalid byte sequence for encoding "UTF8"') from None
         return parse(s)
 
     return dec
 
-def encode_value(value: Any, t: SqlType, fmt: int = TEXT, tz: tzinfo = timezone.utc) -> bytes | None:
+
+def encode_value(value: Any, t: SqlType, fmt: int = TEXT, tz: tzinfo = UTC) -> bytes | None:
     """One value to its wire bytes (None for NULL); convenience for tests and tools."""
     if value is None:
         return None
     return encoder(t, fmt, tz)(value)
 
-def decode_value(
-    data: bytes | None, t: SqlType, fmt: int = TEXT, tz: tzinfo = timezone.utc
-) -> Any:
+
+def decode_value(data: bytes | None, t: SqlType, fmt: int = TEXT, tz: tzinfo = UTC) -> Any:
     if data is None:
         return None
     return decoder(t, fmt, tz)(data)
 
-__all__ = [
-    "BINARY", "TEXT", "Decoder", "Encoder", "binary_decoder", "binary_encoder", "decode_value",
-    "decoder", "encode_value", "encoder", "format_float4", "format_float8", "format_numeric",
-    "numeric_recv", "numeric_send", "parse_array_text", "text_formatter", "text_parser",
-]
 
+__all__ = [
+    "BINARY",
+    "TEXT",
+    "Decoder",
+    "Encoder",
+    "binary_decoder",
+    "binary_encoder",
+    "decode_value",
+    "decoder",
+    "encode_value",
+    "encoder",
+    "format_float4",
+    "format_float8",
+    "format_numeric",
+    "numeric_recv",
+    "numeric_send",
+    "parse_array_text",
+    "text_formatter",
+    "text_parser",
+]

@@ -20,6 +20,7 @@ ErrorResponses, anything else is logged with its traceback and closes only this 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -135,11 +136,9 @@ class Connection:
             await self._teardown()
 
     async def _send_fatal(self, exc: BaseException) -> None:
-        try:
+        with contextlib.suppress(Exception):  # the socket may already be gone
             self.send(error_response(exc, severity="FATAL"))
             await self.flush()
-        except Exception:  # noqa: BLE001 - the socket may already be gone
-            pass
 
     async def _teardown(self) -> None:
         self.server.unregister(self)
@@ -152,19 +151,15 @@ class Connection:
             log.info("session closed pid=%d user=%s", self.pid, self.user)
         if self._executor is not None:
             self._executor.shutdown(wait=False)
-        try:
+        with contextlib.suppress(Exception):
             self.writer.close()
-        except Exception:  # noqa: BLE001
-            pass
 
     async def terminate(self, exc: BaseException) -> None:
         """Server shutdown: tell the client why, stop its statement, close the socket."""
         session = self.session
         if session is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await asyncio.to_thread(session.cancel)
-            except Exception:  # noqa: BLE001
-                pass
         await self._send_fatal(exc)
 
     # -- startup -------------------------------------------------------------------------------
@@ -189,8 +184,7 @@ class Connection:
             major, minor = code >> 16, code & 0xFFFF
             if major != 3:
                 raise FeatureNotSupported(
-                    f"unsupported frontend protocol {major}.{minor}: "
-                    "server supports 3.0 to 3.0"
+                    f"unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0"
                 )
             params = msg.parse_startup_params(body[4:])
             return await self._open_session(minor, params)
@@ -204,7 +198,8 @@ class Connection:
             raise InvalidAuthorization("no PostgreSQL user name specified in startup packet")
         database = params.get("database") or user
         options = {
-            k: v for k, v in params.items()
+            k: v
+            for k, v in params.items()
             if k not in ("user", "database") and not k.startswith("_pq_.")
         }
         self.user = user
@@ -227,7 +222,10 @@ class Connection:
         await self.flush()
         log.info(
             "session started pid=%d user=%s database=%s peer=%s",
-            self.pid, user, database, self.peer,
+            self.pid,
+            user,
+            database,
+            self.peer,
         )
         return True
 
@@ -312,12 +310,12 @@ class Connection:
     ) -> None:
         """DataRows for `result.rows[start:stop]`, flushing when the buffer grows large."""
         assert result.columns is not None
-        encs = [codecs.encoder(c.type, f, tz) for c, f in zip(result.columns, formats, strict=True)]
+        encs = [codecs.encoder(c.type, f, tz) for c, f in zip(result.columns, formats)]
         rows = result.rows
         data_row = msg.data_row
         for i in range(start, stop):
             row = rows[i]
-            self.send(data_row([None if v is None else e(v) for e, v in zip(encs, row, strict=True)]))
+            self.send(data_row([None if v is None else e(v) for e, v in zip(encs, row)]))
             if len(self.out) >= FLUSH_THRESHOLD:
                 await self.flush()
 

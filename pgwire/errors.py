@@ -50,8 +50,12 @@ class ErrorFields:
     position: int | None = None
 
     def pairs(self) -> list[tuple[str, str]]:
-        out = [("S", self.severity), ("V", self.severity), ("C", self.sqlstate),
-               ("M", self.message)]
+        out = [
+            ("S", self.severity),
+            ("V", self.severity),
+            ("C", self.sqlstate),
+            ("M", self.message),
+        ]
         if self.detail:
             out.append(("D", self.detail))
         if self.hint:
@@ -94,6 +98,7 @@ def error_response(exc: BaseException, *, severity: str | None = None) -> bytes:
 
 
 def notice_response(notice: Notice) -> bytes:
-    fields = ErrorFields(notice.severity, notice.sqlstate, notice.message, notice.detail,
-                         notice.hint)
+    fields = ErrorFields(
+        notice.severity, notice.sqlstate, notice.message, notice.detail, notice.hint
+    )
     return msg.error_or_notice(b"N", fields.pairs())

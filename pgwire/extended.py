@@ -264,7 +264,8 @@ class ExtendedProtocol:
         if stop < total:
             conn.send(msg.portal_suspended())
             return
-        tag = result.tag if start == 0 and not portal.done else _select_tag(result.tag, stop - start)
+        resumed = start > 0 or portal.done
+        tag = _select_tag(result.tag, stop - start) if resumed else result.tag
         if not portal.done:
             portal.done = True
             tag = conn.tx.after_tag(tag, portal.stmt.sql)

@@ -18,8 +18,9 @@ class KeyValueFormatter(logging.Formatter):
     converter = time.gmtime
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(component)s %(message)s",
-                         datefmt="%Y-%m-%dT%H:%M:%SZ")
+        super().__init__(
+            "%(asctime)s %(levelname)s %(component)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ"
+        )
 
     def format(self, record: logging.LogRecord) -> str:
         record.component = record.name.split(".", 1)[0]

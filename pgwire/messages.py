@@ -158,7 +158,7 @@ class Reader:
 
     def byte(self) -> bytes:
         self._need(1)
-        b = self.data[self.pos:self.pos + 1]
+        b = self.data[self.pos : self.pos + 1]
         self.pos += 1
         return b
 
@@ -166,19 +166,19 @@ class Reader:
         end = self.data.find(b"\x00", self.pos)
         if end < 0:
             raise ProtocolViolation("invalid string in message")
-        raw = self.data[self.pos:end]
+        raw = self.data[self.pos : end]
         self.pos = end + 1
         try:
             return raw.decode()
         except UnicodeDecodeError:
-            raise ProtocolViolation("invalid byte sequence for encoding \"UTF8\"") from None
+            raise ProtocolViolation('invalid byte sequence for encoding "UTF8"') from None
 
     def bytes_or_null(self) -> bytes | None:
         n = self.int32()
         if n == -1:
             return None
         self._need(n)
-        v = self.data[self.pos:self.pos + n]
+        v = self.data[self.pos : self.pos + n]
         self.pos += n
         return v
 

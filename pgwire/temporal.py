@@ -13,7 +13,7 @@ microseconds, so sub-microsecond nanoseconds are truncated toward zero on output
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, timezone, tzinfo
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -37,7 +37,7 @@ def zone(name: str) -> tzinfo:
     surprising rendering.
     """
     if name.upper() in ("UTC", "GMT", "Z", "ZULU", "UCT"):
-        return timezone.utc
+        return UTC
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -47,7 +47,7 @@ def zone(name: str) -> tzinfo:
         sign = -1 if m.group(1) == "-" else 1
         off = timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
         return timezone(sign * off)
-    return timezone.utc
+    return UTC
 
 
 # -- output -------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def format_offset(off: timedelta) -> str:
 
 def format_timestamptz(ts: datetime, tz: tzinfo) -> str:
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     local = ts.astimezone(tz)
     off = local.utcoffset() or timedelta(0)
     return format_timestamp(local) + format_offset(off)
@@ -175,16 +175,16 @@ def parse_timestamptz(text: str, tz: tzinfo) -> datetime:
     """An aware UTC datetime; text without an offset is read in the session time zone."""
     low = text.strip().lower()
     if low == "infinity":
-        return datetime.max.replace(tzinfo=timezone.utc)
+        return datetime.max.replace(tzinfo=UTC)
     if low == "-infinity":
-        return datetime.min.replace(tzinfo=timezone.utc)
+        return datetime.min.replace(tzinfo=UTC)
     try:
         ts = datetime.fromisoformat(_iso(text))
     except ValueError:
         raise _bad("timestamp with time zone", text) from None
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=tz)
-    return ts.astimezone(timezone.utc)
+    return ts.astimezone(UTC)
 
 
 _UNITS: dict[str, tuple[str, int]] = {}
@@ -264,8 +264,12 @@ def parse_interval(text: str) -> pa.MonthDayNano:
             if not m or s == "p":
                 raise _bad("interval", text)
             for key, field, mult in (
-                ("Y", "months", 12), ("M", "months", 1), ("W", "days", 7), ("D", "days", 1),
-                ("h", "usecs", USECS_PER_HOUR), ("m", "usecs", USECS_PER_MINUTE),
+                ("Y", "months", 12),
+                ("M", "months", 1),
+                ("W", "days", 7),
+                ("D", "days", 1),
+                ("h", "usecs", USECS_PER_HOUR),
+                ("m", "usecs", USECS_PER_MINUTE),
                 ("s", "usecs", USECS_PER_SEC),
             ):
                 if m.group(key):
@@ -308,7 +312,7 @@ def parse_interval(text: str) -> pa.MonthDayNano:
 # -- binary epoch arithmetic -----------------------------------------------------------------
 PG_EPOCH_DATE = date(2000, 1, 1)
 PG_EPOCH = datetime(2000, 1, 1)
-PG_EPOCH_TZ = datetime(2000, 1, 1, tzinfo=timezone.utc)
+PG_EPOCH_TZ = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def usecs_since(ts: datetime, epoch: datetime) -> int:

@@ -21,7 +21,6 @@ import asyncio
 import datetime as dt
 import re
 import threading
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -52,7 +51,7 @@ from engine.types import (
 )
 from pgwire.server import PgServer, serve
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 ALL_TYPES: list[tuple[str, SqlType, Any]] = [
     ("b", BOOLEAN, True),

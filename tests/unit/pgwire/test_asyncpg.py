@@ -19,21 +19,41 @@ def test_fetch_with_params(pg) -> None:
         conn = await asyncpg.connect(host="127.0.0.1", port=pg.port, user="root", database="dev")
         try:
             assert await conn.fetchval("select 1") == 1
-            rows = await conn.fetch("echo $1::int, $2::varchar, $3::numeric", 5, "x", Decimal("2.50"))
+            rows = await conn.fetch(
+                "echo $1::int, $2::varchar, $3::numeric", 5, "x", Decimal("2.50")
+            )
             assert [tuple(r) for r in rows] == [(5, "x", Decimal("2.5"))]
             stmt = await conn.prepare("echo $1::timestamptz, $2::date, $3::interval, $4::bool")
-            ts = dt.datetime(2024, 5, 6, 7, 8, 9, 10, tzinfo=dt.timezone.utc)
-            row = await stmt.fetchrow(ts, dt.date(2020, 1, 1), dt.timedelta(days=2, microseconds=3), False)
-            assert tuple(row) == (ts, dt.date(2020, 1, 1), dt.timedelta(days=2, microseconds=3), False)
+            ts = dt.datetime(2024, 5, 6, 7, 8, 9, 10, tzinfo=dt.UTC)
+            row = await stmt.fetchrow(
+                ts, dt.date(2020, 1, 1), dt.timedelta(days=2, microseconds=3), False
+            )
+            assert tuple(row) == (
+                ts,
+                dt.date(2020, 1, 1),
+                dt.timedelta(days=2, microseconds=3),
+                False,
+            )
             assert [a.type.name for a in stmt.get_attributes()] == [
-                "timestamptz", "date", "interval", "bool",
+                "timestamptz",
+                "date",
+                "interval",
+                "bool",
             ]
             assert [p.name for p in stmt.get_parameters()] == [
-                "timestamptz", "date", "interval", "bool",
+                "timestamptz",
+                "date",
+                "interval",
+                "bool",
             ]
             # (arrays would make asyncpg introspect pg_type, which needs the real engine)
-            row = await conn.fetchrow("echo $1::jsonb, $2::bytea, $3::float8, $4::int8",
-                                      '{"a": 1}', b"\x00\x01", -0.5, -(2**40))
+            row = await conn.fetchrow(
+                "echo $1::jsonb, $2::bytea, $3::float8, $4::int8",
+                '{"a": 1}',
+                b"\x00\x01",
+                -0.5,
+                -(2**40),
+            )
             assert tuple(row) == ('{"a": 1}', b"\x00\x01", -0.5, -(2**40))
         finally:
             await conn.close()

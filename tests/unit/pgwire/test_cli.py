@@ -15,17 +15,22 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from unit.pgwire.fake_engine import FakeDatabase
 
 from pgwire import cli
 from pgwire.logfmt import KeyValueFormatter, kv
-from unit.pgwire.fake_engine import FakeDatabase
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_version_flag() -> None:
-    out = subprocess.run([sys.executable, "-m", "pgwire.cli", "--version"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [sys.executable, "-m", "pgwire.cli", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0
     assert out.stdout.startswith("swell ")
 
@@ -37,15 +42,23 @@ def test_playground_defaults_and_addr_parsing() -> None:
     assert args.data_dir == Path("./swell-data")
     assert args.barrier_interval_ms == 1000
     args = cli.build_parser().parse_args(
-        ["playground", "--listen-addr", "[::1]:5432", "--barrier-interval-ms", "100"])
+        ["playground", "--listen-addr", "[::1]:5432", "--barrier-interval-ms", "100"]
+    )
     assert args.listen_addr == ("::1", 5432) and args.barrier_interval_ms == 100
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["playground", "--listen-addr", "nohost"])
 
 
 def test_log_line_format() -> None:
-    rec = logging.LogRecord("pgwire.conn", logging.INFO, __file__, 1,
-                            "listening %s", (kv(addr="0.0.0.0:4566", note="a b"),), None)
+    rec = logging.LogRecord(
+        "pgwire.conn",
+        logging.INFO,
+        __file__,
+        1,
+        "listening %s",
+        (kv(addr="0.0.0.0:4566", note="a b"),),
+        None,
+    )
     rec.created = 1_796_040_000.0  # 2026-11-30T12:00:00Z
     line = KeyValueFormatter().format(rec)
     assert line == '2026-11-30T12:00:00Z INFO pgwire listening addr=0.0.0.0:4566 note="a b"'
@@ -74,15 +87,30 @@ def test_playground_serves_and_shuts_down_on_sigterm(monkeypatch, tmp_path) -> N
         seen["webhook"] = (db_, host, port)
         return Webhook()
 
-    monkeypatch.setitem(sys.modules, "engine.database",
-                        types.SimpleNamespace(Config=Config, open_database=open_database))
-    monkeypatch.setitem(sys.modules, "connectors.webhook",
-                        types.SimpleNamespace(start_webhook_server=start_webhook_server))
+    monkeypatch.setitem(
+        sys.modules,
+        "engine.database",
+        types.SimpleNamespace(Config=Config, open_database=open_database),
+    )
+    monkeypatch.setitem(
+        sys.modules,
+        "connectors.webhook",
+        types.SimpleNamespace(start_webhook_server=start_webhook_server),
+    )
     port = _free_port()
-    args = cli.build_parser().parse_args([
-        "playground", "--listen-addr", f"127.0.0.1:{port}", "--webhook-listen-addr", "127.0.0.1:0",
-        "--data-dir", str(tmp_path), "--barrier-interval-ms", "50",
-    ])
+    args = cli.build_parser().parse_args(
+        [
+            "playground",
+            "--listen-addr",
+            f"127.0.0.1:{port}",
+            "--webhook-listen-addr",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(tmp_path),
+            "--barrier-interval-ms",
+            "50",
+        ]
+    )
 
     async def main() -> int:
         task = asyncio.create_task(cli.playground(args))

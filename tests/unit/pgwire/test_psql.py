@@ -13,8 +13,13 @@ pytestmark = pytest.mark.skipif(PSQL is None, reason="psql is not installed on t
 
 def _psql(port: int, *args: str) -> subprocess.CompletedProcess[str]:
     cmd = [PSQL or "psql", "-X", "-h", "127.0.0.1", "-p", str(port), "-U", "root", "dev", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
-                          env={"PGCONNECT_TIMEOUT": "5", "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PGCONNECT_TIMEOUT": "5", "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_psql_select_1(pg) -> None:
@@ -39,8 +44,19 @@ def test_psql_error_shows_sqlstate_and_position(pg) -> None:
 
 
 def test_psql_unknown_database(pg) -> None:
-    cmd = [PSQL or "psql", "-X", "-h", "127.0.0.1", "-p", str(pg.port), "-U", "root", "nope",
-           "-c", "select 1"]
+    cmd = [
+        PSQL or "psql",
+        "-X",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(pg.port),
+        "-U",
+        "root",
+        "nope",
+        "-c",
+        "select 1",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert 'database "nope" does not exist' in out.stderr

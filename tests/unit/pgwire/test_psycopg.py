@@ -71,7 +71,7 @@ def test_all_types_text_and_binary(pg) -> None:
         dt.date(1999, 12, 31),
         dt.time(23, 59, 59, 123000),
         dt.datetime(2024, 1, 2, 3, 4, 5, 600000),
-        dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
         dt.timedelta(days=14 * 30 + 3, seconds=4 * 3600 + 5 * 60 + 6),
         {"a": [1, 2]},
         [1, None, 3],
@@ -149,7 +149,7 @@ def test_extended_params_of_each_type(pg, binary: bool) -> None:
         dt.time(1, 2, 3),
         dt.datetime(2024, 1, 2, 3, 4, 5, 6),
     )
-    assert row[10] == dt.datetime(2024, 1, 1, 22, 4, 5, tzinfo=dt.timezone.utc)
+    assert row[10] == dt.datetime(2024, 1, 1, 22, 4, 5, tzinfo=dt.UTC)
     assert row[11] == dt.timedelta(days=-1, seconds=5)
     assert row[12] == {"k": "v"}
     assert row[13] == [1, 2, None]
@@ -227,7 +227,7 @@ def test_timezone_set_updates_status_and_output(pg) -> None:
         cur.execute("all types")
         assert cur.pgresult.get_value(0, 12) == b"2024-01-02 11:04:05+08:00"
         row = cur.fetchone()
-        assert row[12] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+        assert row[12] == dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 
 def test_notice_and_empty_query(pg) -> None:

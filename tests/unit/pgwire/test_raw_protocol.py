@@ -50,8 +50,8 @@ class Raw:
         kind = self.buf[:1]
         (length,) = struct.unpack(">i", self.buf[1:5])
         self._fill(1 + length)
-        body = self.buf[5:1 + length]
-        self.buf = self.buf[1 + length:]
+        body = self.buf[5 : 1 + length]
+        self.buf = self.buf[1 + length :]
         return kind, body
 
     def until(self, kind: bytes) -> list[tuple[bytes, bytes]]:
@@ -74,8 +74,14 @@ class Raw:
         body = _cstr(name) + _cstr(sql) + struct.pack(">h", len(oids))
         self.send(b"P", body + b"".join(struct.pack(">i", o) for o in oids))
 
-    def bind(self, portal: str, stmt: str, values: tuple[bytes | None, ...] = (),
-             pformats: tuple[int, ...] = (), rformats: tuple[int, ...] = ()) -> None:
+    def bind(
+        self,
+        portal: str,
+        stmt: str,
+        values: tuple[bytes | None, ...] = (),
+        pformats: tuple[int, ...] = (),
+        rformats: tuple[int, ...] = (),
+    ) -> None:
         body = _cstr(portal) + _cstr(stmt)
         body += struct.pack(">h", len(pformats)) + b"".join(struct.pack(">h", f) for f in pformats)
         body += struct.pack(">h", len(values))
