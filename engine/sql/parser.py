@@ -18,6 +18,12 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from engine.errors import SqlSyntaxError
+from engine.sql.clauses import (
+    create_object_kind,
+    parse_create_secret,
+    parse_ddl_clauses,
+    parse_drop_secret,
+)
 
 DIALECT = "risingwave"
 
@@ -90,12 +96,21 @@ def parse_one(text: str, offset: int = 0) -> Statement:
         return st
     append_only = False
     sql_for_glot = text
-    if head == "CREATE" and re.search(r"\bAPPEND\s+ONLY\b", body, re.I):
+    clauses = None
+    if head == "CREATE" and create_object_kind(body) in ("TABLE", "SOURCE", "SINK"):
+        # RisingWave's WITH/FORMAT/INCLUDE/ON CONFLICT/VALIDATE clauses: parsed by us,
+        # blanked out (same length) for sqlglot; handlers read st.args["clauses"]
+        clauses = parse_ddl_clauses(text)
+        sql_for_glot = clauses.stripped
+        append_only = clauses.append_only
+    elif head == "CREATE" and re.search(r"\bAPPEND\s+ONLY\b", body, re.I):
         append_only = True
         sql_for_glot = re.sub(r"\bAPPEND\s+ONLY\b", "", text, flags=re.I)
     ast = _glot(sql_for_glot, offset)
     st = _classify(ast, text)
     st.offset = offset
+    if clauses is not None:
+        st.args["clauses"] = clauses
     if append_only:
         st.args["append_only"] = True
     return st
@@ -185,6 +200,14 @@ _SHOW_LIST = {
 
 
 def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement | None:
+    if head == "CREATE" and create_object_kind(body) in ("SECRET", "CONNECTION"):
+        kind = create_object_kind(body)
+        if kind == "SECRET":
+            return Statement("create_secret", text, args={"secret": parse_create_secret(text)})
+        return Statement("create_connection", text, args={"clauses": parse_ddl_clauses(text)})
+    if head == "DROP" and words[1:2] == ["SECRET"]:
+        name, exists = parse_drop_secret(text)
+        return Statement("drop_secret", text, args={"name": name, "if_exists": exists})
     if head == "FLUSH" and len(words) == 1:
         return Statement("flush", text)
     if head in ("BEGIN", "START"):
