@@ -108,6 +108,22 @@ def _type_from_json(v: Any) -> SqlType:
     return SqlType(TypeKind[v])
 
 
+@dataclass
+class Secret:
+    """A named secret (`CREATE SECRET s WITH (backend = 'meta') AS 'v'`).
+
+    The value is kept only here (persisted with the catalog, like RisingWave's meta
+    backend) and resolved when used; SHOW CREATE, logs and errors name the secret only.
+    """
+
+    name: str
+    value: str
+    schema_name: str = "public"
+
+    def __repr__(self) -> str:  # never print the value
+        return f"Secret({self.schema_name}.{self.name})"
+
+
 class Catalog:
     """All relations of the single database `dev`, schema `public` by default.
 
@@ -119,6 +135,7 @@ class Catalog:
         self.next_relation_id = FIRST_RELATION_ID
         self.next_state_table_id = FIRST_STATE_TABLE_ID
         self.version = 0
+        self.secrets: dict[str, Secret] = {}  # by name (schema public)
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -182,6 +199,7 @@ class Catalog:
                 "next_relation_id": self.next_relation_id,
                 "next_state_table_id": self.next_state_table_id,
                 "relations": [r.to_json() for r in self.ordered()],
+                "secrets": [[s.name, s.schema_name, s.value] for s in self.secrets.values()],
             }
         ).encode()
 
@@ -194,4 +212,24 @@ class Catalog:
         for rj in d["relations"]:
             rel = Relation.from_json(rj)
             cat.relations[rel.id] = rel
+        for name, schema, value in d.get("secrets", []):
+            cat.secrets[name] = Secret(name, value, schema)
         return cat
+
+    # -- secrets -------------------------------------------------------------------------
+    def add_secret(self, secret: Secret) -> None:
+        self.secrets[secret.name] = secret
+        self.version += 1
+
+    def remove_secret(self, name: str) -> Secret:
+        self.version += 1
+        return self.secrets.pop(name)
+
+    def secret_users(self, name: str) -> list[Relation]:
+        """Relations whose definition refers to secret `name` (VALIDATE SECRET, `= secret s`)."""
+        return [
+            r
+            for r in self.ordered()
+            if name in r.extra.get("secret_refs", [])
+            or r.extra.get("webhook", {}).get("secret") == name
+        ]
