@@ -272,15 +272,21 @@ class Connection:
         if self.tx.failed and not ends_block(sql):
             self.send(error_response(aborted_transaction()))
         else:
+            error: Exception | None = None
             try:
                 results = await self.call(session.execute_simple, sql)
             except Exception as exc:  # noqa: BLE001 - reported to the client
-                partial: list[QueryResult] = list(getattr(exc, "partial_results", None) or [])
-                await self._send_results(partial, sql)
-                self.tx.after_error()
-                self.send(error_response(exc))
-            else:
+                results = list(getattr(exc, "partial_results", None) or [])
+                error = exc
+            try:
                 await self._send_results(results, sql)
+            except ConnectionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. a value the codec cannot encode
+                error = exc
+            if error is not None:
+                self.tx.after_error()
+                self.send(error_response(error))
         self.send(msg.ready_for_query(self.tx.status))
         await self.flush()
 

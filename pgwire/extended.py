@@ -103,6 +103,8 @@ class ExtendedProtocol:
     async def handle(self, kind: bytes, body: bytes) -> None:
         try:
             await self._dispatch[kind](msg.Reader(body))
+        except ConnectionError:
+            raise
         except Exception as exc:  # noqa: BLE001 - reported, then skip to Sync
             self.conn.tx.after_error()
             self.conn.send(error_response(exc))

@@ -9,7 +9,8 @@ Imported by the pgwire tests as `unit.pgwire.fake_engine` (tests/ is on sys.path
   NULL row); `echo $1::int, $2, ...` (one row of the parameters, typed by the declared
   OIDs, the `::type` casts, or varchar); `insert` (`INSERT 0 1`); `notice`;
   `begin`/`commit`/`rollback`; `set timezone to 'X'`; `sleep` (blocks until cancelled);
-  `fail` (syntax error with position); `crash` (a non-engine exception); `` (empty).
+  `fail` (syntax error with position); `crash` (a non-engine exception); `bad value` (a
+row the codec cannot encode); `` (empty).
 
 `RunningServer(db)` runs the pgwire server on its own event-loop thread on 127.0.0.1 and
 an ephemeral port (`.port`, `.db`, `.dsn`, `.stop()`).
@@ -195,6 +196,8 @@ class FakeSession:
             return QueryResult("SELECT 0", [Field("n", INT)], [])
         if s == "fail":
             raise SqlSyntaxError('syntax error at or near "fail"', position=1, hint="Try again.")
+        if s == "bad value":  # a value the int4 codec cannot encode: an engine bug
+            return QueryResult("SELECT 2", [Field("x", INT)], [(1,), ("abc",)])
         if s == "crash":
             raise RuntimeError("secret internals")
         raise SqlSyntaxError(f'unknown statement "{sql.strip()}"')

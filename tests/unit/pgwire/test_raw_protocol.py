@@ -296,3 +296,63 @@ def test_stop_closes_connections_and_sessions() -> None:
     assert c.closed_by_server()
     assert [s.closed for s in db.sessions] == [True]
     assert not db.closed  # the database belongs to whoever opened it
+
+
+def test_unencodable_value_is_an_error_not_a_disconnect(pg) -> None:
+    c = Raw(pg.port)
+    c.startup()
+    c.send(b"Q", _cstr("bad value"))
+    msgs = c.until(b"Z")
+    assert kinds(msgs) == b"TDEZ"
+    assert fields(msgs[2][1])["C"] == "XX000"
+    c.parse("", "bad value")
+    c.bind("", "")
+    c.execute("")
+    c.send(b"S")
+    msgs = c.until(b"Z")
+    assert kinds(msgs) == b"12DEZ"
+    c.send(b"Q", _cstr("select 1"))
+    assert kinds(c.until(b"Z")) == b"TDCZ"
+    c.close()
+
+
+def test_extended_transaction_block_and_status(pg) -> None:
+    c = Raw(pg.port)
+    c.startup()
+
+    def run(sql: str) -> list[tuple[bytes, bytes]]:
+        c.parse("", sql)
+        c.bind("", "")
+        c.describe(b"P", "")
+        c.execute("")
+        c.send(b"S")
+        return c.until(b"Z")
+
+    msgs = run("begin")
+    assert kinds(msgs) == b"12nCZ" and msgs[-1][1] == b"T"
+    msgs = run("fail")
+    assert kinds(msgs) == b"EZ" and msgs[-1][1] == b"E"
+    msgs = run("select 1")
+    assert kinds(msgs) == b"EZ" and fields(msgs[0][1])["C"] == "25P02"
+    msgs = run("commit")
+    assert kinds(msgs) == b"12nCZ" and msgs[-2][1] == b"ROLLBACK\x00" and msgs[-1][1] == b"I"
+    msgs = run("set timezone to 'Europe/Berlin'")
+    assert kinds(msgs) == b"12nCSZ"
+    assert msgs[-2][1] == b"TimeZone\x00Europe/Berlin\x00"
+    c.close()
+
+
+def test_close_portal_and_describe_statement_without_rows(pg) -> None:
+    c = Raw(pg.port)
+    c.startup()
+    c.parse("ins", "insert")
+    c.describe(b"S", "ins")
+    c.bind("cur", "ins")
+    c.send(b"C", b"P" + _cstr("cur"))
+    c.execute("cur")
+    c.send(b"S")
+    msgs = c.until(b"Z")
+    assert kinds(msgs) == b"1tn23EZ"
+    assert msgs[1][1] == struct.pack(">h", 0)
+    assert fields(msgs[5][1])["C"] == "34000"
+    c.close()
