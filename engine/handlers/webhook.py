@@ -1,0 +1,408 @@
+"""Webhook tables: their DDL rules and the engine-side ingestion API the HTTP server calls.
+
+A webhook table is an ordinary table (`CREATE TABLE t (data JSONB) WITH (connector =
+'webhook') [VALIDATE [SECRET s] AS secure_compare(a, b)]`) whose rows also arrive over HTTP.
+Its catalog entry carries `extra["webhook"]`: the VALIDATE text, the secret *name* (the
+value is resolved per request, so it is never in SHOW CREATE, logs or errors), the name the
+raw body has inside VALIDATE, `is_batched` and `wait_for_persistence`.
+
+Request lifecycle (driven by `connectors.webhook.server`):
+1. `WebhookIngest.resolve(db, schema, table)` -> a `WebhookTarget` (cached per catalog
+   version, including its compiled VALIDATE expression), or `WebhookError` 404/403;
+2. `target.decode(body)` -> an Arrow batch of the table's visible columns (orjson, one row,
+   or one row per non-empty NDJSON line when batched; all or nothing), or `WebhookError`
+   422; done per request, off the event loop for large bodies;
+3. `target.validate(requests)` evaluates VALIDATE once over many requests at once (one row
+   per request: `headers` JSONB with lower-cased names, the raw body as bytea, the secret
+   as varchar) -> per request None (ok), 401 (false) or 400 (NULL);
+4. `target.write(batches)` -> WAL sequence number: the accepted requests' rows, as one
+   chunk with fresh hidden `_row_id`s, queued for the next barrier under the runtime lock,
+   exactly like INSERT. The caller waits for `db.wal` durability before answering when
+   `target.wait_for_persistence`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.api import Notice
+from engine.catalog import Relation, RelationKind
+from engine.chunk import StreamChunk
+from engine.errors import (
+    EngineError,
+    InvalidParameterValue,
+    SqlSyntaxError,
+    UndefinedObject,
+    not_supported,
+)
+from engine.expr.fn_crypto import crypto_hook
+from engine.expr.jsonb import canonicalize_text, jsonb_canonical, parse_json_text
+from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
+
+K = TypeKind
+
+WEBHOOK_OPTIONS = ("connector", "is_batched", "webhook.wait_for_persistence")
+VALIDATE_NOTICE = (
+    "VALIDATE clause is strongly recommended for safety or production usages"
+)
+_TRUE = ("true", "t", "on", "1", "yes")
+_FALSE = ("false", "f", "off", "0", "no")
+
+
+class WebhookError(Exception):
+    """A request the server answers with `status` and `{"error": message}`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# -- DDL -----------------------------------------------------------------------------------------
+def _bool_option(options: dict[str, str], key: str, default: bool) -> bool:
+    v = options.get(key)
+    if v is None:
+        return default
+    low = v.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise InvalidParameterValue(f'invalid value for boolean option "{key}": {v}')
+
+
+def body_column_name(fields: list[Field]) -> str:
+    """The name the raw body has in VALIDATE: the single JSONB column's, else `payload`."""
+    visible = [f for f in fields if not f.hidden]
+    if len(visible) == 1 and visible[0].type.kind is K.JSONB:
+        return visible[0].name
+    return "payload"
+
+
+def validate_scope(fields: list[Field], secret: str | None) -> ex.Scope:
+    cols = [ex.ColumnBinding("headers", JSONB, 0), ex.ColumnBinding(body_column_name(fields),
+                                                                    BYTEA, 1)]
+    if secret is not None:
+        cols.append(ex.ColumnBinding(secret, VARCHAR, 2))
+    return ex.Scope(cols)
+
+
+def bind_validate(text: str, fields: list[Field], secret: str | None) -> ex.Expr:
+    """Parse and bind a VALIDATE expression (must be a secure_compare(...) call)."""
+    try:
+        node = sqlglot.parse_one(text, read="risingwave")
+    except sqlglot.errors.ParseError as e:
+        raise SqlSyntaxError("syntax error in VALIDATE expression") from e
+    if not (isinstance(node, exp.Anonymous) and str(node.this).lower() == "secure_compare"):
+        raise SqlSyntaxError("The signature verification function must be SECURE_COMPARE()")
+    binder = ex.ExprBinder(validate_scope(fields, secret))
+    binder.hook = crypto_hook(binder)
+    return binder.bind(node)
+
+
+def webhook_table_spec(
+    catalog: Any,
+    fields: list[Field],
+    options: dict[str, str],
+    clauses: Any,
+    not_null: list[str],
+) -> tuple[dict[str, Any], list[Notice]]:
+    """Check a `connector = 'webhook'` CREATE TABLE; returns (extra["webhook"], notices)."""
+    for k in options:
+        if k not in WEBHOOK_OPTIONS:
+            raise not_supported(
+                f'option "{k}" for connector \'webhook\'',
+                hint="Supported options: " + ", ".join(WEBHOOK_OPTIONS) + ".",
+            )
+    if clauses is not None and (clauses.secret_refs or clauses.format or clauses.include):
+        raise not_supported("FORMAT, INCLUDE or secret options on a webhook table",
+                            hint="A webhook table takes the JSON body as is.")
+    if not_null:
+        raise not_supported("NOT NULL columns in a webhook table")
+    batched = _bool_option(options, "is_batched", False)
+    wait = _bool_option(options, "webhook.wait_for_persistence", True)
+    for f in fields:
+        if not f.hidden and f.type.kind is K.UNKNOWN:
+            raise not_supported(f'column "{f.name}" type in a webhook table')
+    spec: dict[str, Any] = {
+        "batched": batched,
+        "wait_for_persistence": wait,
+        "body_column": body_column_name(fields),
+        "validate": None,
+        "secret": None,
+    }
+    notices: list[Notice] = []
+    validate = clauses.validate if clauses is not None else None
+    if validate is None:
+        notices.append(Notice(VALIDATE_NOTICE))
+    else:
+        secret = clauses.validate_secret
+        if secret is not None and secret not in catalog.secrets:
+            raise UndefinedObject(f'secret "{secret}" does not exist')
+        e = bind_validate(validate, fields, secret)
+        if e.type.kind is not K.BOOLEAN:
+            raise SqlSyntaxError("The signature verification function must be SECURE_COMPARE()")
+        spec["validate"] = validate
+        spec["secret"] = secret
+    return spec, notices
+
+
+# -- ingestion -----------------------------------------------------------------------------------
+@dataclass
+class IncomingRequest:
+    """One HTTP request as the validator sees it."""
+
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+
+@dataclass
+class WebhookTarget:
+    """A resolved webhook table at one catalog version (immutable; rebuilt after DDL)."""
+
+    db: Any
+    rel: Relation
+    batched: bool
+    wait_for_persistence: bool
+    validator: ex.Expr | None
+    secret: str | None
+    columns: list[Field] = field(default_factory=list)  # visible columns, table order
+    jsonb_body: bool = False  # the single-JSONB-column form
+    has_jsonb: bool = False  # some column is jsonb (parse numbers exactly)
+
+    @property
+    def name(self) -> str:
+        return self.rel.name
+
+    # -- validation --------------------------------------------------------------------------
+    def validate(self, requests: list[IncomingRequest]) -> list[int | None]:
+        """Per request: None (accepted), 401 (VALIDATE false) or 400 (VALIDATE NULL).
+
+        Raises WebhookError(404) if the secret disappeared.
+        """
+        if self.validator is None:
+            return [None] * len(requests)
+        cols: list[pa.Array] = [
+            pa.array([jsonb_canonical(r.headers) for r in requests], pa.string()),
+            pa.array([r.body for r in requests], pa.binary()),
+        ]
+        if self.secret is not None:
+            s = self.db.catalog.secrets.get(self.secret)
+            if s is None:
+                raise WebhookError(404, f"Secret `{self.secret}` not found")
+            cols.append(pa.array([s.value] * len(requests), pa.string()))
+        batch = pa.RecordBatch.from_arrays(cols, names=[f"c{i}" for i in range(len(cols))])
+        try:
+            res = self.validator.eval(batch, ex.EvalContext()).to_pylist()
+        except EngineError:
+            if len(requests) == 1:
+                return [400]
+            # one bad request must not fail the others: evaluate them one by one
+            return [self.validate([r])[0] for r in requests]
+        return [None if v is True else (401 if v is False else 400) for v in res]
+
+    # -- decoding ----------------------------------------------------------------------------
+    def decode(self, body: bytes) -> pa.RecordBatch:
+        """The rows of one request body as a batch of the visible columns (all or nothing)."""
+        try:
+            text = body.decode()
+        except UnicodeDecodeError as e:
+            raise WebhookError(422, "failed to parse request body: invalid UTF-8") from e
+        if self.batched:
+            items = [ln for ln in text.split("\n") if ln.strip()]
+        else:
+            items = [text]
+        if self.jsonb_body:
+            try:
+                vals = [canonicalize_text(t) for t in items]
+            except EngineError as e:
+                raise WebhookError(422, "failed to parse request body") from e
+            return pa.RecordBatch.from_arrays([pa.array(vals, pa.string())],
+                                              schema=arrow_schema(self.columns))
+        # jsonb columns keep number digits as written (2.50): the exact parser when needed
+        loads = parse_json_text if self.has_jsonb else orjson.loads
+        try:
+            objs = [loads(t) for t in items]
+        except (orjson.JSONDecodeError, EngineError) as e:
+            raise WebhookError(422, "failed to parse request body") from e
+        if not all(type(o) is dict for o in objs):
+            raise WebhookError(422, "failed to decode webhook JSON payload: "
+                                    "expected a JSON object")
+        arrays = [_column([o.get(f.name) for o in objs], f) for f in self.columns]
+        for i in self.rel.pk:
+            f = self.rel.fields[i]
+            if not f.hidden and arrays[self.columns.index(f)].null_count:
+                raise WebhookError(422, "failed to decode webhook JSON payload: "
+                                        f'primary key "{f.name}" is missing or null')
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.columns))
+
+    # -- writing -----------------------------------------------------------------------------
+    def write(self, batches: list[pa.RecordBatch], *, blocking: bool = True) -> int | None:
+        """Queue the rows for the next barrier and the WAL; returns the WAL sequence number.
+
+        With `blocking=False` returns None instead of waiting when the runtime lock is busy
+        (a barrier or DDL is running), so an event loop can retry from a worker thread.
+        """
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return None
+        ncols = len(self.columns)
+        if len(batches) == 1:
+            cols = list(batches[0].columns)
+        else:
+            cols = [pa.concat_arrays([b.column(j) for b in batches]) for j in range(ncols)]
+        n = len(cols[0]) if cols else sum(b.num_rows for b in batches)
+        rt = self.db.runtime
+        if not rt.lock.acquire(blocking=blocking):
+            return None
+        try:
+            if rt.tables.get(self.rel.id) is None:
+                raise WebhookError(404, f"Table `{self.rel.name}` not found")
+            full: list[pa.Array] = []
+            it = iter(cols)
+            for i, f in enumerate(self.rel.fields):
+                if i == self.rel.row_id_index:
+                    full.append(pa.array(rt.row_ids.take(n), pa.int64()))
+                elif f.hidden:
+                    full.append(pa.nulls(n, f.type.arrow))
+                else:
+                    full.append(next(it))
+            batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(self.rel.fields))
+            seq: int = rt.write(self.rel.id, StreamChunk.inserts(batch))
+            return seq
+        finally:
+            rt.lock.release()
+
+
+def _column(values: list[Any], f: Field) -> pa.Array:
+    """One typed column from top-level JSON values (missing -> NULL); 422 on a mismatch."""
+    t = f.type
+    k = t.kind
+    try:
+        if k is K.JSONB:
+            return pa.array([None if v is None else jsonb_canonical(v) for v in values],
+                            pa.string())
+        if k is K.VARCHAR:
+            if all(v is None or type(v) is str for v in values):
+                return pa.array(values, pa.string())
+            raise _mismatch(f, values, (str,))
+        if k is K.BOOLEAN:
+            if all(v is None or type(v) is bool for v in values):
+                return pa.array(values, pa.bool_())
+            raise _mismatch(f, values, (bool,))
+        if k in (K.SMALLINT, K.INT, K.BIGINT, K.REAL, K.DOUBLE, K.NUMERIC):
+            ok: tuple[type, ...] = (
+                (int,) if k in (K.SMALLINT, K.INT, K.BIGINT) else (int, float, Decimal)
+            )
+            if any(type(v) is str for v in values):
+                return _from_text(values, f, ok)
+            if all(v is None or type(v) in ok for v in values):
+                if k is K.NUMERIC:
+                    values = [None if v is None else Decimal(repr(v)) if type(v) is float
+                              else Decimal(v) for v in values]
+                elif k in (K.REAL, K.DOUBLE):
+                    values = [float(v) if type(v) is Decimal else v for v in values]
+                return pa.array(values, t.arrow)
+            raise _mismatch(f, values, ok)
+        if k is K.LIST:
+            return pa.array(values, t.arrow)
+        return _from_text(values, f, ())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
+        raise WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}" '
+                                f"cannot hold the given value as {t.display}") from e
+
+
+def _from_text(values: list[Any], f: Field, native: tuple[type, ...]) -> pa.Array:
+    """Strings (and native numbers, as text) through the engine's text -> type cast."""
+    texts: list[str | None] = []
+    for v in values:
+        if v is None:
+            texts.append(None)
+        elif type(v) is str:
+            texts.append(v)
+        elif type(v) in native:
+            texts.append(str(v))
+        else:
+            raise _mismatch(f, values, (str, *native))
+    batch = pa.RecordBatch.from_arrays([pa.array(texts, pa.string())], names=["v"])
+    try:
+        return ex.cast(ex.InputRef(0, VARCHAR, "v"), f.type).eval(batch, ex.EvalContext())
+    except EngineError as e:
+        raise WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}": '
+                                f"{e.message if hasattr(e, 'message') else e}") from e
+
+
+def _mismatch(f: Field, values: list[Any], ok: tuple[type, ...]) -> WebhookError:
+    bad = next(v for v in values if v is not None and type(v) not in ok)
+    return WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}" '
+                             f"expects {f.type.display}, got JSON {_json_kind(bad)}")
+
+
+def _json_kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, dict):
+        return "object"
+    return "array" if isinstance(v, list) else "null"
+
+
+class WebhookIngest:
+    """Resolves `(database, schema, table)` to cached `WebhookTarget`s for one database.
+
+    Targets (and their compiled VALIDATE expressions) are rebuilt when the catalog version
+    changes, i.e. after any DDL. Thread-safe enough for one event loop plus worker threads:
+    a stale target fails its write with 404 if its table was dropped meanwhile.
+    """
+
+    def __init__(self, db: Any, database: str = "dev") -> None:
+        self.db = db
+        self.database = database
+        self._version = -1
+        self._cache: dict[tuple[str, str], WebhookTarget] = {}
+
+    def resolve(self, database: str, schema: str, table: str) -> WebhookTarget:
+        if database != self.database:
+            raise WebhookError(404, f"Database `{database}` not found")
+        cat = self.db.catalog
+        if cat.version != self._version:
+            self._cache = {}
+            self._version = cat.version
+        key = (schema, table)
+        t = self._cache.get(key)
+        if t is not None:
+            return t
+        rel = cat.find(table, schema)
+        if rel is None:
+            raise WebhookError(404, f"Table `{table}` not found")
+        if rel.kind is not RelationKind.TABLE or rel.options.get("connector") != "webhook":
+            raise WebhookError(403, f"Table `{table}` is not backed by a webhook source")
+        spec = rel.extra.get("webhook", {})
+        validator = None
+        if spec.get("validate"):
+            validator = bind_validate(spec["validate"], rel.fields, spec.get("secret"))
+        columns = [f for f in rel.fields if not f.hidden]
+        t = WebhookTarget(
+            db=self.db,
+            rel=rel,
+            batched=bool(spec.get("batched", False)),
+            wait_for_persistence=bool(spec.get("wait_for_persistence", True)),
+            validator=validator,
+            secret=spec.get("secret"),
+            columns=columns,
+            jsonb_body=len(columns) == 1 and columns[0].type.kind is K.JSONB,
+            has_jsonb=any(f.type.kind is K.JSONB for f in columns),
+        )
+        self._cache[key] = t
+        return t
