@@ -17,6 +17,7 @@ from engine.errors import (
     DependentObjectsStillExist,
     DuplicateColumn,
     InvalidColumnReference,
+    SqlSyntaxError,
     UndefinedTable,
     WrongObjectType,
     not_supported,
@@ -69,7 +70,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         raise not_supported("CREATE TABLE without columns")
     name, sch = _name(schema)
     props = ast.args.get("properties")
-    options: dict[str, str] = {}
+    clauses = st.args.get("clauses")  # engine.sql.clauses.DdlClauses: WITH, VALIDATE, ...
+    options: dict[str, str] = dict(clauses.options) if clauses is not None else {}
     if props is not None:
         for p in props.expressions:
             if isinstance(p, exp.Property):
@@ -80,7 +82,10 @@ def create_table(session: Any, st: Statement) -> QueryResult:
                 )
             elif isinstance(p, exp.EngineProperty):
                 raise not_supported("ENGINE = iceberg tables are not supported yet")
-    if options.get("connector"):
+    connector = options.get("connector")
+    if clauses is not None and clauses.validate is not None and connector != "webhook":
+        raise SqlSyntaxError("VALIDATE is only supported for tables created with webhook source")
+    if connector and connector != "webhook":
         raise not_supported(f"tables with connector '{options['connector']}' are not supported yet")
     fields: list[Field] = []
     pk_names: list[str] = []
@@ -138,6 +143,14 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         if fields[pos].type.kind.name == "JSONB":
             raise not_supported("JSONB column cannot be part of a primary key")
         pk.append(pos)
+    notices: list[Notice] = []
+    webhook: dict[str, Any] | None = None
+    if connector == "webhook":
+        from engine.handlers.webhook import webhook_table_spec
+
+        webhook, notices = webhook_table_spec(
+            session.db.catalog, fields, options, clauses, not_null
+        )
     row_id_index = None
     if not pk:
         fields.append(Field("_row_id", BIGINT, hidden=True))
@@ -163,8 +176,10 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             row_id_index=row_id_index,
             extra={"not_null": [i for i, f in enumerate(fields) if f.name in not_null]},
         )
+        if webhook is not None:
+            rel.extra["webhook"] = webhook
         rt.create_table(rel)
-    return QueryResult("CREATE_TABLE")
+    return QueryResult("CREATE_TABLE", notices=notices)
 
 
 # -- CREATE MATERIALIZED VIEW / VIEW --------------------------------------------------------------
