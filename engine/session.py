@@ -227,6 +227,10 @@ class SwellSession:
             return ddl.create_view(self, st)
         if k == "drop":
             return ddl.drop(self, st)
+        if k in ("create_secret", "drop_secret", "create_connection"):
+            from engine.handlers import secret
+
+            return getattr(secret, k)(self, st)
         if k == "flush":
             self.db.runtime.barrier(force=True)
             return QueryResult("FLUSH")
