@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from engine.api import PreparedStatement, QueryResult
 from engine.errors import InvalidCursorName, InvalidPreparedStatement, ProtocolViolation
 from engine.types import Field, SqlType, TypeKind, type_from_oid
-from pgwire import codecs
+from pgwire import codecs, shims
 from pgwire import messages as msg
 from pgwire.errors import (
     DuplicateCursor,
@@ -132,7 +132,9 @@ class ExtendedProtocol:
         client_types = [type_from_oid(o) for o in oids]
         session = self.conn.session
         assert session is not None
-        prepared = await self.conn.call(session.prepare, sql, client_types)
+        prepared: PreparedStatement | None = shims.match(sql)
+        if prepared is None:
+            prepared = await self.conn.call(session.prepare, sql, client_types)
         self.statements[name] = Statement(name, sql, prepared, client_types)
         self.conn.send(msg.parse_complete())
 
@@ -195,13 +197,16 @@ class ExtendedProtocol:
             stmt = self.statements.get(name)
             if stmt is None:
                 raise InvalidPreparedStatement(f'prepared statement "{name}" does not exist')
-            oids = [msg.wire_oid(t.oid, t.kind) for t in stmt.param_types]
+            oids = getattr(stmt.prepared, "param_oids", None) or [
+                msg.wire_oid(t.oid, t.kind) for t in stmt.param_types
+            ]
             self.conn.send(msg.parameter_description(oids))
             cols = stmt.prepared.description.columns
             if cols is None:
                 self.conn.send(msg.no_data())
             else:
-                self.conn.send(msg.row_description(cols, [codecs.TEXT] * len(cols)))
+                col_oids = getattr(stmt.prepared, "column_oids", None)
+                self.conn.send(msg.row_description(cols, [codecs.TEXT] * len(cols), col_oids))
         elif what == b"P":
             portal = self._portal(name)
             cols = await self._portal_columns(portal)
@@ -209,13 +214,16 @@ class ExtendedProtocol:
                 self.conn.send(msg.no_data())
             else:
                 formats = expand_formats(portal.result_formats, len(cols), "result")
-                self.conn.send(msg.row_description(cols, formats))
+                col_oids = getattr(portal.stmt.prepared, "column_oids", None)
+                self.conn.send(msg.row_description(cols, formats, col_oids))
         else:
             raise ProtocolViolation(f"invalid DESCRIBE message subtype {what!r}")
 
     async def _portal_columns(self, portal: Portal) -> list[Field] | None:
         if portal.result is not None:
             return portal.result.columns
+        if isinstance(portal.stmt.prepared, shims.ShimStatement):
+            return portal.stmt.prepared.description.columns
         if not portal.described:
             session = self.conn.session
             assert session is not None
@@ -242,7 +250,11 @@ class ExtendedProtocol:
         if portal.result is None:
             session = conn.session
             assert session is not None
-            portal.result = await conn.call(session.execute, portal.stmt.prepared, portal.params)
+            prepared = portal.stmt.prepared
+            if isinstance(prepared, shims.ShimStatement):
+                portal.result = prepared.run(portal.params)
+            else:
+                portal.result = await conn.call(session.execute, prepared, portal.params)
             for notice in portal.result.notices:
                 conn.send(notice_response(notice))
         result = portal.result

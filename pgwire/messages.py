@@ -97,13 +97,19 @@ def wire_oid(kind_oid: int, kind: TypeKind) -> int:
     return 25 if kind is TypeKind.UNKNOWN else kind_oid
 
 
-def row_description(columns: Sequence[Field], formats: Sequence[int]) -> bytes:
-    """RowDescription: name, table oid 0, attnum 0, type oid, typlen, typmod -1, format."""
+def row_description(
+    columns: Sequence[Field], formats: Sequence[int], oids: Sequence[int] | None = None
+) -> bytes:
+    """RowDescription: name, table oid 0, attnum 0, type oid, typlen, typmod -1, format.
+
+    `oids` overrides the announced type OIDs (driver shims answer with catalog types such
+    as `oid[]` that have no engine SqlType)."""
     parts = [_I16.pack(len(columns))]
-    for col, fmt in zip(columns, formats, strict=True):
+    for i, (col, fmt) in enumerate(zip(columns, formats, strict=True)):
         t = col.type
+        oid = oids[i] if oids is not None else wire_oid(t.oid, t.kind)
         parts.append(cstr(col.name))
-        parts.append(struct.pack(">ihihih", 0, 0, wire_oid(t.oid, t.kind), t.typlen, -1, fmt))
+        parts.append(struct.pack(">ihihih", 0, 0, oid, t.typlen, -1, fmt))
     return frame(b"T", b"".join(parts))
 
 
