@@ -179,7 +179,7 @@ class WebhookServer:
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
-        log.info("webhook listening addr=%s:%d max_body_bytes=%d", self.host, self.port,
+        log.debug("webhook listening addr=%s:%d max_body_bytes=%d", self.host, self.port,
                  self.max_body_bytes)
 
     async def close(self, timeout_s: float = 10.0) -> None:
