@@ -167,8 +167,24 @@ ALL = [
 def all_row(k: int, v: int | None) -> Row:
     """Row `k` of the all-types schema; `v` None gives NULLs in every non-key column."""
     if v is None:
-        return (k % 2 == 0, k, k, k, None, None, Decimal(k), f"s{k}", None, date(2020, 1, 1 + k),
-                None, datetime(2020, 1, 1, k), None, pa.MonthDayNano([k, 0, 0]), None, [k])
+        return (
+            k % 2 == 0,
+            k,
+            k,
+            k,
+            None,
+            None,
+            Decimal(k),
+            f"s{k}",
+            None,
+            date(2020, 1, 1 + k),
+            None,
+            datetime(2020, 1, 1, k),
+            None,
+            pa.MonthDayNano([k, 0, 0]),
+            None,
+            [k],
+        )
     return (
         k % 2 == 0,
         k,
@@ -195,12 +211,19 @@ def all_row(k: int, v: int | None) -> Row:
     ids=lambda pk: "+".join(ALL[i].name for i in pk),
 )
 def test_all_types_agree_with_row_op(pk: list[int], tmp_path: Path) -> None:
-    ops: list[Mat] = [MaterializeOp(ALL, pk, LocalStateAllocator()),
-                      ColumnarMaterializeOp(ALL, pk, LocalStateAllocator())]
+    ops: list[Mat] = [
+        MaterializeOp(ALL, pk, LocalStateAllocator()),
+        ColumnarMaterializeOp(ALL, pk, LocalStateAllocator()),
+    ]
     epochs = [
         [(Op.INSERT, all_row(k, k)) for k in range(6)],
-        [(Op.UPDATE_DELETE, all_row(1, 1)), (Op.UPDATE_INSERT, all_row(1, None)),
-         (Op.INSERT, all_row(2, 7)), (Op.DELETE, all_row(3, 3)), (Op.INSERT, all_row(4, 4))],
+        [
+            (Op.UPDATE_DELETE, all_row(1, 1)),
+            (Op.UPDATE_INSERT, all_row(1, None)),
+            (Op.INSERT, all_row(2, 7)),
+            (Op.DELETE, all_row(3, 3)),
+            (Op.INSERT, all_row(4, 4)),
+        ],
         [(Op.INSERT, all_row(1, None)), (Op.INSERT, all_row(3, 9)), (Op.INSERT, all_row(3, 8))],
     ]
     for ev in epochs:
@@ -240,8 +263,10 @@ def sorted_pairs(c: StreamChunk) -> list[str]:
 
 def test_nan_and_unchanged_rows_match_row_op() -> None:
     fields = [Field("k", INT), Field("x", DOUBLE), Field("l", list_of(INT))]
-    ops: list[Mat] = [MaterializeOp(fields, [0], LocalStateAllocator()),
-                      ColumnarMaterializeOp(fields, [0], LocalStateAllocator())]
+    ops: list[Mat] = [
+        MaterializeOp(fields, [0], LocalStateAllocator()),
+        ColumnarMaterializeOp(fields, [0], LocalStateAllocator()),
+    ]
     rows = [(1, float("nan"), [1]), (2, -0.0, None), (3, 1.5, [None, 2])]
     for ev in [rows, [(1, float("nan"), [1]), (2, 0.0, None), (3, 1.5, [None, 2])]]:
         c = make_chunk(fields, [Op.INSERT] * len(ev), ev)

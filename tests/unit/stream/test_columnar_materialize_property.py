@@ -113,7 +113,9 @@ def restart(op: ColumnarMaterializeOp, store: StateStore, pk: list[int]) -> Colu
 
 @settings(max_examples=150, deadline=None)
 @given(epochs=epochs_st, pk=st.sampled_from([[0], [1, 0]]))
-def test_columnar_matches_row_operator(epochs: list[tuple[list[Chunk], bool]], pk: list[int]) -> None:
+def test_columnar_matches_row_operator(
+    epochs: list[tuple[list[Chunk], bool]], pk: list[int]
+) -> None:
     with tiny_segments(), tempfile.TemporaryDirectory() as d:
         store = StateStore.open(Path(d) / "db")
         try:
@@ -132,9 +134,8 @@ def test_columnar_matches_row_operator(epochs: list[tuple[list[Chunk], bool]], p
                 if do_restart:
                     col_op = restart(col_op, store, pk)
                     assert rows_of(col_op.snapshot()) == rows_of(row_op.snapshot())
-            for (k, *_rest) in rows_of(row_op.snapshot()):
-                key = (k,) if pk == [0] else None
-                if key is not None:
-                    assert col_op.get(key) == row_op.get(key)
+            for row in rows_of(row_op.snapshot()):
+                key = tuple(row[i] for i in pk)
+                assert col_op.get(key) == row_op.get(key) == row
         finally:
             store.close()
