@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from engine.stream.operators.agg_calls import AggCall
 from engine.stream.operators.base import EvalContextLike, Expr, LocalStateAllocator, StateAllocator
+from engine.stream.operators.columnar_materialize import ColumnarMaterializeOp
 from engine.stream.operators.filter import FilterOp
 from engine.stream.operators.hash_agg import HashAggOp
 from engine.stream.operators.materialize import MaterializeOp
@@ -25,6 +26,7 @@ from engine.stream.operators.union import UnionOp
 
 __all__ = [
     "AggCall",
+    "ColumnarMaterializeOp",
     "EvalContextLike",
     "Expr",
     "FilterOp",
