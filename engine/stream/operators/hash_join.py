@@ -250,7 +250,7 @@ class HashJoinOp(Operator):
                 pl.col(INDEX), pl.col(INDEX).first().alias("__f")
             )
             first = batch.take(pa.array(uk.get_column("__f").to_numpy()))
-            jks = _tuples([_hashable(first.column(k)) for k in side.keys], uk.height)
+            jks = _tuples([hashable_values(first.column(k)) for k in side.keys], uk.height)
             ex = uk.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("__g"), INDEX).explode(
                 INDEX
             )
@@ -394,7 +394,7 @@ class HashJoinOp(Operator):
         sub = delta.batch if valid.size == delta.batch.num_rows else delta.batch.take(
             pa.array(valid)
         )
-        cols = [_hashable(c) for c in sub.columns]
+        cols = [hashable_values(c) for c in sub.columns]
         n = len(valid)
         rows = _tuples(cols, n)
         jks = [delta.jks[g] for g in delta.gid[valid].tolist()]
@@ -454,6 +454,9 @@ class HashJoinOp(Operator):
     def _build_index(self) -> None:
         """Rebuild both sides' indexes (and unstored degrees) from the state tables."""
         for side in (self._left, self._right):
+            canonical_nan(side.rows)
+            if side.degrees is not None:
+                canonical_nan(side.degrees)
             nk = len(side.keys)
             index: dict[Key, dict[Key, Entry]] = {}
             deg_get = side.degrees.data.get if side.degrees is not None else None
@@ -517,11 +520,44 @@ class HashJoinOp(Operator):
         return StreamChunk(pa.array(ops), batch.take(pa.array(idx)))
 
 
-def _hashable(col: pa.Array | pa.ChunkedArray) -> list[Any]:
+NAN = float("nan")
+"""The one NaN object used in state keys and rows.
+
+NaN != NaN, but dict lookups compare tuple elements by identity first, so keys holding
+this one object find each other (and PostgreSQL treats NaN as equal to NaN in keys)."""
+
+
+def _is_nan(v: Any) -> bool:
+    return type(v) is float and v != v
+
+
+def hashable_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """Python values usable in state keys: SQL arrays as tuples, every NaN as `NAN`."""
     values = col.to_pylist()
-    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+    t = col.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
         return [None if v is None else tuple(v) for v in values]
+    if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
+        return [NAN if _is_nan(v) else v for v in values]
     return values
+
+
+def canonical_nan(table: StateTable) -> None:
+    """After `load`: make decoded NaNs in keys and values the `NAN` object again.
+
+    Only the in-memory objects change (the stored bytes already encode the same NaN,
+    since every NaN written was `NAN`), so nothing is marked dirty.
+    """
+    data = table.data
+    fix = [
+        k for k, v in data.items()
+        if any(_is_nan(x) and x is not NAN for x in k)
+        or any(_is_nan(x) and x is not NAN for x in v)
+    ]
+    for k in fix:
+        v = data.pop(k)
+        k2 = tuple(NAN if _is_nan(x) else x for x in k)
+        data[k2] = tuple(NAN if _is_nan(x) else x for x in v)
 
 
 def _tuples(columns: list[list[Any]], n: int) -> list[Key]:

@@ -65,6 +65,7 @@ from engine.stream.operators.frames import (
     ops_array,
     polars_frame,
 )
+from engine.stream.operators.hash_join import canonical_nan, hashable_values
 from engine.types import BIGINT, Field, SqlType, TypeKind
 
 log = logging.getLogger(__name__)
@@ -284,7 +285,7 @@ class TopNOp(Operator):
         for c in self._ident:
             t = self.input_schema[c].type
             if t.kind is TypeKind.LIST:  # no SQL order needed, only a deterministic one
-                parts.append([codec.encode_key((v,)) for v in _hashable(batch.column(c))])
+                parts.append([codec.encode_key((v,)) for v in hashable_values(batch.column(c))])
             else:
                 parts += _sort_parts(batch.column(c), t, False, False)
         return list(zip(*parts, strict=True))
@@ -308,7 +309,7 @@ class TopNOp(Operator):
             return None
         n = batch.num_rows
         enc = self._encode(batch)
-        cols = [_hashable(c) for c in batch.columns]
+        cols = [hashable_values(c) for c in batch.columns]
         rows = _tuples(cols, n)
         skeys = self._state_keys(cols, n)
         gkeys = _tuples([cols[g] for g in self.group_keys], n)
@@ -441,6 +442,7 @@ class TopNOp(Operator):
 
     def _build_index(self) -> None:
         """Rebuild every group's sorted index from the `rows` table."""
+        canonical_nan(self._rows)
         items = list(self._rows.items())
         groups: dict[Key, _SortedList] = {}
         if items:
@@ -482,13 +484,6 @@ def _consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:
     )
     batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
     return batch, net.get_column(WEIGHT).to_numpy().astype(np.int64)
-
-
-def _hashable(col: pa.Array | pa.ChunkedArray) -> list[Any]:
-    values = col.to_pylist()
-    if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
-        return [None if v is None else tuple(v) for v in values]
-    return values
 
 
 def _tuples(columns: list[list[Any]], n: int) -> list[Key]:

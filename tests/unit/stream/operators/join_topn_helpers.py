@@ -102,3 +102,23 @@ def restart(store: StateStore, make: Callable[[], Operator]) -> Operator:
     for t in op.state_tables():
         t.load(store)
     return op
+
+
+def nan_marked(row: Row) -> Row:
+    """NaN != NaN defeats multiset comparison; replace NaN by a marker string."""
+    return tuple("NaN" if isinstance(v, float) and v != v else v for v in row)
+
+
+def integrate_marked(acc: Counter[Row], out: StreamChunk | None) -> None:
+    """`helpers.integrate` for rows that may hold NaN (compared through `nan_marked`)."""
+    if out is None:
+        return
+    rows = out.to_rows()
+    for i, (op, row) in enumerate(rows):
+        if op is Op.UPDATE_DELETE:
+            assert i + 1 < len(rows) and rows[i + 1][0] is Op.UPDATE_INSERT, "unpaired U-"
+        key = nan_marked(row)
+        acc[key] += op.sign
+        assert acc[key] >= 0, f"row {row} retracted below zero"
+        if acc[key] == 0:
+            del acc[key]
