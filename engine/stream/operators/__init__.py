@@ -20,8 +20,10 @@ from engine.stream.operators.base import EvalContextLike, Expr, LocalStateAlloca
 from engine.stream.operators.columnar_materialize import ColumnarMaterializeOp
 from engine.stream.operators.filter import FilterOp
 from engine.stream.operators.hash_agg import HashAggOp
+from engine.stream.operators.hash_join import HashJoinOp
 from engine.stream.operators.materialize import MaterializeOp
 from engine.stream.operators.project import ProjectOp
+from engine.stream.operators.top_n import TopNOp
 from engine.stream.operators.union import UnionOp
 
 __all__ = [
@@ -31,9 +33,11 @@ __all__ = [
     "Expr",
     "FilterOp",
     "HashAggOp",
+    "HashJoinOp",
     "LocalStateAllocator",
     "MaterializeOp",
     "ProjectOp",
     "StateAllocator",
+    "TopNOp",
     "UnionOp",
 ]
