@@ -396,12 +396,17 @@ class HashJoinOp(Operator):
         )
         cols = [hashable_values(c) for c in sub.columns]
         n = len(valid)
-        rows = _tuples(cols, n)
-        jks = [delta.jks[g] for g in delta.gid[valid].tolist()]
+        jks = _tuples([cols[k] for k in side.keys], n)
         ids = _tuples([cols[i] for i in side.ident], n)
         ws = delta.w[valid].tolist()
         ds = deg[valid].tolist()
-        order = np.argsort(delta.w[valid] > 0, kind="stable").tolist()  # deletes first
+        if (delta.w[valid] > 0).all():
+            order = self._insert_new(side, cols, jks, ids, ws, ds)
+            if not order:
+                return
+        else:
+            order = np.argsort(delta.w[valid] > 0, kind="stable").tolist()  # deletes first
+        rows = _tuples(cols, n)
         index = side.index
         puts: dict[Key, tuple[Any, ...]] = {}
         dels: list[Key] = []
@@ -450,6 +455,46 @@ class HashJoinOp(Operator):
         if side.degrees is not None:
             side.degrees.delete_many(dels)
             side.degrees.put_many(new_deg.keys(), [(d,) for d in new_deg.values()])
+
+    def _insert_new(
+        self,
+        side: _Side,
+        cols: list[list[Any]],
+        jks: list[Key],
+        ids: list[Key],
+        ws: list[int],
+        ds: list[int],
+    ) -> list[int]:
+        """Insert-only fast path: add every row whose identity is new, in bulk.
+
+        Returns the positions of rows whose identity is already stored (duplicates of
+        an existing row, or repeated within the delta), left for the general path.
+        """
+        index = side.index
+        values = list(zip(*cols, ws))
+        rest: list[int] = []
+        keep: list[int] = []
+        for i, (jk, idt, v, d) in enumerate(zip(jks, ids, values, ds)):
+            bucket = index.get(jk)
+            if bucket is None:
+                index[jk] = {idt: [v, d]}
+            elif idt in bucket:
+                rest.append(i)
+                continue
+            else:
+                bucket[idt] = [v, d]
+            keep.append(i)
+        if len(keep) == len(values):
+            skeys = [jk + idt for jk, idt in zip(jks, ids)]
+            side.rows.put_many(skeys, values)
+            if side.degrees is not None:
+                side.degrees.put_many(skeys, [(d,) for d in ds])
+        else:
+            skeys = [jks[i] + ids[i] for i in keep]
+            side.rows.put_many(skeys, [values[i] for i in keep])
+            if side.degrees is not None:
+                side.degrees.put_many(skeys, [(ds[i],) for i in keep])
+        return rest
 
     def _build_index(self) -> None:
         """Rebuild both sides' indexes (and unstored degrees) from the state tables."""
