@@ -609,6 +609,9 @@ class Planner:
             rtype = agg_result_type(spec_kind, arg_type)
             specs.append(AggSpec(spec_kind, arg_idx, rtype, distinct, filt_idx))
             agg_index[_norm_sql(a)] = ng + len(specs) - 1
+        if not pre:
+            # count(*) alone: keep one constant column so the row count survives projection
+            pre.append(ex.Literal(value=True, type=SqlType(TypeKind.BOOLEAN)))
         pre_fields = [
             Field(f"_g{i}" if i >= ng else _name_of(group_exprs[i], i), e.type)
             for i, e in enumerate(pre)
