@@ -15,9 +15,9 @@ from engine.plan.logical import Agg, Filter, PlanNode, Project, Scan
 from engine.stream.graph import Allocator, Node
 from engine.stream.operators import (
     AggCall,
+    ColumnarMaterializeOp,
     FilterOp,
     HashAggOp,
-    MaterializeOp,
     ProjectOp,
 )
 
@@ -50,6 +50,6 @@ def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list
     if plan.stream_key is None:
         raise not_supported("this query has no stream key to materialize on")
     alloc.prefix = "mat."
-    mat = MaterializeOp(plan.schema, list(plan.stream_key), alloc)
+    mat = ColumnarMaterializeOp(plan.schema, list(plan.stream_key), alloc)
     nodes.append(Node(mat, [root]))
     return nodes

@@ -45,7 +45,7 @@ from engine.stream.graph import (
     decode_wal_record,
     encode_wal_record,
 )
-from engine.stream.operators import MaterializeOp
+from engine.stream.operators import ColumnarMaterializeOp
 
 log = logging.getLogger("swell.runtime")
 
@@ -185,7 +185,7 @@ class Runtime:
     def _add_table(self, rel: Relation, load: bool) -> TableFlow:
         alloc = self._alloc(rel, load)
         alloc.prefix = "mat."
-        mat = MaterializeOp(rel.fields, list(rel.pk), alloc)
+        mat = ColumnarMaterializeOp(rel.fields, list(rel.pk), alloc)
         flow = TableFlow(rel, mat, tables=alloc.tables)
         self.tables[rel.id] = flow
         return flow
@@ -252,19 +252,7 @@ class Runtime:
             flow = self.tables[rel_id]
             if not flow.pending:
                 return flow.mat.snapshot()  # type: ignore[attr-defined]
-            state = flow.mat.state_tables()[0]
-            rows = dict(state.data)
-            pk = flow.rel.pk
-            for chunk in flow.pending:
-                for op, row in chunk.to_rows():
-                    key = tuple(row[i] for i in pk)
-                    if op.sign > 0:
-                        rows[key] = row
-                    else:
-                        rows.pop(key, None)
-            from engine.stream.graph import rows_to_table
-
-            return rows_to_table(list(rows.values()), flow.rel.fields)
+            return flow.mat.apply_preview(list(flow.pending))  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------------------------
     # writes
