@@ -446,11 +446,6 @@ class Planner:
     def _plan_join(
         self, left: PlanNode, lcols: list[_Col], j: exp.Join
     ) -> tuple[PlanNode, list[_Col]]:
-        if self.streaming:
-            raise not_supported(
-                "joins in materialized views are not supported yet",
-                hint="Joins in streaming queries arrive with the next release.",
-            )
         right, rcols = self._plan_from(j.this)
         side = (j.args.get("side") or "").lower()
         kind = j.args.get("kind")
@@ -495,6 +490,14 @@ class Planner:
         elif kind != "cross" and jkind != "inner":
             raise SqlSyntaxError("syntax error: JOIN requires an ON or USING clause")
         cond = _and_all(residual)
+        if self.streaming and not lkeys:
+            raise not_supported(
+                "streaming nested-loop join",
+                hint="The join condition needs at least one equality between the two sides "
+                "(a hash join key). Consider rewriting the query to use a dynamic filter.",
+            )
+        if self.streaming and (left.stream_key is None or right.stream_key is None):
+            raise not_supported("join input without a stream key")
         if cond is not None and jkind != "inner":
             raise not_supported("outer joins with non-equality conditions are not supported yet")
         for a, b in zip(lkeys, rkeys, strict=True):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from engine.errors import not_supported
 from engine.expr import EvalContext
-from engine.plan.logical import Agg, Filter, PlanNode, Project, Scan
+from engine.plan.logical import Agg, Filter, Join, PlanNode, Project, Scan
 from engine.stream.graph import Allocator, Node
 from engine.stream.operators import (
     AggCall,
     ColumnarMaterializeOp,
     FilterOp,
     HashAggOp,
+    HashJoinOp,
     ProjectOp,
 )
 
@@ -39,6 +40,11 @@ def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list
         elif isinstance(p, Agg):
             calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
             op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
+        elif isinstance(p, Join):
+            left, right = p.inputs()
+            op = HashJoinOp(left.schema, right.schema, p.kind, p.left_keys, p.right_keys,
+                            p.condition, ctx, alloc, list(left.stream_key or []),
+                            list(right.stream_key or []))
         else:
             raise not_supported(
                 f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"

@@ -29,6 +29,10 @@ VIEWS = {
     "v_mv_on_mv": "SELECT c, count(*) AS n FROM v_agg GROUP BY c",
     "v_distinct": "SELECT DISTINCT k FROM t WHERE v IS NOT NULL",
     "v_avg": "SELECT k, avg(v) AS a FROM t GROUP BY k",
+    "v_join": "SELECT a.id, a.v, b.id AS bid, b.v AS bv FROM t a JOIN t b ON a.k = b.k",
+    "v_left": "SELECT a.id, b.id AS bid, b.k AS bk FROM t a LEFT JOIN t b ON a.v = b.id",
+    "v_join_agg": "SELECT a.k, count(*) AS n, sum(b.v) AS s FROM t a JOIN t b ON a.v = b.id "
+    "AND a.id <> b.id GROUP BY a.k",
 }
 
 keys = st.sampled_from(["a", "b", "c", None])
