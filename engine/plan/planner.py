@@ -320,10 +320,10 @@ class Planner:
             )
 
         if order_keys or q.args.get("limit") or q.args.get("offset"):
-            if self.streaming:
+            if self.streaming and (not order_keys or q.args.get("limit") is None):
                 raise not_supported(
-                    "ORDER BY / LIMIT in a materialized view is not supported yet",
-                    hint="Remove ORDER BY and LIMIT; order the rows when you query the view.",
+                    "ORDER BY without LIMIT in a materialized view",
+                    hint="Add LIMIT for a top-N view, or order the rows when you query the view.",
                 )
             if order_keys:
                 node = Sort(node.schema, node.stream_key, input=node, keys=order_keys)

@@ -9,9 +9,11 @@ so a view re-planned after a restart finds its state.
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.errors import not_supported
 from engine.expr import EvalContext
-from engine.plan.logical import Agg, Filter, Join, PlanNode, Project, Scan
+from engine.plan.logical import Agg, Filter, Join, Limit, PlanNode, Project, Scan, Sort
 from engine.stream.graph import Allocator, Node
 from engine.stream.operators import (
     AggCall,
@@ -20,6 +22,7 @@ from engine.stream.operators import (
     HashAggOp,
     HashJoinOp,
     ProjectOp,
+    TopNOp,
 )
 
 
@@ -29,6 +32,16 @@ def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list
     def visit(p: PlanNode) -> tuple[str, int]:
         if isinstance(p, Scan):
             return ("rel", p.relation.id)
+        if isinstance(p, Limit) and isinstance(p.input, Sort):
+            # ORDER BY ... LIMIT n [OFFSET m] -> one top-N operator over the sort's input
+            src = p.input.input
+            ins = [visit(src)]
+            alloc.prefix = f"n{len(nodes)}."
+            order = [(k.index, k.desc, k.effective_nulls_first) for k in p.input.keys]
+            op: Any = TopNOp(src.schema, order, p.limit, p.offset, [], alloc,
+                             list(src.stream_key or []))
+            nodes.append(Node(op, ins))
+            return ("node", len(nodes) - 1)
         ins = [visit(c) for c in p.inputs()]
         alloc.prefix = f"n{len(nodes)}."
         in_schema = p.inputs()[0].schema if p.inputs() else []
