@@ -47,7 +47,9 @@ def run(rows: int, keys: int, batch: int, aggs: str, append_only: bool) -> dict[
                     pa.array(rng.integers(0, 1000, n, dtype=np.int32)),
                     pa.array(rt.row_ids.take(n)),
                 ]
-                chunks.append(StreamChunk.inserts(pa.RecordBatch.from_arrays(arrays, schema=schema)))
+                chunks.append(
+                    StreamChunk.inserts(pa.RecordBatch.from_arrays(arrays, schema=schema))
+                )
             c0, w0 = time.process_time(), time.perf_counter()
             for ch in chunks:
                 rt.write(rel.id, ch)
@@ -56,8 +58,13 @@ def run(rows: int, keys: int, batch: int, aggs: str, append_only: bool) -> dict[
             c1, w1 = time.process_time(), time.perf_counter()
             # freshness: one more small insert, then FLUSH until visible
             small = pa.RecordBatch.from_arrays(
-                [pa.array([1], pa.int32()), pa.array([1], pa.int32()), pa.array(rt.row_ids.take(1))],
-                schema=schema)
+                [
+                    pa.array([1], pa.int32()),
+                    pa.array([1], pa.int32()),
+                    pa.array(rt.row_ids.take(1)),
+                ],
+                schema=schema,
+            )
             rt.write(rel.id, StreamChunk.inserts(small))
             f0 = time.perf_counter()
             s.execute_simple("FLUSH")
@@ -67,8 +74,13 @@ def run(rows: int, keys: int, batch: int, aggs: str, append_only: bool) -> dict[
         finally:
             db.close()
     cpu, wall = c1 - c0, w1 - w0
-    return {"cpu_s": cpu, "wall_s": wall, "rows_per_cpu_s": rows / cpu, "rows_per_wall_s": rows / wall,
-            "flush_ms": (f1 - f0) * 1000}
+    return {
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "rows_per_cpu_s": rows / cpu,
+        "rows_per_wall_s": rows / wall,
+        "flush_ms": (f1 - f0) * 1000,
+    }
 
 
 def main() -> None:
@@ -81,10 +93,12 @@ def main() -> None:
     a = ap.parse_args()
     for k in a.keys:
         r = run(a.rows, k, a.batch, a.aggs, a.append_only)
-        print(f"keys={k:>7} rows={a.rows} aggs=[{a.aggs}] append_only={a.append_only}: "
-              f"{r['rows_per_cpu_s']:,.0f} rows/CPU-s, {r['rows_per_wall_s']:,.0f} rows/s wall, "
-              f"cpu={r['cpu_s']:.2f}s wall={r['wall_s']:.2f}s, FLUSH->visible {r['flush_ms']:.1f} ms",
-              flush=True)
+        print(
+            f"keys={k:>7} rows={a.rows} aggs=[{a.aggs}] append_only={a.append_only}: "
+            f"{r['rows_per_cpu_s']:,.0f} rows/CPU-s, {r['rows_per_wall_s']:,.0f} rows/s wall, "
+            f"cpu={r['cpu_s']:.2f}s wall={r['wall_s']:.2f}s, FLUSH->visible {r['flush_ms']:.1f} ms",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
