@@ -111,6 +111,7 @@ class SwellSession:
                 self.vars[k] = v
         self.in_transaction = False
         self._cancel = threading.Event()
+        self._running = False
         self.closed = False
 
     # -- engine.api.Session --------------------------------------------------------------
@@ -193,7 +194,9 @@ class SwellSession:
         return stmt.description.columns
 
     def cancel(self) -> None:
-        self._cancel.set()
+        # As in PostgreSQL, a cancel request with no statement running does nothing.
+        if self._running:
+            self._cancel.set()
 
     def check_cancel(self) -> None:
         if self._cancel.is_set():
@@ -206,6 +209,13 @@ class SwellSession:
 
     # -- dispatch ----------------------------------------------------------------------------
     def _run(self, st: Statement, params: ParamContext | None) -> QueryResult:
+        self._running = True
+        try:
+            return self._dispatch(st, params)
+        finally:
+            self._running = False
+
+    def _dispatch(self, st: Statement, params: ParamContext | None) -> QueryResult:
         from engine.handlers import ddl, dml, query, show
 
         k = st.kind
