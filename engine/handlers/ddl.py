@@ -184,72 +184,53 @@ def create_table(session: Any, st: Statement) -> QueryResult:
 
 # -- CREATE MATERIALIZED VIEW / VIEW --------------------------------------------------------------
 def create_materialized_view(session: Any, st: Statement) -> QueryResult:
-    ast = st.ast
-    assert isinstance(ast, exp.Create)
-    name, sch = _name(ast.this)
-    query = ast.expression
-    query_sql = query.sql(dialect="risingwave")
-    rt = session.db.runtime
-    with rt.lock:
-        cat = session.db.catalog
-        if cat.find(name, sch) is not None:
-            if ast.args.get("exists"):
-                return _exists_notice("MATERIALIZED_VIEW", name)
-            cat.check_free(name, sch)
-        st2 = parse_one(query_sql)
-        from engine.handlers.query import session_func
-
-        planner = Planner(cat, streaming=True, session_func=session_func(session))
-        assert st2.ast is not None
-        plan = planner.plan_query(st2.ast)
-        check_unique_names(plan.schema)
-        rel = Relation(
-            id=cat.allocate_relation_id(),
-            name=name,
-            kind=RelationKind.MATERIALIZED_VIEW,
-            fields=list(plan.schema),
-            pk=list(plan.stream_key or []),
-            definition=st.sql.strip(),
-            schema_name=sch or "public",
-            query=query_sql,
-            depends_on=[r.id for r in planner.dependencies],
-        )
-        rt.create_view(rel, plan)
-    return QueryResult("CREATE_MATERIALIZED_VIEW")
+    return _create_view(session, st, materialized=True)
 
 
 def create_view(session: Any, st: Statement) -> QueryResult:
+    return _create_view(session, st, materialized=False)
+
+
+def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryResult:
+    """CREATE [MATERIALIZED] VIEW: plan the query (for streaming if materialized), record it.
+
+    The stored query text is sqlglot's regeneration of the user's SELECT: recovery re-plans
+    a materialized view from it, so the plan (and its state-table names) must come from
+    exactly this text.
+    """
+    from engine.handlers.query import planner_for
+
     ast = st.ast
     assert isinstance(ast, exp.Create)
     name, sch = _name(ast.this)
-    query = ast.expression
-    query_sql = query.sql(dialect="risingwave")
+    query_sql = ast.expression.sql(dialect="risingwave")
+    kind = RelationKind.MATERIALIZED_VIEW if materialized else RelationKind.VIEW
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
         if cat.find(name, sch) is not None:
             if ast.args.get("exists"):
-                return _exists_notice("VIEW", name)
+                return _exists_notice(kind.tag_name, name)
             cat.check_free(name, sch)
-        from engine.handlers.query import planner_for
-
-        planner = planner_for(session, None)
-        plan = planner.plan_query(parse_one(query_sql).ast)  # type: ignore[arg-type]
-        fields = [f for f in plan.schema if not f.hidden]
+        planner = planner_for(session, None, streaming=materialized)
+        parsed = parse_one(query_sql).ast
+        assert parsed is not None
+        plan = planner.plan_query(parsed)
+        fields = list(plan.schema) if materialized else [f for f in plan.schema if not f.hidden]
         check_unique_names(fields)
         rel = Relation(
             id=cat.allocate_relation_id(),
             name=name,
-            kind=RelationKind.VIEW,
+            kind=kind,
             fields=fields,
-            pk=[],
+            pk=list(plan.stream_key or []) if materialized else [],
             definition=st.sql.strip(),
             schema_name=sch or "public",
             query=query_sql,
             depends_on=[r.id for r in planner.dependencies],
         )
-        rt.create_view(rel, None)
-    return QueryResult("CREATE_VIEW")
+        rt.create_view(rel, plan if materialized else None)
+    return QueryResult(f"CREATE_{kind.tag_name}")
 
 
 # -- DROP --------
