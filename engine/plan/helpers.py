@@ -1,0 +1,203 @@
+"""Small shared pieces of the planner: the FROM-scope column record and sqlglot helpers.
+
+Kept apart from `planner.py` so the planner's mixins (`plan_from`, `plan_agg`) and future
+planning modules (windows, system tables) share them without importing the Planner class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import (
+    DuplicateObject,
+)
+from engine.plan.logical import (
+    PlanNode,
+    Project,
+)
+from engine.types import Field, SqlType, TypeKind
+
+
+@dataclass
+class _Col:
+    """A column visible in a FROM scope."""
+
+    name: str
+    type: SqlType
+    table: str | None
+    hidden: bool = False
+
+
+def _explicit_nulls(o: exp.Ordered) -> bool:
+    sql = o.sql(dialect="postgres").upper()
+    return "NULLS FIRST" in sql or "NULLS LAST" in sql
+
+
+def _visible(node: PlanNode) -> list[int]:
+    return [i for i, f in enumerate(node.schema) if not f.hidden]
+
+
+def _select_columns(node: PlanNode, idx: list[int]) -> PlanNode:
+    exprs = [ex.InputRef(index=i, type=node.schema[i].type, name=node.schema[i].name) for i in idx]
+    fields = [Field(node.schema[i].name, node.schema[i].type) for i in idx]
+    return Project(fields, None, input=node, exprs=exprs)
+
+
+def _mapped_key(key: list[int] | None, exprs: list[ex.Expr]) -> list[int] | None:
+    if key is None:
+        return None
+    out = []
+    for k in key:
+        pos = next(
+            (i for i, e in enumerate(exprs) if isinstance(e, ex.InputRef) and e.index == k), None
+        )
+        if pos is None:
+            return None
+        out.append(pos)
+    return out
+
+
+def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    if isinstance(e, exp.And):
+        return _conjuncts(e.this) + _conjuncts(e.expression)
+    if isinstance(e, exp.Paren):
+        return _conjuncts(e.this)
+    return [e]
+
+
+def _and_all(es: list[ex.Expr]) -> ex.Expr | None:
+    if not es:
+        return None
+    if len(es) == 1:
+        return es[0]
+    return _AndAll(es)
+
+
+class _AndAll(ex.Expr):
+    """Conjunction of bound predicates (used for join residuals)."""
+
+    def __init__(self, parts: list[ex.Expr]) -> None:
+        from engine.types import BOOLEAN
+
+        self.parts = parts
+        self.type = BOOLEAN
+
+    def eval(self, batch: Any, ctx: Any) -> Any:
+        import pyarrow.compute as pc
+
+        out = self.parts[0].eval(batch, ctx)
+        for p in self.parts[1:]:
+            out = pc.and_kleene(out, p.eval(batch, ctx))
+        return out
+
+    def children(self) -> list[ex.Expr]:
+        return list(self.parts)
+
+    def input_refs(self) -> set[int]:
+        s: set[int] = set()
+        for p in self.parts:
+            s |= p.input_refs()
+        return s
+
+    def remap(self, mapping: dict[int, int]) -> ex.Expr:
+        return _AndAll([p.remap(mapping) for p in self.parts])
+
+    def is_constant(self) -> bool:
+        return all(p.is_constant() for p in self.parts)
+
+    def has_now(self) -> bool:
+        return any(p.has_now() for p in self.parts)
+
+    def __str__(self) -> str:
+        return " AND ".join(f"({p})" for p in self.parts)
+
+
+def _norm_sql(n: exp.Expression) -> str:
+    return n.sql(dialect="postgres", normalize=True).lower()
+
+
+def _quoted(c: exp.Column) -> bool:
+    ident = c.this
+    return isinstance(ident, exp.Identifier) and bool(ident.args.get("quoted"))
+
+
+def _pos(n: exp.Expression) -> int | None:
+    meta = getattr(n, "meta", None) or {}
+    start = meta.get("start")
+    if start is None and isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier):
+        start = (n.this.meta or {}).get("start")
+    if start is None and isinstance(n, exp.Table) and isinstance(n.this, exp.Identifier):
+        start = (n.this.meta or {}).get("start")
+    return start + 1 if isinstance(start, int) else None
+
+
+def _name_of(e: exp.Expression, i: int) -> str:
+    if isinstance(e, exp.Column):
+        return e.name
+    return f"_g{i}"
+
+
+def _output_name(it: exp.Expression) -> str:
+    if isinstance(it, exp.Alias):
+        return it.alias
+    node = it
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column):
+        return node.name if _quoted(node) else node.name.lower()
+    if isinstance(node, exp.Cast):
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if isinstance(inner, exp.Column):
+            return inner.name.lower()
+        if isinstance(inner, (exp.Anonymous, exp.Func)) and not isinstance(inner, exp.Cast):
+            return _output_name(inner)
+        return node.to.sql(dialect="postgres").lower().split("(")[0]
+    if isinstance(node, exp.Count):
+        return "count"
+    if isinstance(node, exp.Filter):
+        return _output_name(node.this)
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    if isinstance(node, (exp.JSONExtract, exp.JSONExtractScalar, exp.Dot)):
+        return "?column?"
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary)):
+        name = node.sql_name().lower()
+        return {"current_timestamp": "now", "current_version": "version"}.get(name, name)
+    if isinstance(node, exp.Boolean):
+        return "bool"
+    return "?column?"
+
+
+def _literal_node(v: Any, t: SqlType) -> exp.Expression:
+    if v is None:
+        return exp.Null()
+    if isinstance(v, bool):
+        return exp.Boolean(this=v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return exp.Cast(
+            this=exp.Literal.string(str(v)), to=exp.DataType.build(t.display, dialect="postgres")
+        )
+    return exp.Cast(
+        this=exp.Literal.string(str(v)),
+        to=exp.DataType.build(
+            t.display if t.kind is not TypeKind.JSONB else "jsonb", dialect="postgres"
+        ),
+    )
+
+
+def check_unique_names(fields: list[Field]) -> None:
+    seen: set[str] = set()
+    for f in fields:
+        if f.hidden:
+            continue
+        if f.name in seen:
+            raise DuplicateObject(f'column "{f.name}" specified more than once')
+        seen.add(f.name)

@@ -1,0 +1,244 @@
+"""Aggregation planning: GROUP BY items, aggregate calls and their result types.
+
+A mixin of `Planner`: `_plan_agg` turns the grouped part of one SELECT into an `Agg` node
+(pre-projection of group keys and aggregate arguments, then the aggregation), and returns a
+binder hook that maps aggregate calls and group expressions in HAVING / the select list /
+ORDER BY onto the Agg's output columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import (
+    EngineError,
+    GroupingError,
+    InvalidColumnReference,
+    SqlSyntaxError,
+    UndefinedFunction,
+    not_supported,
+)
+from engine.plan.helpers import (
+    _name_of,
+    _norm_sql,
+    _pos,
+    _quoted,
+)
+from engine.plan.logical import (
+    Agg,
+    AggSpec,
+    PlanNode,
+    Project,
+)
+from engine.types import BIGINT, DOUBLE, NUMERIC, Field, SqlType, TypeKind
+
+AGG_CLASSES: dict[type, str] = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+}
+
+
+def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
+    if kind in ("count", "count_star"):
+        return BIGINT
+    assert arg is not None
+    k = arg.kind
+    if kind == "sum":
+        if k in (TypeKind.SMALLINT, TypeKind.INT):
+            return BIGINT
+        if k in (TypeKind.BIGINT, TypeKind.NUMERIC):
+            return NUMERIC
+        if k in (TypeKind.REAL, TypeKind.DOUBLE, TypeKind.INTERVAL):
+            return arg
+    elif kind == "avg":
+        if arg.is_integer or k is TypeKind.NUMERIC:
+            return NUMERIC
+        if k in (TypeKind.REAL, TypeKind.DOUBLE):
+            return DOUBLE
+        if k is TypeKind.INTERVAL:
+            return arg
+    elif kind in ("min", "max") and k is not TypeKind.JSONB:
+        return arg
+    raise UndefinedFunction(
+        f"function {kind}({arg.display}) does not exist",
+        hint="No function matches the given name and argument types. "
+        "You might need to add explicit type casts.",
+    )
+
+
+class AggPlannerMixin:
+    """Aggregation half of `Planner` (see module docstring)."""
+
+    def _collect_aggs(self, nodes: list[exp.Expression]) -> list[exp.Expression]:
+        found: list[exp.Expression] = []
+        seen: set[str] = set()
+        for n in nodes:
+            for a in _find_aggs(n):
+                key = a.sql()
+                if key not in seen:
+                    seen.add(key)
+                    found.append(a)
+        return found
+
+    def _plan_agg(
+        self,
+        node: PlanNode,
+        scope: ex.Scope,
+        group: exp.Group | None,
+        agg_nodes: list[exp.Expression],
+        select_items: list[tuple[str, exp.Expression]],
+    ) -> tuple[PlanNode, Callable[[exp.Expression], ex.Expr | None]]:
+        pre: list[ex.Expr] = []
+        group_sql: list[str] = []
+        group_exprs: list[exp.Expression] = []
+        if group is not None:
+            if (
+                group.args.get("grouping_sets")
+                or group.args.get("cube")
+                or group.args.get("rollup")
+            ):
+                raise not_supported("GROUPING SETS, CUBE and ROLLUP are not supported yet")
+            for g in group.expressions:
+                g = self._resolve_group_item(g, select_items, scope)
+                group_exprs.append(g)
+                pre.append(self._bind(g, scope))
+                group_sql.append(_norm_sql(g))
+        ng = len(pre)
+        specs: list[AggSpec] = []
+        agg_index: dict[str, int] = {}
+        for a in agg_nodes:
+            spec_node = a
+            filt = None
+            if isinstance(a, exp.Filter):
+                filt = a.expression.this if isinstance(a.expression, exp.Where) else a.expression
+                spec_node = a.this
+            kind = AGG_CLASSES[type(spec_node)]
+            arg = spec_node.this
+            distinct = False
+            if isinstance(arg, exp.Distinct):
+                distinct = True
+                if len(arg.expressions) != 1:
+                    raise not_supported("aggregates over several DISTINCT arguments")
+                arg = arg.expressions[0]
+            if kind == "count" and (arg is None or isinstance(arg, exp.Star)):
+                if distinct:
+                    raise SqlSyntaxError("syntax error: count(DISTINCT *)")
+                arg_idx = None
+                spec_kind = "count_star"
+                arg_type = None
+            else:
+                bound = self._bind(arg, scope)
+                if any(_find_aggs(arg)):
+                    raise GroupingError("aggregate function calls cannot be nested")
+                pre.append(bound)
+                arg_idx = len(pre) - 1
+                spec_kind = kind
+                arg_type = bound.type
+                if arg_type.kind is TypeKind.UNKNOWN:
+                    pre[-1] = ex.cast(bound, SqlType(TypeKind.VARCHAR))
+                    arg_type = pre[-1].type
+            filt_idx = None
+            if filt is not None:
+                fb = self._bind(filt, scope)
+                self._check_bool(fb, "FILTER")
+                pre.append(fb)
+                filt_idx = len(pre) - 1
+            rtype = agg_result_type(spec_kind, arg_type)
+            specs.append(AggSpec(spec_kind, arg_idx, rtype, distinct, filt_idx))
+            agg_index[_norm_sql(a)] = ng + len(specs) - 1
+        if not pre:
+            # count(*) alone: keep one constant column so the row count survives projection
+            pre.append(ex.Literal(value=True, type=SqlType(TypeKind.BOOLEAN)))
+        pre_fields = [
+            Field(f"_g{i}" if i >= ng else _name_of(group_exprs[i], i), e.type)
+            for i, e in enumerate(pre)
+        ]
+        if self.streaming:
+            key = list(range(ng))
+        else:
+            key = list(range(ng))
+        proj = Project(pre_fields, None, input=node, exprs=pre)
+        out_fields = pre_fields[:ng] + [Field(f"_a{i}", s.type) for i, s in enumerate(specs)]
+        agg = Agg(out_fields, key, input=proj, group_keys=list(range(ng)), aggs=specs)
+        agg_fields = out_fields
+
+        def hook(n: exp.Expression) -> ex.Expr | None:
+            s = _norm_sql(n)
+            if s in agg_index:
+                i = agg_index[s]
+                return ex.InputRef(index=i, type=agg_fields[i].type, name=agg_fields[i].name)
+            for i, gs in enumerate(group_sql):
+                if s == gs:
+                    return ex.InputRef(index=i, type=agg_fields[i].type, name=agg_fields[i].name)
+            if isinstance(n, exp.Column):
+                # a bare column that is not a group key
+                try:
+                    b = scope.resolve(
+                        n.name.lower() if not _quoted(n) else n.name, n.table or None, _pos(n)
+                    )
+                except EngineError:
+                    raise
+                for i, g in enumerate(group_exprs):
+                    if (
+                        isinstance(g, exp.Column)
+                        and g.name.lower() == n.name.lower()
+                        and (not n.table or not g.table or g.table == n.table)
+                    ):
+                        return ex.InputRef(index=i, type=agg_fields[i].type, name=b.name)
+                tbl = f"{b.table}." if b.table else ""
+                raise GroupingError(
+                    f'column "{tbl}{b.name}" must appear in the GROUP BY clause or be used '
+                    "in an aggregate function",
+                    position=_pos(n),
+                )
+            return None
+
+        return agg, hook
+
+    def _resolve_group_item(
+        self, g: exp.Expression, select_items: list[tuple[str, exp.Expression]], scope: ex.Scope
+    ) -> exp.Expression:
+        if isinstance(g, exp.Literal) and not g.is_string:
+            n = int(g.this)
+            if not 1 <= n <= len(select_items):
+                raise InvalidColumnReference(f"GROUP BY position {n} is not in select list")
+            return select_items[n - 1][1]
+        if isinstance(g, exp.Column) and not g.table:
+            try:
+                scope.resolve(g.name.lower(), None)
+                return g
+            except EngineError:
+                for name, item in select_items:
+                    if name == g.name.lower() or name == g.name:
+                        return item
+                raise
+        return g
+
+
+def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+
+    def walk(node: exp.Expression) -> None:
+        if isinstance(node, exp.Filter) and isinstance(node.this, tuple(AGG_CLASSES)):
+            out.append(node)
+            return
+        if isinstance(node, tuple(AGG_CLASSES)):
+            out.append(node)
+            return
+        if isinstance(node, (exp.Subquery, exp.Select)):
+            return
+        if isinstance(node, exp.AggFunc) and not isinstance(node, tuple(AGG_CLASSES)):
+            raise not_supported(
+                f"aggregate function {node.sql_name().lower()} is not supported yet"
+            )
+        for child in node.iter_expressions():
+            walk(child)
+
+    walk(n)
+    return out
