@@ -32,6 +32,9 @@ from harness.shared import check_shared_server, shared_server, shutdown_shared_s
 
 _SERVER_FIXTURES = {"server", "conn", "fresh_server", "make_server"}
 
+# Kafka broker fixtures (`kafka_broker`, `kafka_topic`): tests/harness/kafka.py
+pytest_plugins = ["harness.kafka"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
