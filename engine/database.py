@@ -61,6 +61,7 @@ class SwellDatabase:
         self.runtime = Runtime(
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
         )
+        self.runtime.data_dir = str(data_dir)
         self.runtime.restore(meta)
         for rel in catalog.ordered():
             self.runtime.restore_relation(rel, self._replan)

@@ -237,6 +237,10 @@ class SwellSession:
             return ddl.create_view(self, st)
         if k == "drop":
             return ddl.drop(self, st)
+        if k == "create_sink":
+            from engine.handlers.sink import create_sink
+
+            return create_sink(self, st)
         if k in ("create_secret", "drop_secret", "create_connection"):
             from engine.handlers import secret
 

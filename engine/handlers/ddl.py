@@ -253,6 +253,10 @@ def drop(session: Any, st: Statement) -> QueryResult:
     tables = ast.args.get("tables") or ([ast.this] if ast.this is not None else [])
     rt = session.db.runtime
     notices: list[Notice] = []
+    if kind is RelationKind.SINK:  # a sink retrying a broken downstream holds the lock
+        from engine.handlers.sink import interrupt_sinks
+
+        interrupt_sinks(session, [_name(t) for t in tables])
     with rt.lock:
         cat = session.db.catalog
         to_drop: list[Relation] = []

@@ -200,6 +200,10 @@ _SHOW_LIST = {
 
 
 def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement | None:
+    if head == "CREATE" and create_object_kind(body) == "SINK":
+        from engine.sql.create_sink import parse_create_sink
+
+        return Statement("create_sink", text, args={"sink": parse_create_sink(text)})
     if head == "CREATE" and create_object_kind(body) in ("SECRET", "CONNECTION"):
         kind = create_object_kind(body)
         if kind == "SECRET":

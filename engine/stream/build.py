@@ -23,10 +23,15 @@ from engine.stream.operators import (
     HashJoinOp,
     ProjectOp,
     TopNOp,
+    UnionOp,
 )
 
 
-def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list[Node]:
+def build_view_nodes(
+    plan: PlanNode, alloc: Allocator, ctx: EvalContext, *, materialize: bool = True
+) -> list[Node]:
+    """Operator nodes for `plan`; the last one is the MaterializeOp (a pass-through for a
+    sink, `materialize=False`, when the plan has no operator of its own)."""
     nodes: list[Node] = []
 
     def visit(p: PlanNode) -> tuple[str, int]:
@@ -66,6 +71,10 @@ def build_view_nodes(plan: PlanNode, alloc: Allocator, ctx: EvalContext) -> list
         return ("node", len(nodes) - 1)
 
     root = visit(plan)
+    if not materialize:
+        if root[0] == "rel":
+            nodes.append(Node(UnionOp(plan.schema, 1, list(plan.stream_key or [])), [root]))
+        return nodes
     if plan.stream_key is None:
         raise not_supported("this query has no stream key to materialize on")
     alloc.prefix = "mat."

@@ -12,9 +12,12 @@ pending DML. Whoever holds it sees a consistent point in time:
 Barrier (every `barrier_interval_ms`, or at once for FLUSH and DDL):
 1. drain each table's pending chunks through its MaterializeOp, in statement order;
 2. step every view in creation order (a topological order) with the upstream deltas;
-3. commit: every state table's dirty keys, dropped tables, the catalog, row-id counters
+   then every sink (`engine.stream.sink`), whose output goes to its writer;
+3. each sink's pre-commit (flush/stage downstream; its returned state joins the checkpoint);
+4. commit: every state table's dirty keys, dropped tables, the catalog, row-id counters
    and the WAL position all go into one RocksDB WriteBatch written with sync
-   (`engine.state.checkpoint`), so a crash leaves either the whole epoch or none of it.
+   (`engine.state.checkpoint`), so a crash leaves either the whole epoch or none of it;
+5. each sink's post-commit.
 Recovery (`restore_relation` per catalog entry, then `replay_wal`) rebuilds the flows from
 the catalog, loads their state and re-queues the WAL records written after the checkpoint.
 """
@@ -46,6 +49,7 @@ from engine.stream.graph import (
     encode_wal_record,
 )
 from engine.stream.operators import ColumnarMaterializeOp
+from engine.stream.sink import SinkFlow, build_sink_flow
 
 log = logging.getLogger("swell.runtime")
 
@@ -67,6 +71,9 @@ class Runtime:
         self.lock = threading.RLock()
         self.tables: dict[int, TableFlow] = {}
         self.views: dict[int, ViewFlow] = {}
+        self.sinks: dict[int, SinkFlow] = {}
+        self.data_dir: str | None = None  # set by the database; sinks may keep files there
+        self._meta_extra: dict[str, bytes] = {}
         self.row_ids = RowIdGen()
         self.epoch = 0
         self.wal_seq = 0  # highest WAL record queued into pending
@@ -106,7 +113,9 @@ class Runtime:
     def barrier(self, force: bool = False) -> int:
         """Step all flows with the epoch's changes and commit one checkpoint."""
         with self.lock:
-            has_work = any(t.pending for t in self.tables.values())
+            has_work = any(t.pending for t in self.tables.values()) or any(
+                s.backlog for s in self.sinks.values()
+            )
             if not has_work and not force and not self._dirty_catalog and not self._dropped:
                 return self.epoch
             t0 = time.perf_counter()
@@ -119,6 +128,8 @@ class Runtime:
                 deltas[tid] = d
             for vid in sorted(self.views):
                 deltas[vid] = self.views[vid].step(deltas)
+            for sid in sorted(self.sinks):
+                self.sinks[sid].step(deltas, self.epoch + 1)
             self._commit()
             # State lives in long-lived Python objects; moving them out of the collector's
             # generations after each epoch keeps GC passes proportional to new garbage.
@@ -128,6 +139,7 @@ class Runtime:
             return self.epoch
 
     def _commit(self) -> None:
+        sink_state = {sid: f.pre_commit(self.epoch + 1) for sid, f in self.sinks.items()}
         self.epoch += 1
         tables: list[StateTable] = []
         for f in self.tables.values():
@@ -138,9 +150,15 @@ class Runtime:
             "catalog": self.catalog.to_bytes(),
             "runtime": json.dumps({"row_id_last": self.row_ids.last}).encode(),
         }
+        for sid, f in self.sinks.items():
+            tables.extend(f.tables)
+            if sink_state[sid] is not None:
+                extra[f"sink.{sid}"] = sink_state[sid]  # type: ignore[assignment]
         self.checkpointer.commit(self.epoch, self.wal_seq, tables, extra, self._dropped)
         self._dropped = []
         self._dirty_catalog = False
+        for f in self.sinks.values():
+            f.post_commit(self.epoch)
 
     # ------------------------------------------------------------------------------------
     # recovery
@@ -149,6 +167,7 @@ class Runtime:
         if meta is not None:
             self.epoch = meta.epoch
             self.wal_seq = meta.wal_seq
+            self._meta_extra = dict(meta.extra)
             rt = meta.extra.get("runtime")
             if rt:
                 self.row_ids.last = json.loads(rt)["row_id_last"]
@@ -159,6 +178,9 @@ class Runtime:
         elif rel.kind is RelationKind.MATERIALIZED_VIEW:
             plan = plan_fn(rel)
             self._add_view(rel, plan, load=True)
+        elif rel.kind is RelationKind.SINK:
+            flow = self._add_sink(rel, plan_fn(rel), load=True)
+            flow.reopen(self.epoch, self._meta_extra.get(f"sink.{rel.id}"))
 
     def replay_wal(self, after: int) -> int:
         n = 0
@@ -197,6 +219,50 @@ class Runtime:
         self.views[rel.id] = flow
         return flow
 
+    def _add_sink(self, rel: Relation, plan: PlanNode, load: bool) -> SinkFlow:
+        alloc = self._alloc(rel, load)
+        flow = build_sink_flow(rel, plan, alloc, self.ctx, self.catalog, self.data_dir)
+        flow.stopping = self._stop
+        self.sinks[rel.id] = flow
+        return flow
+
+    def create_sink(self, rel: Relation, plan: PlanNode, snapshot: bool) -> None:
+        """Add a sink: validate + open its writer, backfill (unless snapshot=false), commit."""
+        with self.lock:
+            self.barrier()  # acknowledged DML counts as existing data (snapshot = 'false')
+            flow: SinkFlow | None = None
+            try:
+                flow = build_sink_flow(
+                    rel, plan, self._alloc(rel, False), self.ctx, self.catalog, self.data_dir
+                )
+                flow.writer.validate()
+                flow.writer.open()
+                flow.stopping = self._stop
+                self.catalog.add(rel)
+                self.sinks[rel.id] = flow
+                snap: dict[int, StreamChunk | None] = {}
+                for rid in flow.upstream():
+                    if rid in self.tables or rid in self.views:
+                        t = self.snapshot(rid)
+                        snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
+                # operators always see the snapshot (their state must be right); the writer
+                # only with snapshot = 'true'
+                flow.step(snap, self.epoch + 1, force=True, emit=snapshot)
+            except BaseException:
+                self.catalog.relations.pop(rel.id, None)
+                self.sinks.pop(rel.id, None)
+                if flow is not None:
+                    flow.close()
+                raise
+            self._dirty_catalog = True
+            self.barrier(force=True)
+
+    def interrupt_sink(self, rel_id: int) -> None:
+        """Stop a sink's retry loop (called without the lock, before DROP SINK takes it)."""
+        flow = self.sinks.get(rel_id)
+        if flow is not None:
+            flow.cancelled.set()
+
     def create_table(self, rel: Relation) -> None:
         with self.lock:
             self.catalog.add(rel)
@@ -226,9 +292,13 @@ class Runtime:
     def drop(self, rels: list[Relation]) -> None:
         with self.lock:
             for rel in rels:
-                flow: TableFlow | ViewFlow | None = self.tables.pop(rel.id, None) or self.views.pop(
-                    rel.id, None
+                flow: TableFlow | ViewFlow | SinkFlow | None = (
+                    self.tables.pop(rel.id, None)
+                    or self.views.pop(rel.id, None)
+                    or self.sinks.pop(rel.id, None)
                 )
+                if isinstance(flow, SinkFlow):
+                    flow.close()
                 if flow is not None:
                     self._dropped.extend(flow.tables)
                 self.catalog.remove(rel.id)
@@ -281,4 +351,5 @@ class Runtime:
             "rows_in": self.rows_in,
             "tables": len(self.tables),
             "views": len(self.views),
+            "sinks": len(self.sinks),
         }

@@ -1,0 +1,392 @@
+"""Sinks: a streaming flow whose output delta goes to a connector's `SinkWriter`.
+
+A sink is planned like a materialized view (`CREATE SINK s FROM obj` is `AS SELECT * FROM
+obj`) and its operators keep their state in state tables like a view's, but the plan root
+has no MaterializeOp: each epoch's output delta, projected to the visible columns and
+shaped for the sink type (below), is handed to the writer.
+
+Writer contract (`SinkWriter`), in call order:
+
+1. `factory(spec: SinkSpec) -> SinkWriter` (registered with `engine.registry.register(
+   "sink", name, factory)`): keep the spec; no I/O.
+2. `validate()` at CREATE SINK only, under the DDL: check options and reach the external
+   system; raise an `engine.errors.EngineError` to refuse the statement synchronously.
+3. `open()` at CREATE (after validate) and at every restart: create clients. Must not fail
+   because the external system is down (retries belong to write/pre_commit).
+4. `recover(last_checkpoint_epoch, state)` at restart only, after open: `state` is the bytes
+   the writer's last `pre_commit` returned in the last committed checkpoint (None if none).
+   Epochs after `last_checkpoint_epoch` are re-computed from the WAL and written again.
+5. per epoch, under the runtime lock: `write(chunk, epoch)` with the epoch's rows (at most
+   once per epoch; skipped when nothing changed), then `pre_commit(epoch) -> bytes | None`
+   BEFORE the RocksDB checkpoint commit: make everything written so far durable downstream
+   (Kafka: flush and wait for acks) or staged (Iceberg: data files); the returned bytes are
+   stored in the same checkpoint. Then the checkpoint commits; then `post_commit(epoch)`
+   (Iceberg: commit the staged snapshot). pre_commit runs on every checkpoint, even ones
+   without a write.
+6. `close()` on DROP SINK and shutdown.
+
+Errors: an exception from `write` keeps the chunk in the flow's backlog; an exception from
+`write`/`pre_commit` is recorded in the status and retried with capped exponential
+backoff until it succeeds, holding back the checkpoint (so nothing is lost: at-least-once),
+unless the sink is being dropped or the runtime stops. `post_commit` errors are recorded
+and retried on the next checkpoint by the writer itself (it is told the epoch again).
+
+Sink types (`SinkSpec.sink_type`): `append-only` (the input never retracts), `force-append-
+only` (DELETE and U- rows dropped, U+ becomes INSERT), `upsert` and `debezium` (all four
+ops reach the writer; `pk` names the key columns). Chunks reaching the writer carry only
+the visible columns, in `spec.fields` order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from engine.catalog import Catalog, Relation
+from engine.chunk import Op, StreamChunk
+from engine.errors import ConnectorError, UndefinedObject, not_supported
+from engine.expr import EvalContext
+from engine.plan.logical import PlanNode
+from engine.registry import lookup, register
+from engine.state.table import StateTable
+from engine.stream.build import build_view_nodes
+from engine.stream.graph import Allocator, Node
+from engine.types import Field
+
+log = logging.getLogger("swell.sink")
+
+APPEND_ONLY = "append-only"
+FORCE_APPEND_ONLY = "force-append-only"
+UPSERT = "upsert"
+DEBEZIUM = "debezium"
+
+
+@dataclass
+class SinkStatus:
+    """Live counters of one sink (read without the runtime lock: plain attribute reads)."""
+
+    state: str = "running"  # running | retrying | stopped
+    rows: int = 0  # rows handed to the writer
+    epochs: int = 0  # epochs with a write
+    last_write_at: float | None = None
+    last_flush_at: float | None = None  # last successful pre_commit
+    last_commit_epoch: int | None = None  # last checkpoint committed with this sink
+    last_commit_at: float | None = None
+    errors: int = 0
+    last_error: str | None = None
+    retries: int = 0  # framework retries plus connector-reported (broker) retries
+    extra: dict[str, Any] = field(default_factory=dict)  # connector-specific figures
+
+    def error(self, e: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{type(e).__name__}: {e}"
+
+
+@dataclass
+class SinkSpec:
+    """Everything a writer needs, rebuilt from the catalog entry at restart."""
+
+    sink_id: int
+    name: str
+    connector: str
+    fields: list[Field]  # visible output columns, in order
+    pk: list[int]  # indices into `fields` (upsert/debezium key; may be empty)
+    sink_type: str  # APPEND_ONLY | FORCE_APPEND_ONLY | UPSERT | DEBEZIUM
+    options: dict[str, str]  # WITH options, secrets resolved, lower-case keys
+    format: str | None = None  # PLAIN | UPSERT | DEBEZIUM (None: legacy `type = ...`)
+    encode: str | None = None  # JSON | ...
+    format_options: dict[str, str] = field(default_factory=dict)
+    key_encode: str | None = None
+    data_dir: str | None = None  # a directory the writer may use for its own files
+    into: int | None = None  # target relation id of `CREATE SINK ... INTO t`
+    status: SinkStatus = field(default_factory=SinkStatus)
+
+
+class SinkWriter(Protocol):
+    """See the module docstring for when each method is called."""
+
+    def validate(self) -> None: ...
+
+    def open(self) -> None: ...
+
+    def recover(self, last_checkpoint_epoch: int, state: bytes | None) -> None: ...
+
+    def write(self, chunk: StreamChunk, epoch: int) -> None: ...
+
+    def pre_commit(self, epoch: int) -> bytes | None: ...
+
+    def post_commit(self, epoch: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class BaseSinkWriter:
+    """Convenience base: every hook a no-op. Connectors override what they need."""
+
+    def __init__(self, spec: SinkSpec) -> None:
+        self.spec = spec
+
+    def validate(self) -> None:
+        return None
+
+    def open(self) -> None:
+        return None
+
+    def recover(self, last_checkpoint_epoch: int, state: bytes | None) -> None:
+        return None
+
+    def write(self, chunk: StreamChunk, epoch: int) -> None:
+        return None
+
+    def pre_commit(self, epoch: int) -> bytes | None:
+        return None
+
+    def post_commit(self, epoch: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class BlackholeSinkWriter(BaseSinkWriter):
+    """`connector = 'blackhole'`: accepts and discards everything (RisingWave has it too)."""
+
+    def write(self, chunk: StreamChunk, epoch: int) -> None:
+        self.spec.status.extra["discarded"] = self.spec.status.extra.get("discarded", 0) + len(
+            chunk
+        )
+
+
+register("sink", "blackhole", BlackholeSinkWriter)
+
+
+# -- shaping a delta for the sink type -------------------------------------------------------
+def shape_for_sink(chunk: StreamChunk, visible: list[int], sink_type: str) -> StreamChunk | None:
+    """Project to the visible columns; for force-append-only drop deletes, U+ -> INSERT."""
+    data = chunk.data
+    if len(visible) != data.num_columns:
+        data = data.select(visible)
+    ops = chunk.ops
+    if sink_type == FORCE_APPEND_ONLY:
+        o = ops.to_numpy(zero_copy_only=False)
+        keep = (o == Op.INSERT) | (o == Op.UPDATE_INSERT)
+        if not keep.all():
+            data = data.filter(pa.array(keep))
+        ops = pa.array(np.full(data.num_rows, Op.INSERT, dtype=np.int8))
+    if data.num_rows == 0:
+        return None
+    return StreamChunk(ops, data)
+
+
+# -- the flow ----------------------------------------------------------------------------
+_BACKOFF_START = 0.1
+_BACKOFF_MAX = 5.0
+
+
+@dataclass
+class SinkFlow:
+    """One sink in the runtime: operator nodes (no MaterializeOp) + its writer."""
+
+    spec: SinkSpec
+    nodes: list[Node]
+    writer: SinkWriter
+    visible: list[int]  # output columns of the last node that reach the writer
+    tables: list[StateTable] = field(default_factory=list)
+    backlog: list[tuple[StreamChunk, int]] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event | None = None  # the runtime's stop flag
+    needs_open: tuple[int, bytes | None] | None = None  # recover() arguments, until it worked
+
+    @property
+    def status(self) -> SinkStatus:
+        return self.spec.status
+
+    def upstream(self) -> set[int]:
+        return {i for n in self.nodes for kind, i in n.inputs if kind == "rel"}
+
+    def compute(
+        self, deltas: dict[int, StreamChunk | None], *, force: bool = False
+    ) -> StreamChunk | None:
+        """Step the operators; the shaped output delta (None: nothing for the writer)."""
+        outs: list[StreamChunk | None] = []
+        for node in self.nodes:
+            ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
+            if not force and all(c is None or len(c) == 0 for c in ins):
+                outs.append(None)
+                continue
+            outs.append(node.op.step(ins))
+        out = outs[-1] if outs else None
+        if out is None or len(out) == 0:
+            return None
+        return shape_for_sink(out, self.visible, self.spec.sink_type)
+
+    def step(
+        self,
+        deltas: dict[int, StreamChunk | None],
+        epoch: int,
+        *,
+        force: bool = False,
+        emit: bool = True,
+    ) -> None:
+        out = self.compute(deltas, force=force)
+        if out is not None and emit:
+            self.backlog.append((out, epoch))
+        self._drain_backlog(retry=False)
+
+    def _drain_backlog(self, *, retry: bool) -> None:
+        if self.needs_open is not None:
+            return
+        while self.backlog:
+            chunk, epoch = self.backlog[0]
+            ok = self._call(lambda c=chunk, e=epoch: self.writer.write(c, e), retry=retry)
+            if not ok:
+                return
+            self.backlog.pop(0)
+            st = self.status
+            st.rows += len(chunk)
+            st.epochs += 1
+            st.last_write_at = time.time()
+
+    def pre_commit(self, epoch: int) -> bytes | None:
+        """Deliver the backlog and flush the writer, retrying until it works.
+
+        Raises if the sink gives up (dropped or shutting down): the checkpoint must then
+        not commit, so the epoch is recomputed from the WAL after a restart.
+        """
+        if self.needs_open is not None and not self._call(self._reopen, retry=True):
+            raise ConnectorError(f'sink "{self.spec.name}" could not be opened')
+        self._drain_backlog(retry=True)
+        if self.backlog:
+            raise ConnectorError(f'sink "{self.spec.name}" could not deliver epoch {epoch}')
+        result: list[bytes | None] = [None]
+
+        def flush() -> None:
+            result[0] = self.writer.pre_commit(epoch)
+
+        if not self._call(flush, retry=True):
+            raise ConnectorError(f'sink "{self.spec.name}" could not flush epoch {epoch}')
+        self.status.last_flush_at = time.time()
+        return result[0]
+
+    def reopen(self, last_checkpoint_epoch: int, state: bytes | None) -> None:
+        """At restart: open the writer and let it recover; on failure retry at the next write."""
+        self.needs_open = (last_checkpoint_epoch, state)
+        self._call(self._reopen, retry=False)
+
+    def _reopen(self) -> None:
+        assert self.needs_open is not None
+        self.writer.open()
+        self.writer.recover(*self.needs_open)
+        self.needs_open = None
+
+    def post_commit(self, epoch: int) -> None:
+        st = self.status
+        st.last_commit_epoch = epoch
+        st.last_commit_at = time.time()
+        try:
+            self.writer.post_commit(epoch)
+        except Exception as e:  # the writer retries at its next post_commit
+            st.error(e)
+            log.warning("sink %s: post-commit of epoch %s failed: %s", self.spec.name, epoch, e)
+
+    def _call(self, fn: Any, *, retry: bool) -> bool:
+        delay = _BACKOFF_START
+        while True:
+            try:
+                fn()
+            except Exception as e:
+                st = self.status
+                st.error(e)
+                if not retry:
+                    return False
+                if self.cancelled.is_set() or (
+                    self.stopping is not None and self.stopping.is_set()
+                ):
+                    log.error("sink %s: giving up after error: %s", self.spec.name, e)
+                    return False
+                st.state = "retrying"
+                st.retries += 1
+                log.warning("sink %s: %s; retrying in %.1fs", self.spec.name, e, delay)
+                if self.cancelled.wait(delay):
+                    return False
+                delay = min(delay * 2, _BACKOFF_MAX)
+                continue
+            if self.status.state == "retrying":
+                self.status.state = "running"
+            return True
+
+    def close(self) -> None:
+        self.cancelled.set()
+        self.status.state = "stopped"
+        try:
+            self.writer.close()
+        except Exception as e:
+            log.warning("sink %s: close failed: %s", self.spec.name, e)
+
+
+# -- construction from the catalog -------------------------------------------------------------
+def resolve_options(
+    options: dict[str, str], secret_refs: dict[str, str], catalog: Catalog
+) -> dict[str, str]:
+    """WITH options with `k = secret s` references replaced by the secrets' values."""
+    out = dict(options)
+    for k, name in secret_refs.items():
+        sec = catalog.secrets.get(name)
+        if sec is None:
+            raise UndefinedObject(f'secret "{name}" does not exist')
+        out[k] = sec.value
+    return out
+
+
+def spec_from_relation(rel: Relation, catalog: Catalog, data_dir: str | None) -> SinkSpec:
+    """The writer's spec from a sink's catalog entry (`rel.extra["sink"]`, see handlers.sink)."""
+    d = rel.extra["sink"]
+    visible = [f for f in rel.fields if not f.hidden]
+    names = [f.name for f in visible]
+    wdir = None
+    if data_dir is not None:
+        import os
+
+        wdir = os.path.join(data_dir, "sinks", str(rel.id))
+    return SinkSpec(
+        sink_id=rel.id,
+        name=rel.name,
+        connector=d["connector"],
+        fields=visible,
+        pk=[names.index(n) for n in d.get("pk", [])],
+        sink_type=d["sink_type"],
+        options=resolve_options(rel.options, d.get("secret_options", {}), catalog),
+        format=d.get("format"),
+        encode=d.get("encode"),
+        format_options=dict(d.get("format_options", {})),
+        key_encode=d.get("key_encode"),
+        data_dir=wdir,
+        into=d.get("into"),
+    )
+
+
+def build_sink_flow(
+    rel: Relation,
+    plan: PlanNode,
+    alloc: Allocator,
+    ctx: EvalContext,
+    catalog: Catalog,
+    data_dir: str | None,
+) -> SinkFlow:
+    """Operators for the sink's plan plus its connector's writer (not yet validated/opened)."""
+    spec = spec_from_relation(rel, catalog, data_dir)
+    factory = lookup("sink", spec.connector)
+    if factory is None:
+        raise not_supported(
+            f"sink connector '{spec.connector}'",
+            hint="Supported sink connectors: blackhole, kafka, iceberg.",
+        )
+    nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
+    visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
+    return SinkFlow(spec, nodes, factory(spec), visible, tables=alloc.tables)
