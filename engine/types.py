@@ -30,7 +30,7 @@ grouping and hashing on jsonb work on the text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import pyarrow as pa
@@ -82,21 +82,41 @@ _PG: dict[TypeKind, tuple[int, int, int, str, str]] = {
 
 @dataclass(frozen=True, slots=True)
 class SqlType:
-    """A SQL column type. `elem` is set only for LIST (SQL arrays)."""
+    """A SQL column type. `elem` is set only for LIST (SQL arrays).
+
+    `pg` names a PostgreSQL catalog type stored like `kind` (`oid` as integer, `name` and
+    `"char"` as varchar, `int2vector` as smallint[]; see `PG_ALIASES`). It changes only the
+    identity clients see (OID, typname); it takes no part in equality, so the engine
+    treats an `oid` column exactly like an integer one.
+    """
 
     kind: TypeKind
     elem: SqlType | None = None
+    pg: str | None = field(default=None, compare=False, repr=False)
 
     # -- identity ------------------------------------------------------------------
     @property
     def oid(self) -> int:
+        if self.pg is not None:
+            return PG_ALIASES[self.pg][0]
         if self.kind is TypeKind.LIST:
             assert self.elem is not None
-            return _PG[self.elem.kind][1]
+            return self.elem.array_oid
         return _PG[self.kind][0]
 
     @property
+    def array_oid(self) -> int:
+        """The OID of the array type whose elements are this type (0 if none)."""
+        if self.pg is not None:
+            return PG_ALIASES[self.pg][1]
+        if self.kind is TypeKind.LIST:
+            return 0
+        return _PG[self.kind][1]
+
+    @property
     def typlen(self) -> int:
+        if self.pg is not None:
+            return PG_ALIASES[self.pg][2]
         if self.kind is TypeKind.LIST:
             return -1
         return _PG[self.kind][2]
@@ -104,6 +124,8 @@ class SqlType:
     @property
     def pg_name(self) -> str:
         """pg_type.typname (`int4`, `_int4` for arrays)."""
+        if self.pg is not None:
+            return PG_ALIASES[self.pg][3]
         if self.kind is TypeKind.LIST:
             assert self.elem is not None
             return "_" + self.elem.pg_name
@@ -112,6 +134,8 @@ class SqlType:
     @property
     def display(self) -> str:
         """The name users see in DESCRIBE and format_type (`integer`, `integer[]`)."""
+        if self.pg is not None:
+            return PG_ALIASES[self.pg][4]
         if self.kind is TypeKind.LIST:
             assert self.elem is not None
             return self.elem.display + "[]"
@@ -177,6 +201,31 @@ _ARROW: dict[TypeKind, pa.DataType] = {
     TypeKind.UNKNOWN: pa.null(),
 }
 
+# PostgreSQL catalog types stored as an engine kind:
+# name -> (oid, array oid, typlen, typname, format_type name)
+PG_ALIASES: dict[str, tuple[int, int, int, str, str]] = {
+    "oid": (26, 1028, 4, "oid", "oid"),
+    "regproc": (24, 1008, 4, "regproc", "regproc"),
+    "regclass": (2205, 2210, 4, "regclass", "regclass"),
+    "regtype": (2206, 2211, 4, "regtype", "regtype"),
+    "regnamespace": (4089, 4090, 4, "regnamespace", "regnamespace"),
+    "regrole": (4096, 4097, 4, "regrole", "regrole"),
+    "xid": (28, 1011, 4, "xid", "xid"),
+    "name": (19, 1003, 64, "name", "name"),
+    "char": (18, 1002, 1, "char", '"char"'),
+    "text": (25, 1009, -1, "text", "text"),
+    "pg_node_tree": (194, 0, -1, "pg_node_tree", "pg_node_tree"),
+    "aclitem": (1033, 1034, 12, "aclitem", "aclitem"),
+    "int2vector": (22, 1006, -1, "int2vector", "int2vector"),
+    "oidvector": (30, 1013, -1, "oidvector", "oidvector"),
+    "_oid": (1028, 0, -1, "_oid", "oid[]"),
+    "_text": (1009, 0, -1, "_text", "text[]"),
+    "_name": (1003, 0, -1, "_name", "name[]"),
+    "_char": (1002, 0, -1, "_char", '"char"[]'),
+    "_aclitem": (1034, 0, -1, "_aclitem", "aclitem[]"),
+    "_int2": (1005, 0, -1, "_int2", "smallint[]"),
+}
+
 BOOLEAN = SqlType(TypeKind.BOOLEAN)
 SMALLINT = SqlType(TypeKind.SMALLINT)
 INT = SqlType(TypeKind.INT)
@@ -197,6 +246,11 @@ UNKNOWN = SqlType(TypeKind.UNKNOWN)
 
 def list_of(elem: SqlType) -> SqlType:
     return SqlType(TypeKind.LIST, elem)
+
+
+def pg_alias(base: SqlType, name: str) -> SqlType:
+    """`base` presented to clients as PostgreSQL type `name` (a key of `PG_ALIASES`)."""
+    return SqlType(base.kind, base.elem, name)
 
 
 # Names accepted in DDL and casts (lower-case, whitespace-normalised).
@@ -265,7 +319,8 @@ OID_TO_TYPE[25] = VARCHAR  # text
 OID_TO_TYPE[1042] = VARCHAR  # bpchar
 OID_TO_TYPE[19] = VARCHAR  # name
 OID_TO_TYPE[114] = JSONB  # json
-OID_TO_TYPE[26] = BIGINT  # oid
+OID_TO_TYPE[26] = SqlType(TypeKind.INT, None, "oid")
+OID_TO_TYPE[1028] = SqlType(TypeKind.LIST, SqlType(TypeKind.INT, None, "oid"), "_oid")
 OID_TO_TYPE[1009] = list_of(VARCHAR)  # text[]
 
 

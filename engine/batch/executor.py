@@ -20,6 +20,7 @@ from engine.plan.logical import (
     Project,
     Scan,
     Sort,
+    SystemScan,
     UnionAll,
     Values,
 )
@@ -55,6 +56,12 @@ class _Exec:
 
     def _scan(self, p: Scan) -> pa.Table:
         return self.snapshot(p.relation.id)
+
+    def _systemscan(self, p: SystemScan) -> pa.Table:
+        if p.table is None:
+            raise not_supported(f"reading {p.relation.schema}.{p.relation.name} here")
+        t: pa.Table = p.table
+        return t
 
     def _filter(self, p: Filter) -> pa.Table:
         t = self.run(p.input)

@@ -14,7 +14,7 @@ from sqlglot import exp
 from engine.api import QueryResult
 from engine.batch import execute_plan
 from engine.expr import ParamContext
-from engine.plan.logical import PlanNode, relations_scanned
+from engine.plan.logical import PlanNode, load_system_scans, relations_scanned
 from engine.plan.planner import Planner
 from engine.sql.parser import Statement, parse_one
 from engine.types import INT, VARCHAR, Field, SqlType
@@ -60,8 +60,15 @@ def run_plan(session: Any, plan: PlanNode) -> pa.Table:
     rels = relations_scanned(plan)
     with rt.lock:
         snaps = {r.id: rt.snapshot(r.id) for r in rels}
+        load_system_scans(plan, _system_ctx(session))
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
+
+
+def _system_ctx(session: Any) -> Any:
+    from engine.catalog.system import SystemContext
+
+    return SystemContext(session.db, session)
 
 
 def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:

@@ -80,6 +80,30 @@ class Scan(PlanNode):
 
 
 @dataclass(eq=False)
+class SystemScan(PlanNode):
+    """A scan of a system relation (`engine.catalog.system`). `table` is filled by
+    `load_system_scans` (under the runtime lock) before the batch executor runs."""
+
+    relation: Any = None  # engine.catalog.system.SystemRelation
+    table: Any = None  # pyarrow.Table once loaded
+
+    def describe(self) -> str:
+        cols = ", ".join(f.name for f in self.schema)
+        name = f"{self.relation.schema}.{self.relation.name}"
+        return f"SystemScan {{ table: {name}, columns: [{cols}] }}"
+
+
+def load_system_scans(node: PlanNode, ctx: Any) -> None:
+    """Compute every system relation `node` reads (call under the runtime lock)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, SystemScan) and n.table is None:
+            n.table = n.relation.load(ctx)
+        stack.extend(n.inputs())
+
+
+@dataclass(eq=False)
 class Filter(PlanNode):
     input: PlanNode = None  # type: ignore[assignment]
     predicate: Any = None  # engine.expr.Expr

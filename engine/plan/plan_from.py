@@ -27,6 +27,7 @@ from engine.plan.logical import (
     PlanNode,
     Scan,
 )
+from engine.plan.plan_system import plan_system_from
 from engine.types import Field
 
 
@@ -44,6 +45,9 @@ class FromPlannerMixin:
                 if schema_name is None and name in scope:
                     node = scope[name]
                     return node, self._cols_of(node, alias)
+            sys_node = plan_system_from(self, name, schema_name, item)
+            if sys_node is not None:
+                return sys_node
             rel = self.catalog.get(name, schema_name, position=_pos(item))
             if rel.kind is RelationKind.VIEW:
                 from engine.sql.parser import parse_one
