@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from engine.errors import EngineError, InvalidParameterValue, not_supported
-from engine.expr import fn_json, fn_math, fn_string, fn_time, ops  # noqa: F401  (register)
+from engine.expr import fn_crypto, fn_json, fn_math, fn_string, fn_time, ops  # noqa: F401
 from engine.expr.coerce import (
     UntypedLiteral,
     cast,
@@ -153,8 +153,10 @@ class ExprBinder:
             if isinstance(inner, exp.Literal) and not inner.is_string:
                 return self._number("-" + inner.this)
             return ops.bind_neg(b(inner))
-        if t is exp.DPipe:
-            return fn_string.bind_concat_op(b(node.this), b(node.expression))
+        if t in fn_crypto.CRYPTO_NODES:
+            bound = fn_crypto.bind_node(self, node)
+            if bound is not None:
+                return bound
         if t in (exp.NullSafeEQ, exp.NullSafeNEQ):
             return ops.bind_distinct(b(node.this), b(node.expression), t is exp.NullSafeEQ)
         if t is exp.Is:

@@ -17,8 +17,8 @@ one row per HTTP request (a true row boundary), not in the per-row hot path of a
 
 Lifecycle: the resolvers register under their function names when this module is imported.
 sqlglot gives `encode`, `decode`, `sha256` and `md5` their own node types and `||` is bound
-by the binder itself, so `crypto_hook(binder)` returns an `ExprBinder` hook that routes
-those nodes here; the webhook validator installs it (the general binder can do the same).
+by the binder itself, so the general `ExprBinder` routes those nodes to `bind_node` first
+(`crypto_hook` wraps it for callers with their own hook).
 """
 
 from __future__ import annotations
@@ -221,13 +221,46 @@ def bytea_concat(left: Expr, right: Expr) -> Expr | None:
                 _rows(lambda a, b: a + b, pa.binary()), op="||")
 
 
-# -- binder hook ---------------------------------------------------------------------------------
+# -- binder routing ------------------------------------------------------------------------------
+#: sqlglot node types that `bind_node` handles (the general binder routes them here first).
+CRYPTO_NODES: tuple[type, ...] = (exp.Encode, exp.Decode, exp.SHA2Digest, exp.SHA2, exp.MD5,
+                                  exp.DPipe)
+
+
+def bind_node(binder: Any, node: exp.Expression) -> Expr | None:
+    """Bind sqlglot's Encode/Decode/SHA2Digest/MD5(bytea)/`||` (bytea) nodes; None for others."""
+    t = type(node)
+    if t is exp.Encode:
+        return _encode_fn([binder.bind(node.this), binder.bind(node.args["charset"])])
+    if t is exp.Decode:
+        return _decode_fn([binder.bind(node.this), binder.bind(node.args["charset"])])
+    if t is exp.SHA2Digest or t is exp.SHA2:
+        length = node.args.get("length")
+        bits = int(length.this) if isinstance(length, exp.Literal) else 256
+        name = f"sha{bits}"
+        if name not in ("sha224", "sha256", "sha384", "sha512"):
+            raise no_function(name, [binder.bind(node.this)])
+        return FUNCTIONS[name]([binder.bind(node.this)])
+    if t is exp.MD5:
+        a = binder.bind(node.this)
+        if a.type.kind is K.BYTEA and not is_untyped(a):
+            return md5_bytea([a])
+        return FUNCTIONS["md5"]([a])
+    if t is exp.DPipe:
+        left, right = binder.bind(node.this), binder.bind(node.expression)
+        out = bytea_concat(left, right)
+        if out is not None:
+            return out
+        from engine.expr.fn_string import bind_concat_op
+
+        return bind_concat_op(left, right)
+    return None
+
+
 def crypto_hook(binder: Any, inner: Callable[[exp.Expression], Expr | None] | None = None
                 ) -> Callable[[exp.Expression], Expr | None]:
-    """An ExprBinder hook routing sqlglot's Encode/Decode/SHA2Digest/MD5(bytea)/`||` (bytea)
-    nodes to this module; other nodes go to `inner` (or the binder's own dispatch).
-
-    Usage: `b = ExprBinder(scope); b.hook = crypto_hook(b)`.
+    """An ExprBinder hook: `inner` first, then `bind_node`. The general binder already routes
+    these nodes itself; the hook stays for callers that build a binder with their own hook.
     """
 
     def hook(node: exp.Expression) -> Expr | None:
@@ -235,31 +268,6 @@ def crypto_hook(binder: Any, inner: Callable[[exp.Expression], Expr | None] | No
             r = inner(node)
             if r is not None:
                 return r
-        t = type(node)
-        if t is exp.Encode:
-            return _encode_fn([binder.bind(node.this), binder.bind(node.args["charset"])])
-        if t is exp.Decode:
-            return _decode_fn([binder.bind(node.this), binder.bind(node.args["charset"])])
-        if t is exp.SHA2Digest or t is exp.SHA2:
-            length = node.args.get("length")
-            bits = int(length.this) if isinstance(length, exp.Literal) else 256
-            name = f"sha{bits}"
-            if name not in ("sha224", "sha256", "sha384", "sha512"):
-                raise no_function(name, [binder.bind(node.this)])
-            return FUNCTIONS[name]([binder.bind(node.this)])
-        if t is exp.MD5:
-            a = binder.bind(node.this)
-            if a.type.kind is K.BYTEA and not is_untyped(a):
-                return md5_bytea([a])
-            return FUNCTIONS["md5"]([a])
-        if t is exp.DPipe:
-            left, right = binder.bind(node.this), binder.bind(node.expression)
-            out = bytea_concat(left, right)
-            if out is not None:
-                return out
-            from engine.expr.fn_string import bind_concat_op
-
-            return bind_concat_op(left, right)
-        return None
+        return bind_node(binder, node)
 
     return hook

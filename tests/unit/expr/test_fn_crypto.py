@@ -83,3 +83,24 @@ def test_errors() -> None:
         _eval("encode(data, 'rot13')")
     with pytest.raises(UndefinedFunction):
         _eval("secure_compare(s)")
+
+
+def test_general_binder_routes_crypto_nodes_without_a_hook() -> None:
+    """Ordinary SQL (not only VALIDATE) binds encode/decode/sha256/md5/bytea || the same way."""
+    scope = Scope([ColumnBinding("data", BYTEA, 0), ColumnBinding("s", VARCHAR, 1)])
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([BODY], pa.binary()), pa.array(["sek"])], names=["d", "s"]
+    )
+
+    def ev(sql: str) -> list:
+        e = ExprBinder(scope).bind(sqlglot.parse_one(sql, read="risingwave"))
+        return e.eval(batch, EvalContext()).to_pylist()
+
+    assert ev("encode(sha256(data), 'hex')") == [hashlib.sha256(BODY).hexdigest()]
+    assert ev("md5(data)") == [hashlib.md5(BODY).hexdigest()]
+    assert ev("md5(s)") == [hashlib.md5(b"sek").hexdigest()]
+    assert ev("decode(encode(data, 'base64'), 'base64')") == [BODY]
+    assert ev("data || '\\x00'::bytea") == [BODY + b"\x00"]
+    assert ev("s || 'x'") == ["sekx"]
+    want = hmac.new(b"sek", BODY, hashlib.sha256).hexdigest()
+    assert ev("encode(hmac(s, data, 'sha256'), 'hex')") == [want]
