@@ -8,7 +8,7 @@ The statement is parsed by `engine.sql.create_sink`. Here:
 2. the sink type follows RisingWave (`FORMAT PLAIN` = append-only, `UPSERT`, `DEBEZIUM`;
    legacy `type = '...'`; no format = derived from the stream): a PLAIN sink over a stream
    that can retract is refused unless `force_append_only = 'true'`;
-3. the connector's writer is found in `engine.registry` and validated synchronously by
+3. the connector's writer is found in `engine.connector_registry` and validated synchronously by
    `Runtime.create_sink`, which then backfills the current contents (skipped for
    `snapshot = 'false'`) and commits, like every DDL.
 

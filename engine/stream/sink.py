@@ -7,8 +7,8 @@ shaped for the sink type (below), is handed to the writer.
 
 Writer contract (`SinkWriter`), in call order:
 
-1. `factory(spec: SinkSpec) -> SinkWriter` (registered with `engine.registry.register(
-   "sink", name, factory)`): keep the spec; no I/O.
+1. `factory(spec: SinkSpec) -> SinkWriter` (registered with
+   `engine.connector_registry.register_sink(name, factory)`): keep the spec; no I/O.
 2. `validate()` at CREATE SINK only, under the DDL: check options and reach the external
    system; raise an `engine.errors.EngineError` to refuse the statement synchronously.
 3. `open()` at CREATE (after validate) and at every restart: create clients. Must not fail
@@ -50,10 +50,10 @@ import pyarrow as pa
 
 from engine.catalog import Catalog, Relation
 from engine.chunk import Op, StreamChunk
-from engine.errors import ConnectorError, UndefinedObject, not_supported
+from engine.connector_registry import register_sink, sink_connector
+from engine.errors import ConnectorError, UndefinedObject
 from engine.expr import EvalContext
 from engine.plan.logical import PlanNode
-from engine.registry import lookup, register
 from engine.state.table import StateTable
 from engine.stream.build import build_view_nodes
 from engine.stream.graph import Allocator, Node
@@ -163,7 +163,7 @@ class BlackholeSinkWriter(BaseSinkWriter):
         )
 
 
-register("sink", "blackhole", BlackholeSinkWriter)
+register_sink("blackhole", BlackholeSinkWriter)
 
 
 # -- shaping a delta for the sink type -------------------------------------------------------
@@ -381,12 +381,7 @@ def build_sink_flow(
 ) -> SinkFlow:
     """Operators for the sink's plan plus its connector's writer (not yet validated/opened)."""
     spec = spec_from_relation(rel, catalog, data_dir)
-    factory = lookup("sink", spec.connector)
-    if factory is None:
-        raise not_supported(
-            f"sink connector '{spec.connector}'",
-            hint="Supported sink connectors: blackhole, kafka, iceberg.",
-        )
+    factory = sink_connector(spec.connector)
     nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
     visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
     return SinkFlow(spec, nodes, factory(spec), visible, tables=alloc.tables)

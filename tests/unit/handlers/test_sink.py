@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from engine.chunk import Op, StreamChunk
+from engine.connector_registry import register_sink
 from engine.database import Config, SwellDatabase
 from engine.errors import EngineError
-from engine.registry import register
 from engine.sql.parser import parse_one
 from engine.stream.sink import BaseSinkWriter, SinkSpec
 
@@ -60,7 +60,7 @@ class RecordingWriter(BaseSinkWriter):
         self.log.append(("close",))
 
 
-register("sink", "recording", RecordingWriter)
+register_sink("recording", RecordingWriter)
 
 
 @pytest.fixture
