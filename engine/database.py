@@ -83,7 +83,7 @@ class SwellDatabase:
     def _replan(self, rel: Relation) -> PlanNode:
         from engine.handlers.ddl import plan_view_query
 
-        return plan_view_query(self, rel.query)
+        return plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))
 
     def connect(self, user: str, database: str, options: dict[str, str] | None = None) -> Any:
         from engine.session import SwellSession

@@ -43,7 +43,9 @@ class _Exec:
     def run(self, p: PlanNode) -> pa.Table:
         m = getattr(self, "_" + type(p).__name__.lower(), None)
         if m is None:
-            raise not_supported(f"{type(p).__name__} in ad-hoc queries")
+            from engine.batch.time_exec import run_time_node
+
+            return run_time_node(self, p)
         t: pa.Table = m(p)
         return t
 

@@ -28,7 +28,7 @@ from engine.sql.parser import Statement, parse_one
 from engine.types import BIGINT, Field
 
 
-def plan_view_query(db: Any, query_sql: str) -> PlanNode:
+def plan_view_query(db: Any, query_sql: str, eowc: bool = False) -> PlanNode:
     """Plan a materialized view's SELECT for streaming (also used on recovery)."""
     st = parse_one(query_sql)
     assert st.ast is not None
@@ -39,7 +39,16 @@ def plan_view_query(db: Any, query_sql: str) -> PlanNode:
         user = "root"
         pid = 0
 
-    return Planner(db.catalog, streaming=True, session_func=session_func(_S())).plan_query(st.ast)
+    plan = Planner(db.catalog, streaming=True, session_func=session_func(_S())).plan_query(
+        st.ast
+    )
+    return _time_finish(plan, eowc)
+
+
+def _time_finish(plan: PlanNode, eowc: bool) -> PlanNode:
+    from engine.plan.plan_time import apply_eowc
+
+    return apply_eowc(plan) if eowc else plan
 
 
 def _name(t: exp.Expression) -> tuple[str, str | None]:
@@ -90,6 +99,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     fields: list[Field] = []
     pk_names: list[str] = []
     not_null: list[str] = []
+    watermarks: list[exp.Expression] = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             cname = item.name if item.this.args.get("quoted") else item.name.lower()
@@ -121,6 +131,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
                     if isinstance(c, exp.Identifier) and c.args.get("quoted")
                     else c.name.lower()
                 )
+        elif isinstance(item, exp.WatermarkColumnConstraint):
+            watermarks.append(item)
         else:
             raise not_supported(f"table element {item.sql(dialect='postgres')}")
     if len(set(pk_names)) != len(pk_names) or (
@@ -143,6 +155,9 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         if fields[pos].type.kind.name == "JSONB":
             raise not_supported("JSONB column cannot be part of a primary key")
         pk.append(pos)
+    from engine.stream.operators.watermark import define_watermark
+
+    watermark = define_watermark(watermarks, fields)
     notices: list[Notice] = []
     webhook: dict[str, Any] | None = None
     if connector == "webhook":
@@ -178,6 +193,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         )
         if webhook is not None:
             rel.extra["webhook"] = webhook
+        if watermark is not None:
+            rel.extra["watermark"] = watermark
         rt.create_table(rel)
     return QueryResult("CREATE_TABLE", notices=notices)
 
@@ -216,6 +233,10 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
         parsed = parse_one(query_sql).ast
         assert parsed is not None
         plan = planner.plan_query(parsed)
+        eowc = bool(st.args.get("emit_on_window_close"))
+        if eowc and not materialized:
+            raise not_supported("EMIT ON WINDOW CLOSE on a view", hint="Use a materialized view.")
+        plan = _time_finish(plan, eowc)
         fields = list(plan.schema) if materialized else [f for f in plan.schema if not f.hidden]
         check_unique_names(fields)
         rel = Relation(
@@ -229,6 +250,12 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             query=query_sql,
             depends_on=[r.id for r in planner.dependencies],
         )
+        if materialized:
+            from engine.plan.plan_time import watermark_columns
+
+            rel.extra["watermark_columns"] = sorted(watermark_columns(plan))
+            if eowc:
+                rel.extra["emit_on_window_close"] = True
         rt.create_view(rel, plan if materialized else None)
     return QueryResult(f"CREATE_{kind.tag_name}")
 

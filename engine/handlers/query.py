@@ -116,7 +116,11 @@ def explain(session: Any, st: Statement) -> QueryResult:
         assert inner.ast is not None
         q = inner.ast.expression
         with session.db.runtime.lock:
-            plan = plan_view_query(session.db, q.sql(dialect="risingwave"))
+            plan = plan_view_query(
+                session.db,
+                q.sql(dialect="risingwave"),
+                bool(inner.args.get("emit_on_window_close")),
+            )
         cols = ", ".join(f.name for f in plan.schema)
         pk = ", ".join(plan.schema[i].name for i in (plan.stream_key or []))
         lines = [f"StreamMaterialize {{ columns: [{cols}], pk_columns: [{pk}] }}"]

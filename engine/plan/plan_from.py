@@ -37,7 +37,9 @@ class FromPlannerMixin:
     def _plan_from(self, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
         if isinstance(item, exp.Table):
             if isinstance(item.this, (exp.Anonymous, exp.Func)):
-                raise not_supported(f"table function {item.this.sql()} is not supported yet")
+                from engine.plan.plan_time import plan_time_window
+
+                return plan_time_window(self, item)
             name = item.name.lower() if not item.this.args.get("quoted") else item.name
             schema_name = item.db or None
             alias = item.alias_or_name

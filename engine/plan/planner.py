@@ -211,7 +211,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin):
         if where is not None:
             pred = self._bind(where.this, scope)
             self._check_bool(pred, "WHERE")
-            node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
+            if self.streaming and pred.has_now():
+                from engine.plan.plan_time import split_temporal
+
+                node = split_temporal(node, pred)
+            else:
+                node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
 
         select_items = self._expand_star(q.expressions, cols)
         group = q.args.get("group")

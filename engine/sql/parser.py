@@ -106,6 +106,9 @@ def parse_one(text: str, offset: int = 0) -> Statement:
     elif head == "CREATE" and re.search(r"\bAPPEND\s+ONLY\b", body, re.I):
         append_only = True
         sql_for_glot = re.sub(r"\bAPPEND\s+ONLY\b", "", text, flags=re.I)
+    eowc = head == "CREATE" and _EOWC_RE.search(sql_for_glot) is not None
+    if eowc:  # CREATE MATERIALIZED VIEW ... EMIT ON WINDOW CLOSE (blanked, same length)
+        sql_for_glot = _EOWC_RE.sub(lambda m: " " * len(m.group(0)), sql_for_glot)
     ast = _glot(sql_for_glot, offset)
     st = _classify(ast, text)
     st.offset = offset
@@ -113,7 +116,12 @@ def parse_one(text: str, offset: int = 0) -> Statement:
         st.args["clauses"] = clauses
     if append_only:
         st.args["append_only"] = True
+    if eowc:
+        st.args["emit_on_window_close"] = True
     return st
+
+
+_EOWC_RE = re.compile(r"\bEMIT\s+ON\s+WINDOW\s+CLOSE\b(?=\s*(?:--[^\n]*\s*)*;?\s*$)", re.I)
 
 
 def _glot(text: str, offset: int) -> exp.Expression:

@@ -14,6 +14,8 @@ from typing import Any
 from engine.errors import not_supported
 from engine.expr import EvalContext
 from engine.plan.logical import Agg, Filter, Join, Limit, PlanNode, Project, Scan, Sort
+from engine.plan.plan_time import watermark_transfer
+from engine.stream.build_time import build_time_op
 from engine.stream.graph import Allocator, Node
 from engine.stream.operators import (
     AggCall,
@@ -51,7 +53,10 @@ def build_view_nodes(
         alloc.prefix = f"n{len(nodes)}."
         in_schema = p.inputs()[0].schema if p.inputs() else []
         key = p.stream_key or []
-        if isinstance(p, Filter):
+        op = build_time_op(p, alloc, ctx)
+        if op is not None:
+            pass  # TUMBLE/HOP, temporal filter, EOWC aggregation
+        elif isinstance(p, Filter):
             op = FilterOp(in_schema, p.predicate, ctx, key)
         elif isinstance(p, Project):
             op = ProjectOp(in_schema, p.exprs, [f.name for f in p.schema], ctx, key)
@@ -67,7 +72,7 @@ def build_view_nodes(
             raise not_supported(
                 f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"
             )
-        nodes.append(Node(op, ins))
+        nodes.append(Node(op, ins, watermark_transfer(p)))
         return ("node", len(nodes) - 1)
 
     root = visit(plan)
@@ -79,5 +84,5 @@ def build_view_nodes(
         raise not_supported("this query has no stream key to materialize on")
     alloc.prefix = "mat."
     mat = ColumnarMaterializeOp(plan.schema, list(plan.stream_key), alloc)
-    nodes.append(Node(mat, [root]))
+    nodes.append(Node(mat, [root], [(i, [(0, i)], None) for i in range(len(plan.schema))]))
     return nodes

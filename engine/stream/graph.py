@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,7 @@ from engine.catalog import Relation
 from engine.chunk import StreamChunk
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
+from engine.stream.operators.watermark import propagate
 from engine.types import arrow_schema
 
 OP_COLUMN = "__op"
@@ -32,6 +34,8 @@ class Node:
     op: Operator
     # ("rel", relation_id) or ("node", index into the flow's nodes)
     inputs: list[tuple[str, int]]
+    # watermark transfer of this node (engine.plan.plan_time.watermark_transfer)
+    wm: list[Any] | None = None
 
 
 class Allocator:
@@ -80,22 +84,45 @@ class ViewFlow:
     rel: Relation
     nodes: list[Node]
     tables: list[StateTable] = field(default_factory=list)
+    out_watermarks: dict[int, int] = field(default_factory=dict)
 
     @property
     def mat(self) -> Operator:
         return self.nodes[-1].op
 
     def step(
-        self, deltas: dict[int, StreamChunk | None], *, force: bool = False
+        self,
+        deltas: dict[int, StreamChunk | None],
+        *,
+        force: bool = False,
+        watermarks: dict[int, dict[int, int]] | None = None,
     ) -> StreamChunk | None:
+        """Step every node; `watermarks` (relation id -> {column: value}) flow alongside
+        the chunks (see `engine.stream.operators.watermark`), the view's own output
+        watermarks end up in `self.out_watermarks`."""
         outs: list[StreamChunk | None] = []
+        wms: list[dict[int, int]] = []
+        rel_wms = watermarks or {}
         for node in self.nodes:
             ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
-            if not force and all(c is None or len(c) == 0 for c in ins):
+            in_wms = [rel_wms.get(i, {}) if kind == "rel" else wms[i] for kind, i in node.inputs]
+            wms.append(propagate(node.wm, in_wms))
+            if hasattr(node.op, "input_watermarks"):
+                node.op.input_watermarks = in_wms
+            wake = getattr(node.op, "time_driven", False) or (
+                hasattr(node.op, "input_watermarks") and any(in_wms)
+            )
+            if not force and not wake and all(c is None or len(c) == 0 for c in ins):
                 outs.append(None)
                 continue
             outs.append(node.op.step(ins))
+        self.out_watermarks = wms[-1] if wms else {}
         return outs[-1]
+
+    @property
+    def time_driven(self) -> bool:
+        """Some operator changes its output as time passes (temporal filter)."""
+        return any(getattr(n.op, "time_driven", False) for n in self.nodes)
 
     def upstream(self) -> set[int]:
         return {i for n in self.nodes for kind, i in n.inputs if kind == "rel"}

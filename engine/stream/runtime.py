@@ -49,6 +49,7 @@ from engine.stream.graph import (
     encode_wal_record,
 )
 from engine.stream.operators import ColumnarMaterializeOp
+from engine.stream.operators.watermark import WatermarkTracker
 from engine.stream.sink import SinkFlow, build_sink_flow
 
 log = logging.getLogger("swell.runtime")
@@ -75,6 +76,7 @@ class Runtime:
         self.data_dir: str | None = None  # set by the database; sinks may keep files there
         self._meta_extra: dict[str, bytes] = {}
         self.row_ids = RowIdGen()
+        self.watermarks = WatermarkTracker()
         self.epoch = 0
         self.wal_seq = 0  # highest WAL record queued into pending
         self._dropped: list[StateTable] = []
@@ -115,6 +117,8 @@ class Runtime:
         with self.lock:
             has_work = any(t.pending for t in self.tables.values()) or any(
                 s.backlog for s in self.sinks.values()
+            ) or any(
+                v.time_driven for v in self.views.values()
             )
             if not has_work and not force and not self._dirty_catalog and not self._dropped:
                 return self.epoch
@@ -126,8 +130,10 @@ class Runtime:
                 if d is not None:
                     self.rows_in += len(d)
                 deltas[tid] = d
+                self.watermarks.on_relation_delta(flow.rel, d, self.ctx)
             for vid in sorted(self.views):
-                deltas[vid] = self.views[vid].step(deltas)
+                deltas[vid] = self.views[vid].step(deltas, watermarks=self.watermarks.current)
+                self.watermarks.set_view(vid, self.views[vid].out_watermarks)
             for sid in sorted(self.sinks):
                 self.sinks[sid].step(deltas, self.epoch + 1)
             self._commit()
@@ -148,7 +154,9 @@ class Runtime:
             tables.extend(v.tables)
         extra = {
             "catalog": self.catalog.to_bytes(),
-            "runtime": json.dumps({"row_id_last": self.row_ids.last}).encode(),
+            "runtime": json.dumps(
+                {"row_id_last": self.row_ids.last, "watermarks": self.watermarks.snapshot()}
+            ).encode(),
         }
         for sid, f in self.sinks.items():
             tables.extend(f.tables)
@@ -171,6 +179,7 @@ class Runtime:
             rt = meta.extra.get("runtime")
             if rt:
                 self.row_ids.last = json.loads(rt)["row_id_last"]
+                self.watermarks.restore(json.loads(rt).get("watermarks"))
 
     def restore_relation(self, rel: Relation, plan_fn: Callable[[Relation], PlanNode]) -> None:
         if rel.kind is RelationKind.TABLE:
@@ -281,7 +290,8 @@ class Runtime:
                     for rid in flow.upstream():
                         t = self.snapshot(rid)
                         snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
-                    flow.step(snap, force=True)
+                    flow.step(snap, force=True, watermarks=self.watermarks.current)
+                    self.watermarks.set_view(rel.id, flow.out_watermarks)
             except BaseException:
                 self.catalog.remove(rel.id)
                 self.views.pop(rel.id, None)
@@ -301,6 +311,7 @@ class Runtime:
                     flow.close()
                 if flow is not None:
                     self._dropped.extend(flow.tables)
+                self.watermarks.forget(rel.id)
                 self.catalog.remove(rel.id)
             self._dirty_catalog = True
             self.barrier(force=True)

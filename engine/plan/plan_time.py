@@ -1,0 +1,431 @@
+"""Time in queries: TUMBLE/HOP windows, temporal filters, EMIT ON WINDOW CLOSE, watermarks.
+
+Planner hooks (called from the shared planner files, which stay small):
+
+* `plan_time_window` plans `FROM TUMBLE(t, ts, size [, offset])` and `FROM HOP(t, ts, hop,
+  size [, offset])` into a `TimeWindow` node adding `window_start` and `window_end`;
+* `split_temporal` pulls `ts > now() - INTERVAL ...`-style conjuncts out of a streaming
+  WHERE clause into a `TemporalFilter` node, and refuses any other use of `now()` with
+  RisingWave's message;
+* `apply_eowc` turns the aggregation of an `EMIT ON WINDOW CLOSE` view into an `EowcAgg`,
+  refusing a query without a watermark column in its GROUP BY.
+
+Watermarks are tracked per column: `watermark_transfer(node)` says, for each output column
+of a plan node, which input columns' watermarks it derives from and how (a monotone map
+over int64 microseconds); the dataflow uses it each epoch (`engine.stream.operators.
+watermark`), and `watermark_columns` uses it statically for the EOWC check. Values are
+the int64 behind the column (microseconds for timestamps).
+
+Batch execution of these nodes: `engine.batch.time_exec`; streaming operators:
+`engine.stream.build_time`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import InvalidParameterValue, SqlSyntaxError, not_supported
+from engine.plan.helpers import _Col, _pos
+from engine.plan.logical import Agg, Filter, Join, PlanNode, Project, Scan
+from engine.types import Field, TypeKind
+
+US_PER_DAY = 86_400_000_000
+
+NOW_HINT = (
+    "Streaming `now()` is currently only supported in GenerateSeries and TemporalFilter patterns."
+)
+EOWC_HINT = (
+    "Group by a column with a watermark (such as window_start of TUMBLE over a table with a "
+    "WATERMARK), or remove EMIT ON WINDOW CLOSE."
+)
+
+
+def floor_to(v: int, step: int, offset: int) -> int:
+    return v - (v - offset) % step
+
+
+# ==========================================================================================
+# plan nodes
+# ==========================================================================================
+@dataclass(eq=False)
+class TimeWindow(PlanNode):
+    """TUMBLE/HOP: input columns + window_start + window_end (all sizes in microseconds)."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    ts_col: int = 0
+    kind: str = "tumble"  # or "hop"
+    hop: int = 0
+    size: int = 0
+    offset: int = 0
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def window_start_watermark(self, wm: int) -> int:
+        if self.kind == "tumble":
+            return floor_to(wm, self.size, self.offset)
+        return floor_to(wm, self.hop, self.offset) - self.size + self.hop
+
+    def describe(self) -> str:
+        from engine.expr.temporal import format_interval
+
+        def iv(us: int) -> str:
+            return format_interval(0, 0, us * 1000)
+
+        if self.kind == "tumble":
+            return f"Tumble {{ time_col: ${self.ts_col}, size: {iv(self.size)} }}"
+        return (
+            f"HopWindow {{ time_col: ${self.ts_col}, slide: {iv(self.hop)}, "
+            f"size: {iv(self.size)} }}"
+        )
+
+
+@dataclass(frozen=True)
+class TimeBound:
+    """`expr CMP now() + offset_us` with CMP one of > >= < <= (expr never uses now())."""
+
+    expr: Any  # engine.expr.Expr, type timestamp/timestamptz
+    cmp: str
+    offset_us: int
+
+    def __str__(self) -> str:
+        sign = "+" if self.offset_us >= 0 else "-"
+        return f"{self.expr} {self.cmp} now() {sign} {abs(self.offset_us)}us"
+
+
+@dataclass(eq=False)
+class TemporalFilter(PlanNode):
+    """Rows visible while their bounds against `now()` hold; they enter/expire with time."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    bounds: list[TimeBound] = field(default_factory=list)
+    predicate: Any = None  # the same condition as a plain predicate (batch execution)
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        return f"TemporalFilter {{ predicate: {' AND '.join(str(b) for b in self.bounds)} }}"
+
+
+@dataclass(eq=False)
+class EowcAgg(Agg):
+    """A GROUP BY that emits each group once, when the watermark passes (EOWC)."""
+
+    wm_key: int = 0  # position in group_keys of the watermark column
+
+    def describe(self) -> str:
+        d = super().describe()
+        return d[:-2] + f", emit_on_window_close: true, watermark_key: ${self.wm_key} }}"
+
+
+# ==========================================================================================
+# TUMBLE / HOP
+# ==========================================================================================
+def plan_time_window(planner: Any, item: exp.Table) -> tuple[PlanNode, list[_Col]]:
+    fn = item.this
+    name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower()
+    args = list(fn.expressions) if isinstance(fn, exp.Anonymous) else list(fn.args.values())
+    if name not in ("tumble", "hop"):
+        raise not_supported(f"table function {fn.sql()} is not supported yet")
+    n_iv = (1, 2) if name == "tumble" else (2, 3)
+    if len(args) < 2 + n_iv[0] or len(args) > 2 + n_iv[1]:
+        want = (
+            "TUMBLE(table, time_col, size [, offset])"
+            if name == "tumble"
+            else ("HOP(table, time_col, slide, size [, offset])")
+        )
+        raise SqlSyntaxError(f"wrong number of arguments for {name.upper()}, expected {want}")
+    rel_arg = args[0]
+    if not isinstance(rel_arg, (exp.Column, exp.Table, exp.Identifier)):
+        raise not_supported(f"{name.upper()} over {rel_arg.sql()}", hint="Pass a table name.")
+    tbl = exp.Table(this=exp.Identifier(this=rel_arg.name, quoted=False))
+    if isinstance(rel_arg, exp.Column) and rel_arg.table:
+        tbl.set("db", exp.Identifier(this=rel_arg.table))
+    node, cols = planner._plan_from(tbl)
+    alias = item.alias or rel_arg.name
+    cols = [_Col(c.name, c.type, alias, c.hidden) for c in cols]
+    ts_arg = args[1]
+    if not isinstance(ts_arg, exp.Column):
+        raise not_supported(f"{name.upper()} time column {ts_arg.sql()}", hint="Name a column.")
+    matches = [i for i, c in enumerate(cols) if c.name == ts_arg.name and not c.hidden]
+    if not matches:
+        from engine.errors import UndefinedColumn
+
+        raise UndefinedColumn(f'column "{ts_arg.name}" does not exist', position=_pos(ts_arg))
+    ts_col = matches[0]
+    ts_type = cols[ts_col].type
+    if ts_type.kind not in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
+        raise InvalidParameterValue(
+            f"the time column of {name.upper()} must be of type timestamp or timestamptz, "
+            f"not {ts_type.display}"
+        )
+    ivs = [interval_us(planner, a, name.upper()) for a in args[2:]]
+    if name == "tumble":
+        hop = size = ivs[0]
+        offset = ivs[1] if len(ivs) > 1 else 0
+    else:
+        hop, size = ivs[0], ivs[1]
+        offset = ivs[2] if len(ivs) > 2 else 0
+    if size <= 0 or hop <= 0:
+        raise InvalidParameterValue(
+            f"Invalid arguments for {name.upper()} window function: window size must be positive"
+        )
+    if size % hop:
+        raise InvalidParameterValue(
+            f"Invalid arguments for HOP window function: window_size {_iv(size)} cannot be "
+            f"divided by window_slide {_iv(hop)}"
+        )
+    fields = list(node.schema) + [
+        Field("window_start", ts_type),
+        Field("window_end", ts_type),
+    ]
+    n = len(node.schema)
+    key = None
+    if node.stream_key is not None:
+        key = list(node.stream_key) + ([n] if name == "hop" else [])
+    tw = TimeWindow(
+        fields, key, input=node, ts_col=ts_col, kind=name, hop=hop, size=size, offset=offset
+    )
+    cols = cols + [_Col("window_start", ts_type, alias), _Col("window_end", ts_type, alias)]
+    return tw, cols
+
+
+def _iv(us: int) -> str:
+    from engine.expr.temporal import format_interval
+
+    return format_interval(0, 0, us * 1000)
+
+
+def interval_us(planner: Any, node: exp.Expression, what: str) -> int:
+    """A constant INTERVAL argument as microseconds (month intervals are refused)."""
+    bound = ex.ExprBinder(ex.Scope([]), planner.params).bind(node)
+    if bound.type.kind is TypeKind.UNKNOWN:
+        bound = ex.cast(bound, ex.parse_data_type(exp.DataType.build("interval")))
+    if bound.type.kind is not TypeKind.INTERVAL or not bound.is_constant():
+        raise InvalidParameterValue(f"the window arguments of {what} must be constant intervals")
+    v = ex.evaluate_constant(bound)
+    if v is None:
+        raise InvalidParameterValue(f"the window arguments of {what} must not be NULL")
+    return _mdn_us(v, what)
+
+
+def _mdn_us(v: Any, what: str) -> int:
+    if v.months:
+        raise not_supported(
+            f"intervals with months or years in {what}",
+            hint="Use days instead (INTERVAL '30' DAY).",
+        )
+    return int(v.days) * US_PER_DAY + int(v.nanoseconds) // 1000
+
+
+# ==========================================================================================
+# temporal filters
+# ==========================================================================================
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+_CMP = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<="}
+
+
+def split_temporal(node: PlanNode, pred: ex.Expr) -> PlanNode:
+    """Plan a streaming WHERE: temporal-filter conjuncts become a `TemporalFilter` node."""
+    parts = _and_parts(pred)
+    bounds: list[TimeBound] = []
+    temporal: list[ex.Expr] = []
+    rest: list[ex.Expr] = []
+    for p in parts:
+        if not p.has_now():
+            rest.append(p)
+            continue
+        b = _time_bounds(p)
+        if b is None:
+            raise not_supported("General `now()` function in streaming queries", hint=NOW_HINT)
+        bounds.extend(b)
+        temporal.append(p)
+    if rest:
+        from engine.plan.helpers import _and_all
+
+        node = Filter(node.schema, node.stream_key, input=node, predicate=_and_all(rest))
+    from engine.plan.helpers import _and_all
+
+    return TemporalFilter(
+        node.schema, node.stream_key, input=node, bounds=bounds, predicate=_and_all(temporal)
+    )
+
+
+def _and_parts(e: ex.Expr) -> list[ex.Expr]:
+    if isinstance(e, ex.Func) and e.name == "and":
+        return [x for a in e.args for x in _and_parts(a)]
+    if type(e).__name__ == "_AndAll":
+        return [x for a in e.children() for x in _and_parts(a)]
+    return [e]
+
+
+def _time_bounds(p: ex.Expr) -> list[TimeBound] | None:
+    if isinstance(p, ex.Func) and p.name == "between" and len(p.args) == 3:
+        lo = _bound(p.args[0], ">=", p.args[1])
+        hi = _bound(p.args[0], "<=", p.args[2])
+        return None if lo is None or hi is None else [lo, hi]
+    if not isinstance(p, ex.Func) or p.name not in _CMP or len(p.args) != 2:
+        return None
+    b = _bound(p.args[0], _CMP[p.name], p.args[1])
+    return None if b is None else [b]
+
+
+def _bound(a: ex.Expr, cmp: str, b: ex.Expr) -> TimeBound | None:
+    if a.has_now() and not b.has_now():
+        a, b, cmp = b, a, _FLIP[cmp]
+    if a.has_now() or not b.has_now():
+        return None
+    off = _now_offset(b)
+    if off is None or not a.input_refs():
+        return None
+    if a.type.kind not in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
+        return None
+    return TimeBound(_strip_tz_cast(a), cmp, off)
+
+
+def _strip_tz_cast(a: ex.Expr) -> ex.Expr:
+    # timestamp -> timestamptz under the UTC session zone keeps the microseconds
+    if isinstance(a, ex.Func) and a.name == "cast" and len(a.args) == 1:
+        inner = a.args[0]
+        if inner.type.kind in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
+            return inner
+    return a
+
+
+def _now_offset(e: ex.Expr) -> int | None:
+    """`now()`, `now() + c`, `now() - c` (c a constant interval) -> offset in microseconds."""
+    if isinstance(e, ex.Func) and e.name == "now" and not e.args:
+        return 0
+    if isinstance(e, ex.Func) and e.name == "cast" and len(e.args) == 1:
+        return _now_offset(e.args[0])
+    if isinstance(e, ex.Func) and e.name in ("add", "subtract") and len(e.args) == 2:
+        base, c = e.args
+        if not c.is_constant() and e.name == "add" and base.is_constant():
+            base, c = c, base
+        if not c.is_constant() or c.type.kind is not TypeKind.INTERVAL:
+            return None
+        inner = _now_offset(base)
+        v = ex.evaluate_constant(c)
+        if inner is None or v is None or v.months:
+            return None
+        us = _mdn_us(v, "temporal filters")
+        return inner + us if e.name == "add" else inner - us
+    return None
+
+
+# ==========================================================================================
+# EMIT ON WINDOW CLOSE
+# ==========================================================================================
+def apply_eowc(plan: PlanNode) -> PlanNode:
+    """Make the view's aggregation emit on window close (or refuse, as RisingWave does)."""
+    node = plan
+    parent: PlanNode | None = None
+    while isinstance(node, (Project, Filter)) and not isinstance(node, Agg):
+        parent, node = node, node.input
+    if isinstance(node, Agg) and node.group_keys:
+        wcols = watermark_columns(node.input)
+        hits = [j for j, g in enumerate(node.group_keys) if g in wcols]
+        if hits:
+            eo = EowcAgg(
+                node.schema,
+                node.stream_key,
+                input=node.input,
+                group_keys=node.group_keys,
+                aggs=node.aggs,
+                wm_key=hits[0],
+            )
+            if parent is None:
+                return eo
+            parent.input = eo  # type: ignore[attr-defined]
+            return plan
+    raise not_supported(
+        "Emit-On-Window-Close mode requires a watermark column in GROUP BY.", hint=EOWC_HINT
+    )
+
+
+# ==========================================================================================
+# watermark derivation
+# ==========================================================================================
+WmFn = Callable[[int], int] | None
+# (output column, [(input port, input column)], map); several sources take their minimum
+Transfer = list[tuple[int, list[tuple[int, int]], WmFn]]
+
+
+def relation_watermark_columns(rel: Any) -> dict[int, WmFn]:
+    """Columns of a table/source/view that carry a watermark."""
+    wm = rel.extra.get("watermark")
+    if wm is not None:
+        return {int(wm["column"]): None}
+    return {int(c): None for c in rel.extra.get("watermark_columns", [])}
+
+
+def watermark_transfer(p: PlanNode) -> Transfer:
+    if isinstance(p, (Filter, TemporalFilter)):
+        return [(i, [(0, i)], None) for i in range(len(p.schema))]
+    if isinstance(p, Project):
+        out: Transfer = []
+        for i, e in enumerate(p.exprs):
+            t = _monotone(e)
+            if t is not None:
+                out.append((i, [(0, t[0])], t[1]))
+        return out
+    if isinstance(p, Agg):
+        return [(j, [(0, g)], None) for j, g in enumerate(p.group_keys)]
+    if isinstance(p, TimeWindow):
+        n = len(p.input.schema)
+        out = [(i, [(0, i)], None) for i in range(n)]
+        ws = p.window_start_watermark
+        size = p.size
+        out.append((n, [(0, p.ts_col)], ws))
+        out.append((n + 1, [(0, p.ts_col)], lambda v: ws(v) + size))
+        return out
+    if isinstance(p, Join) and p.kind == "inner":
+        nl = len(p.left.schema)
+        out = []
+        for a, b in zip(p.left_keys, p.right_keys, strict=True):
+            srcs = [(0, a), (1, b)]
+            out += [(a, srcs, None), (nl + b, srcs, None)]
+        return out
+    return []
+
+
+def _monotone(e: ex.Expr) -> tuple[int, WmFn] | None:
+    """`col`, `col::timestamptz`, `col +/- constant interval` -> (column, map)."""
+    if isinstance(e, ex.InputRef):
+        return e.index, None
+    if isinstance(e, ex.Func) and e.name == "cast" and len(e.args) == 1:
+        inner = e.args[0]
+        kinds = (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ)
+        if inner.type.kind in kinds and e.type.kind in kinds:
+            return _monotone(inner)
+        return None
+    if isinstance(e, ex.Func) and e.name in ("add", "subtract") and len(e.args) == 2:
+        base, c = e.args
+        if not c.is_constant() or c.type.kind is not TypeKind.INTERVAL:
+            return None
+        t = _monotone(base)
+        v = ex.evaluate_constant(c)
+        if t is None or v is None or v.months:
+            return None
+        us = _mdn_us(v, "watermarks") * (1 if e.name == "add" else -1)
+        f = t[1]
+        return t[0], (lambda x: x + us) if f is None else (lambda x: f(x) + us)
+    return None
+
+
+def watermark_columns(p: PlanNode) -> set[int]:
+    """Output columns of `p` that carry a watermark (static, for planning checks)."""
+    if isinstance(p, Scan):
+        return set(relation_watermark_columns(p.relation))
+    ins = [watermark_columns(c) for c in p.inputs()]
+    out: set[int] = set()
+    for col, srcs, _fn in watermark_transfer(p):
+        if all(c in ins[port] for port, c in srcs):
+            out.add(col)
+    return out

@@ -1,0 +1,41 @@
+"""Operators for the time plan nodes (`engine.plan.plan_time`), called by `build.py`.
+
+Returns None for any other node so `build_view_nodes` goes on with its own cases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.plan.logical import PlanNode
+from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow
+from engine.stream.operator import Operator
+
+
+def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
+    if isinstance(p, TimeWindow):
+        from engine.stream.operators.time_window import TimeWindowOp
+
+        return TimeWindowOp(
+            p.input.schema,
+            list(p.schema),
+            p.ts_col,
+            p.kind,
+            p.hop,
+            p.size,
+            p.offset,
+            list(p.stream_key or []),
+        )
+    if isinstance(p, TemporalFilter):
+        from engine.stream.operators.temporal_filter import TemporalFilterOp
+
+        return TemporalFilterOp(p.input.schema, p.bounds, ctx, list(p.stream_key or []), alloc)
+    if isinstance(p, EowcAgg):
+        from engine.stream.operators.agg_calls import AggCall
+        from engine.stream.operators.eowc import EowcAggOp
+
+        calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
+        return EowcAggOp(
+            p.input.schema, p.group_keys, calls, alloc, [f.name for f in p.schema], p.wm_key
+        )
+    return None

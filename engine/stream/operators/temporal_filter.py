@@ -1,0 +1,189 @@
+"""TemporalFilterOp: `WHERE ts > now() - INTERVAL '1 hour'` in a materialized view.
+
+A temporal filter compares a row expression with `now()` (the barrier's time, the same for
+every view in an epoch). As time passes rows stop satisfying a lower bound (`ts > now() -
+d`: they expire and are retracted) or start satisfying an upper bound (`ts <= now()`: they
+enter). Every bound turns into a point in time, computed once per row with vectorised
+kernels:
+
+    ts >  now() + c   visible while now <  ts - c      (exit  = ts - c)
+    ts >= now() + c   visible while now <= ts - c      (exit  = ts - c + 1us)
+    ts <  now() + c   visible once  now >  ts - c      (enter = ts - c + 1us)
+    ts <= now() + c   visible once  now >= ts - c      (enter = ts - c)
+
+so a row is visible while `enter <= now < exit` (several bounds: the latest enter and the
+earliest exit). Because `now()` only grows, each row changes state at most twice.
+
+State is keyed by time, so expiry is a range cut rather than a scan:
+
+* `active`: (exit, *stream key) -> row, the rows currently in the output;
+* `pending`: (enter, *stream key) -> (exit, *row), rows waiting to enter.
+
+An in-memory min-heap over each table's keys (rebuilt from the tables after a restart)
+finds the rows whose time has come: each step pops entries up to `now` and nothing else.
+Deletes and updates find their row by recomputing its times from the same values. The
+operator steps every epoch even without input (`time_driven`), so expiry happens as time
+passes. Output updates are plain deletes and inserts.
+"""
+
+from __future__ import annotations
+
+import heapq
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.chunk import StreamChunk
+from engine.stream.operator import Operator
+from engine.stream.operators.base import StateAllocator
+from engine.types import Field, arrow_schema
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_MIN = np.iinfo(np.int64).min
+_MAX = np.iinfo(np.int64).max
+
+
+class TemporalFilterOp(Operator):
+    """Keeps the rows whose `now()` bounds hold at the current barrier."""
+
+    time_driven = True
+
+    def __init__(
+        self,
+        input_schema: list[Field],
+        bounds: list[Any],  # engine.plan.plan_time.TimeBound
+        ctx: Any,
+        stream_key: list[int],
+        alloc: StateAllocator,
+    ) -> None:
+        self.schema = list(input_schema)
+        self.bounds = bounds
+        self.ctx = ctx
+        self.stream_key = stream_key
+        self._arrow = arrow_schema(self.schema)
+        self._active = alloc.table("active")
+        self._pending = alloc.table("pending")
+        self._heaps: tuple[list[Any], list[Any]] | None = None
+
+    def state_tables(self) -> list[Any]:
+        return [self._active, self._pending]
+
+    def _now_us(self) -> int:
+        return (self.ctx.now_utc() - _EPOCH) // _US
+
+    def _times(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(enter, exit, valid) per row; rows with a NULL bound value are never visible."""
+        n = batch.num_rows
+        enter = np.full(n, _MIN, dtype=np.int64)
+        exit_ = np.full(n, _MAX, dtype=np.int64)
+        valid = np.ones(n, dtype=bool)
+        for b in self.bounds:
+            arr = b.expr.eval(batch, self.ctx)
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            ints = arr.cast(pa.int64())
+            if ints.null_count:
+                valid &= ints.is_valid().to_numpy(zero_copy_only=False)
+                ints = ints.fill_null(0)
+            t = ints.to_numpy(zero_copy_only=False) - b.offset_us
+            if b.cmp == ">":
+                exit_ = np.minimum(exit_, t)
+            elif b.cmp == ">=":
+                exit_ = np.minimum(exit_, t + 1)
+            elif b.cmp == "<":
+                enter = np.maximum(enter, t + 1)
+            else:
+                enter = np.maximum(enter, t)
+        return enter, exit_, valid
+
+    def _ensure_heaps(self) -> tuple[list[Any], list[Any]]:
+        if self._heaps is None:
+            act = list(self._active.keys())
+            pen = list(self._pending.keys())
+            heapq.heapify(act)
+            heapq.heapify(pen)
+            self._heaps = (act, pen)
+        return self._heaps
+
+    def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
+        act_heap, pen_heap = self._ensure_heaps()
+        now = self._now_us()
+        out_rows: list[tuple[Any, ...]] = []
+        out_signs: list[int] = []
+        chunk = inputs[0]
+        if chunk is not None and len(chunk):
+            self._apply(chunk, now, out_rows, out_signs)
+        # pending rows whose enter time came
+        while pen_heap and pen_heap[0][0] <= now:
+            k = heapq.heappop(pen_heap)
+            v = self._pending.get(k)
+            if v is None:
+                continue  # deleted meanwhile
+            self._pending.delete(k)
+            ex, row = v[0], v[1:]
+            if ex > now:
+                ak = (ex, *k[1:])
+                self._active.put(ak, row)
+                heapq.heappush(act_heap, ak)
+                out_rows.append(row)
+                out_signs.append(1)
+        # active rows whose exit time came
+        while act_heap and act_heap[0][0] <= now:
+            k = heapq.heappop(act_heap)
+            row = self._active.get(k)
+            if row is None:
+                continue
+            self._active.delete(k)
+            out_rows.append(row)
+            out_signs.append(-1)
+        if not out_rows:
+            return None
+        cols = list(zip(*out_rows, strict=True))
+        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
+        return StreamChunk.from_weights(batch, np.array(out_signs))
+
+    def _apply(
+        self, chunk: StreamChunk, now: int, out_rows: list[Any], out_signs: list[int]
+    ) -> None:
+        act_heap, pen_heap = self._heaps  # type: ignore[misc]
+        enter, exit_, valid = self._times(chunk.data)
+        relevant = valid & (exit_ > now) & (enter < exit_)
+        if not relevant.any():
+            return
+        idx = np.nonzero(relevant)[0]
+        sub = chunk.data.take(pa.array(idx))
+        weights = chunk.weights()[idx]
+        enter = enter[idx].tolist()
+        exit_ = exit_[idx].tolist()
+        cols = [c.to_pylist() for c in sub.columns]
+        rows = list(zip(*cols, strict=True))
+        sk = self.stream_key
+        for i, row in enumerate(rows):  # per surviving row: state access by key
+            key = tuple(row[j] for j in sk)
+            en, ex = enter[i], exit_[i]
+            if weights[i] > 0:
+                if en <= now:
+                    k = (ex, *key)
+                    self._active.put(k, row)
+                    heapq.heappush(act_heap, k)
+                    out_rows.append(row)
+                    out_signs.append(1)
+                else:
+                    k = (en, *key)
+                    self._pending.put(k, (ex, *row))
+                    heapq.heappush(pen_heap, k)
+            else:
+                k = (ex, *key)
+                if k in self._active and en <= now:
+                    self._active.delete(k)
+                    out_rows.append(row)
+                    out_signs.append(-1)
+                else:
+                    self._pending.delete((en, *key))
+
+    def explain(self) -> str:
+        return "StreamDynamicFilter { temporal: " + " AND ".join(str(b) for b in self.bounds) + " }"
