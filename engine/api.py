@@ -111,4 +111,9 @@ class Database(Protocol):
         """Open a session. Raises InvalidCatalogName for an unknown database."""
         ...
 
+    def password_verifier(self, user: str) -> str | None:
+        """The user's password verifier (`SCRAM-SHA-256$...` or `md5...`), None for trust;
+        raises InvalidAuthorization (28000) for an unknown user."""
+        ...
+
     def close(self) -> None: ...

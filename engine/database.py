@@ -97,6 +97,18 @@ class SwellDatabase:
         self.sessions[pid] = s
         return s
 
+    def password_verifier(self, user: str) -> str | None:
+        """The stored password verifier of `user` (None: trust); raises 28000 for an
+        unknown user or one without LOGIN."""
+        from engine.errors import InvalidAuthorization
+
+        u = self.catalog.users.find(user)
+        if u is None:
+            raise InvalidAuthorization(f'role "{user}" does not exist')
+        if not u.login:
+            raise InvalidAuthorization(f'role "{user}" is not permitted to log in')
+        return u.password
+
     def close(self) -> None:
         if self.closed:
             return

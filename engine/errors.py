@@ -173,6 +173,24 @@ class ReadOnlyTransaction(EngineError):
     sqlstate = "25006"
 
 
+class NoActiveSqlTransaction(EngineError):
+    """SAVEPOINT / DECLARE CURSOR outside a transaction block."""
+
+    sqlstate = "25P01"
+
+
+class InvalidSavepointSpecification(EngineError):
+    sqlstate = "3B001"
+
+
+class ObjectNotInPrerequisiteState(EngineError):
+    sqlstate = "55000"
+
+
+class ObjectInUse(EngineError):
+    sqlstate = "55006"
+
+
 class InvalidCursorName(EngineError):
     sqlstate = "34000"
 

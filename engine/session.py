@@ -57,6 +57,7 @@ DEFAULT_VARS: dict[str, str] = {
     "bytea_output": "hex",
     "jit": "off",
     "enable_seqscan": "on",
+    "password_encryption": "scram-sha-256",
 }
 # display names for SHOW ALL / ParameterStatus
 DISPLAY = {
@@ -245,6 +246,10 @@ class SwellSession:
             from engine.handlers import secret
 
             return getattr(secret, k)(self, st)
+        if k == "user":
+            from engine.handlers import users
+
+            return users.run(self, st)
         if k == "flush":
             self.db.runtime.barrier(force=True)
             return QueryResult("FLUSH")

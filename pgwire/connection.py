@@ -32,6 +32,7 @@ from engine.api import QueryResult, Session
 from engine.errors import FeatureNotSupported, InvalidAuthorization, ProtocolViolation
 from pgwire import codecs
 from pgwire import messages as msg
+from pgwire.auth import authenticate
 from pgwire.errors import aborted_transaction, error_response, notice_response
 from pgwire.extended import ExtendedProtocol
 from pgwire.temporal import zone
@@ -123,7 +124,6 @@ class Connection:
     async def run(self) -> None:
         try:
             if await asyncio.wait_for(self._startup(), STARTUP_TIMEOUT_S):
-                self.server.register(self)
                 await self._loop()
         except (ConnectionClosed, asyncio.IncompleteReadError, ConnectionError, TimeoutError):
             pass
@@ -204,6 +204,7 @@ class Connection:
         }
         self.user = user
         try:
+            await authenticate(self, user)
             self.session = await self.call(self.server.db.connect, user, database, options)
         except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
             log.info("connection refused pid=%d user=%s database=%s", self.pid, user, database)
@@ -219,6 +220,9 @@ class Connection:
             self.send(msg.parameter_status(name, value))
         self.send(msg.backend_key_data(self.pid, self.secret))
         self.send(msg.ready_for_query(self.tx.status))
+        # registered before the client can see ReadyForQuery, so a cancel or a shutdown
+        # right after connecting finds this connection
+        self.server.register(self)
         await self.flush()
         log.info(
             "session started pid=%d user=%s database=%s peer=%s",
@@ -230,7 +234,7 @@ class Connection:
         return True
 
     # -- message loop --------------------------------------------------------------------------
-    async def _read_message(self) -> tuple[bytes, bytes]:
+    async def read_message(self) -> tuple[bytes, bytes]:
         head = await self.reader.readexactly(5)
         kind = head[:1]
         length = int.from_bytes(head[1:], "big", signed=True)
@@ -242,7 +246,7 @@ class Connection:
     async def _loop(self) -> None:
         ext = self.extended
         while True:
-            kind, body = await self._read_message()
+            kind, body = await self.read_message()
             if kind == b"X":
                 raise ConnectionClosed
             if kind == b"S":

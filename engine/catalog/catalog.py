@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from engine.catalog.users import Users
 from engine.errors import DuplicateTable, UndefinedTable, WrongObjectType
 from engine.types import Field, SqlType, TypeKind, list_of
 
@@ -136,6 +137,7 @@ class Catalog:
         self.next_state_table_id = FIRST_STATE_TABLE_ID
         self.version = 0
         self.secrets: dict[str, Secret] = {}  # by name (schema public)
+        self.users = Users()  # login roles (engine/catalog/users.py)
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -200,6 +202,7 @@ class Catalog:
                 "next_state_table_id": self.next_state_table_id,
                 "relations": [r.to_json() for r in self.ordered()],
                 "secrets": [[s.name, s.schema_name, s.value] for s in self.secrets.values()],
+                "users": self.users.to_json(),
             }
         ).encode()
 
@@ -214,6 +217,7 @@ class Catalog:
             cat.relations[rel.id] = rel
         for name, schema, value in d.get("secrets", []):
             cat.secrets[name] = Secret(name, value, schema)
+        cat.users = Users.from_json(d.get("users"))
         return cat
 
     # -- secrets -------------------------------------------------------------------------

@@ -220,6 +220,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
     if head == "DROP" and words[1:2] == ["SECRET"]:
         name, exists = parse_drop_secret(text)
         return Statement("drop_secret", text, args={"name": name, "if_exists": exists})
+    if head in ("CREATE", "ALTER", "DROP") and words[1:2] in (["USER"], ["ROLE"]):
+        from engine.sql.user_stmts import parse_user_statement
+
+        return Statement("user", text, args=parse_user_statement(body))
     if head == "FLUSH" and len(words) == 1:
         return Statement("flush", text)
     if head in ("BEGIN", "START"):

@@ -207,6 +207,11 @@ class FakeDatabase:
     def __init__(self) -> None:
         self.sessions: list[FakeSession] = []
         self.closed = False
+        # user -> password verifier (engine.catalog.users format); absent: trust
+        self.verifiers: dict[str, str] = {}
+
+    def password_verifier(self, user: str) -> str | None:
+        return self.verifiers.get(user)
 
     def connect(
         self, user: str, database: str, options: dict[str, str] | None = None
