@@ -177,6 +177,7 @@ class SwellSession:
             "show_create",
             "show_special",
             "explain",
+            "show_connections",
         ):
             desc.columns = self._run(st, None).columns
         return PreparedStmt(sql, st, desc, types)
@@ -242,7 +243,11 @@ class SwellSession:
             from engine.handlers.sink import create_sink
 
             return create_sink(self, st)
-        if k in ("create_secret", "drop_secret", "create_connection"):
+        if k in ("create_connection", "drop_connection", "show_connections"):
+            from engine.handlers import connection
+
+            return getattr(connection, k)(self, st)
+        if k in ("create_secret", "drop_secret"):
             from engine.handlers import secret
 
             return getattr(secret, k)(self, st)

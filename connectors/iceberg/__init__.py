@@ -10,3 +10,8 @@ only through `engine.connector_registry` (`sink_connector("iceberg")`).
 """
 
 from __future__ import annotations
+
+from connectors.iceberg.connector import IcebergConnector
+from engine.connector_registry import register_sink
+
+register_sink("iceberg", IcebergConnector())

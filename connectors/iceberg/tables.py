@@ -173,10 +173,7 @@ def scan(
         kw["row_filter"] = row_filter
     if snapshot_id is not None:
         kw["snapshot_id"] = snapshot_id
-    t = table.scan(**kw).to_arrow()
-    if columns == []:
-        return pa.table({}).append_column("_", pa.nulls(t.num_rows)).drop_columns(["_"])
-    return t
+    return table.scan(**kw).to_arrow()
 
 
 def snapshot_at(table: Any, as_of: datetime) -> int | None:

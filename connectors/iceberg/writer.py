@@ -109,7 +109,7 @@ class IcebergWriter:
         commit_interval: int = 60,
         create_if_not_exists: bool = False,
         partition_by: str | None = None,
-        pk_is_stream_key: bool = True,
+        pk_is_stream_key: bool = False,
         log_table: Any | None = None,
     ) -> None:
         self.cfg = cfg
@@ -128,6 +128,8 @@ class IcebergWriter:
         self._since_commit = 0
         self._seq = 0
         self._lock = threading.Lock()
+        self._keys: pl.DataFrame | None = None  # the table's primary keys (upsert only)
+        self._pending_keys: tuple[pa.Table, pl.DataFrame] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
@@ -249,6 +251,7 @@ class IcebergWriter:
                 if attempt == 3:
                     raise
                 time.sleep(0.05 * (attempt + 1))
+        self._update_keys()
         snap = self.table.current_snapshot()
         st = self.status
         st.commits += 1
@@ -260,24 +263,58 @@ class IcebergWriter:
             st.files_written += int(snap.summary.additional_properties.get("added-data-files", 0))
 
     def _net_upsert(self, changes: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """Each key's final row (if its last change inserts) and the keys to delete first."""
+        """Each key's final row (if its last change inserts) and the keys to delete first.
+
+        A key must be deleted from the table if the batch retracted it, or if it is
+        inserted and already in the table (an upsert whose key is not the upstream's stream
+        key sees no retraction). The table's keys are kept in a polars frame (loaded once by
+        a key-only scan, then maintained per commit), so an insert-only batch of new keys
+        is a plain append that rewrites no data files.
+        """
         df = pl.from_arrow(changes)
         assert isinstance(df, pl.DataFrame)
         df = df.with_row_index("__i")
         ins = pl.col(OP).is_in(list(_INSERT_OPS))
         last = df.group_by(self.pk_names, maintain_order=True).agg(
-            pl.all().sort_by("__i").last(),
-            (~ins).any().alias("__retracted"),
-            pl.len().alias("__n"),
+            pl.all().sort_by("__i").last(), (~ins).any().alias("__retracted")
         )
         final = last.filter(pl.col(OP).is_in(list(_INSERT_OPS)))
+        existing = self._existing_keys()
         if self.pk_is_stream_key:
             dels = last.filter(pl.col("__retracted"))
         else:
-            dels = last
+            dels = pl.concat(
+                [
+                    last.filter(pl.col("__retracted")).select(self.pk_names),
+                    final.select(self.pk_names).join(existing, on=self.pk_names, how="semi"),
+                ]
+            ).unique()
         rows = final.sort("__i").select(self.names).to_arrow()
         keys = dels.select(self.pk_names).to_arrow()
+        self._pending_keys = (keys, final.select(self.pk_names))
         return rows, keys
+
+    def _existing_keys(self) -> pl.DataFrame:
+        if self._keys is None:
+            t = self.table.scan(selected_fields=tuple(self.pk_names)).to_arrow()
+            df = pl.from_arrow(t.select(self.pk_names))
+            assert isinstance(df, pl.DataFrame)
+            self._keys = df.unique()
+        return self._keys
+
+    def _update_keys(self) -> None:
+        if self._keys is None or self._pending_keys is None:
+            return
+        deleted, inserted = self._pending_keys
+        keys = self._keys
+        if deleted.num_rows:
+            d = pl.from_arrow(deleted)
+            assert isinstance(d, pl.DataFrame)
+            keys = keys.join(d.cast(dict(keys.schema)), on=self.pk_names, how="anti")
+        if len(inserted):
+            keys = pl.concat([keys, inserted.cast(dict(keys.schema))]).unique()
+        self._keys = keys
+        self._pending_keys = None
 
     def _key_filter(self, keys: pa.Table) -> Any:
         from pyiceberg.expressions import And, EqualTo, In, Or

@@ -34,8 +34,7 @@ class DurableWaiter:
         self._heap: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[int]]] = []
         self._order = itertools.count()
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="swell-webhook-durable",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="swell-webhook-durable", daemon=True)
         self._thread.start()
 
     def wait(self, seq: int) -> asyncio.Future[int]:

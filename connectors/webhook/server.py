@@ -77,8 +77,9 @@ class _Batcher:
         self.pending: list[_Item] = []
         self.task: asyncio.Task[None] | None = None
 
-    def submit(self, req: IncomingRequest, decoded: pa.RecordBatch | WebhookError
-               ) -> asyncio.Future[int | None]:
+    def submit(
+        self, req: IncomingRequest, decoded: pa.RecordBatch | WebhookError
+    ) -> asyncio.Future[int | None]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int | None] = loop.create_future()
         self.pending.append(_Item(req, decoded, fut))
@@ -143,8 +144,9 @@ def _fail(fut: asyncio.Future[Any], e: BaseException) -> None:
 class WebhookServer:
     """The running webhook listener; see the module docstring for the request lifecycle."""
 
-    def __init__(self, db: Any, host: str, port: int, *,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, db: Any, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    ) -> None:
         self.db = db
         self.host = host
         self.port = port
@@ -179,8 +181,12 @@ class WebhookServer:
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
             self.port = server.sockets[0].getsockname()[1]
-        log.debug("webhook listening addr=%s:%d max_body_bytes=%d", self.host, self.port,
-                 self.max_body_bytes)
+        log.debug(
+            "webhook listening addr=%s:%d max_body_bytes=%d",
+            self.host,
+            self.port,
+            self.max_body_bytes,
+        )
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """503 for new requests, let in-flight ones finish, then stop listening."""
@@ -190,13 +196,21 @@ class WebhookServer:
         try:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         except TimeoutError:
-            log.warning("webhook shutdown: %d requests still in flight after %.0f s",
-                        self._inflight, timeout_s)
+            log.warning(
+                "webhook shutdown: %d requests still in flight after %.0f s",
+                self._inflight,
+                timeout_s,
+            )
         if self._runner is not None:
             await self._runner.cleanup()
         await asyncio.to_thread(self.durable.close)
-        log.info("webhook stopped addr=%s:%d requests=%d rows=%d", self.host, self.port,
-                 self.requests, self.rows_ingested)
+        log.info(
+            "webhook stopped addr=%s:%d requests=%d rows=%d",
+            self.host,
+            self.port,
+            self.requests,
+            self.rows_ingested,
+        )
 
     # -- handlers ----------------------------------------------------------------------------
     async def _not_found(self, request: web.Request) -> web.Response:
@@ -261,18 +275,22 @@ class WebhookServer:
         if not b.pending and self._batchers.get(id(b.target)) is b:
             del self._batchers[id(b.target)]
 
-    def _error(self, status: int, message: str, request: web.Request | None = None
-               ) -> web.Response:
+    def _error(self, status: int, message: str, request: web.Request | None = None) -> web.Response:
         self.responses[status] += 1
         key = (status, message)
         if key not in self._logged and len(self._logged) < 1000:
             self._logged.add(key)
             path = request.path if request is not None else "-"
-            log.warning('webhook rejected status=%d path=%s error="%s" '
-                        "(first of its kind; later ones are only counted)", status, path,
-                        message)
-        return web.Response(status=status, body=orjson.dumps({"error": message}),
-                            content_type="application/json")
+            log.warning(
+                'webhook rejected status=%d path=%s error="%s" '
+                "(first of its kind; later ones are only counted)",
+                status,
+                path,
+                message,
+            )
+        return web.Response(
+            status=status, body=orjson.dumps({"error": message}), content_type="application/json"
+        )
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -287,8 +305,9 @@ class WebhookServer:
         }
 
 
-async def start_webhook_server(db: Any, host: str, port: int, *,
-                               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> WebhookServer:
+async def start_webhook_server(
+    db: Any, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> WebhookServer:
     """Start the webhook listener on host:port (0 picks a free port); `await s.close()`."""
     server = WebhookServer(db, host, port, max_body_bytes=max_body_bytes)
     await server.start()

@@ -138,6 +138,8 @@ class Catalog:
         self.version = 0
         self.secrets: dict[str, Secret] = {}  # by name (schema public)
         self.users = Users()  # login roles (engine/catalog/users.py)
+        # CREATE CONNECTION: name -> {"schema": ..., "options": {...}} (engine.handlers.connection)
+        self.connections: dict[str, dict[str, Any]] = {}
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -203,6 +205,7 @@ class Catalog:
                 "relations": [r.to_json() for r in self.ordered()],
                 "secrets": [[s.name, s.schema_name, s.value] for s in self.secrets.values()],
                 "users": self.users.to_json(),
+                "connections": self.connections,
             }
         ).encode()
 
@@ -218,6 +221,7 @@ class Catalog:
         for name, schema, value in d.get("secrets", []):
             cat.secrets[name] = Secret(name, value, schema)
         cat.users = Users.from_json(d.get("users"))
+        cat.connections = dict(d.get("connections", {}))
         return cat
 
     # -- secrets -------------------------------------------------------------------------

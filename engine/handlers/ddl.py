@@ -81,16 +81,20 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     props = ast.args.get("properties")
     clauses = st.args.get("clauses")  # engine.sql.clauses.DdlClauses: WITH, VALIDATE, ...
     options: dict[str, str] = dict(clauses.options) if clauses is not None else {}
+    iceberg_engine = False
     if props is not None:
         for p in props.expressions:
-            if isinstance(p, exp.Property):
+            if isinstance(p, exp.EngineProperty):
+                engine_name = p.args["this"].name.lower()
+                if engine_name != "iceberg":
+                    raise not_supported(f"ENGINE = {engine_name}", hint="Use ENGINE = iceberg.")
+                iceberg_engine = True
+            elif isinstance(p, exp.Property):
                 options[p.name.lower()] = (
                     p.args["value"].name
                     if isinstance(p.args.get("value"), exp.Literal)
                     else p.args["value"].sql()
                 )
-            elif isinstance(p, exp.EngineProperty):
-                raise not_supported("ENGINE = iceberg tables are not supported yet")
     connector = options.get("connector")
     if clauses is not None and clauses.validate is not None and connector != "webhook":
         raise SqlSyntaxError("VALIDATE is only supported for tables created with webhook source")
@@ -195,7 +199,17 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             rel.extra["webhook"] = webhook
         if watermark is not None:
             rel.extra["watermark"] = watermark
+        if iceberg_engine:
+            from engine.handlers import iceberg_table
+
+            iceberg_table.prepare_engine_table(session, rel)
         rt.create_table(rel)
+    if iceberg_engine:
+        try:
+            iceberg_table.create_hidden_sink(session, rel)
+        except BaseException:
+            rt.drop([rel])
+            raise
     return QueryResult("CREATE_TABLE", notices=notices)
 
 
@@ -301,7 +315,9 @@ def drop(session: Any, st: Statement) -> QueryResult:
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
             deps = _dependents_closure(cat, rel)
-            if deps and not ast.args.get("cascade"):
+            # an ENGINE = iceberg table's own hidden sink goes with it
+            blocking = [d for d in deps if d.extra.get("hidden_for") != rel.id]
+            if blocking and not ast.args.get("cascade"):
                 detail = "\n".join(
                     f"{d.kind.value} {d.name} depends on {rel.kind.value} {rel.name}" for d in deps
                 )
@@ -317,6 +333,11 @@ def drop(session: Any, st: Statement) -> QueryResult:
                 to_drop.append(rel)
         if to_drop:
             rt.drop(to_drop)
+    for r in to_drop:
+        if r.extra.get("iceberg"):
+            from engine.handlers.iceberg_table import drop_engine_table
+
+            drop_engine_table(r)
     tag = "DROP_" + kind.tag_name
     return QueryResult(tag, notices=notices)
 

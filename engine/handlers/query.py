@@ -55,12 +55,17 @@ def planner_for(session: Any, params: ParamContext | None, streaming: bool = Fal
     )
 
 
-def run_plan(session: Any, plan: PlanNode) -> pa.Table:
+def run_plan(
+    session: Any, plan: PlanNode, time_travel: dict[str, tuple[str, str]] | None = None
+) -> pa.Table:
+    from engine.handlers.iceberg_table import iceberg_snapshots, is_iceberg_relation
+
     rt = session.db.runtime
     rels = relations_scanned(plan)
     with rt.lock:
-        snaps = {r.id: rt.snapshot(r.id) for r in rels}
+        snaps = {r.id: rt.snapshot(r.id) for r in rels if not is_iceberg_relation(r)}
         load_system_scans(plan, _system_ctx(session))
+    snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
 
@@ -86,7 +91,7 @@ def plan_select(session: Any, ast: exp.Expression, params: ParamContext | None) 
 def run_select(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
     assert st.ast is not None
     plan = plan_select(session, st.ast, params)
-    t = run_plan(session, plan)
+    t = run_plan(session, plan, st.args.get("time_travel"))
     vis = [i for i, f in enumerate(plan.schema) if not f.hidden]
     if len(vis) != t.num_columns:
         t = t.select(vis)

@@ -119,6 +119,9 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
+        from engine.handlers.connection import expand_connection
+
+        options = expand_connection(cat, options)  # `connection = name`
         if cat.find(d.name, d.schema) is not None:
             if d.if_not_exists:
                 return QueryResult(
@@ -129,6 +132,9 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         into: Relation | None = None
         if d.into is not None:
             into = cat.get(d.into, d.into_schema)
+            from engine.handlers.iceberg_table import sink_into_options
+
+            options = sink_into_options(into, options)
             connector = options.get("connector") or into.extra.get("sink_into_connector")
             if connector is None:
                 raise not_supported(

@@ -109,8 +109,15 @@ def parse_one(text: str, offset: int = 0) -> Statement:
     eowc = head == "CREATE" and _EOWC_RE.search(sql_for_glot) is not None
     if eowc:  # CREATE MATERIALIZED VIEW ... EMIT ON WINDOW CLOSE (blanked, same length)
         sql_for_glot = _EOWC_RE.sub(lambda m: " " * len(m.group(0)), sql_for_glot)
+    time_travel = None
+    if head in ("SELECT", "WITH") and re.search(r"\bFOR\s+SYSTEM_(?:VERSION|TIME)\b", body, re.I):
+        from engine.sql.time_travel import strip_time_travel
+
+        sql_for_glot, time_travel = strip_time_travel(sql_for_glot)
     ast = _glot(sql_for_glot, offset)
     st = _classify(ast, text)
+    if time_travel:
+        st.args["time_travel"] = time_travel
     st.offset = offset
     if clauses is not None:
         st.args["clauses"] = clauses
@@ -217,6 +224,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         if kind == "SECRET":
             return Statement("create_secret", text, args={"secret": parse_create_secret(text)})
         return Statement("create_connection", text, args={"clauses": parse_ddl_clauses(text)})
+    if head == "DROP" and words[1:2] == ["CONNECTION"]:
+        from engine.handlers.connection import parse_drop_connection
+
+        return Statement("drop_connection", text, args=parse_drop_connection(body))
     if head == "DROP" and words[1:2] == ["SECRET"]:
         name, exists = parse_drop_secret(text)
         return Statement("drop_secret", text, args={"name": name, "if_exists": exists})
@@ -318,6 +329,8 @@ def _parse_show(words: list[str], body: str, text: str) -> Statement:
             text,
             args={"kind": _SHOW_LIST[w1], "schema": m["schema"], "like": m["like"]},
         )
+    if w1 == "CONNECTIONS":
+        return Statement("show_connections", text)
     if w1 == "CREATE":
         m = re.match(
             r"^CREATE\s+(TABLE|MATERIALIZED\s+VIEW|VIEW|SOURCE|SINK)\s+(.+)$", rest, re.I | re.S
