@@ -169,12 +169,22 @@ class HashJoinOp(Operator):
         r_ident = list(right_stream_key) or list(range(len(right_schema)))
         with_deg = condition is not None
         self._left = _Side(
-            "left", self.left_schema, list(left_keys), l_ident, alloc.table("left"),
-            alloc.table("left_degree") if l_pres and with_deg else None, l_pres,
+            "left",
+            self.left_schema,
+            list(left_keys),
+            l_ident,
+            alloc.table("left"),
+            alloc.table("left_degree") if l_pres and with_deg else None,
+            l_pres,
         )
         self._right = _Side(
-            "right", self.right_schema, list(right_keys), r_ident, alloc.table("right"),
-            alloc.table("right_degree") if r_pres and with_deg else None, r_pres,
+            "right",
+            self.right_schema,
+            list(right_keys),
+            r_ident,
+            alloc.table("right"),
+            alloc.table("right_degree") if r_pres and with_deg else None,
+            r_pres,
         )
         nl = len(left_schema)
         if self._semi_anti:
@@ -391,8 +401,8 @@ class HashJoinOp(Operator):
         valid = np.flatnonzero(delta.valid)
         if not valid.size:
             return
-        sub = delta.batch if valid.size == delta.batch.num_rows else delta.batch.take(
-            pa.array(valid)
+        sub = (
+            delta.batch if valid.size == delta.batch.num_rows else delta.batch.take(pa.array(valid))
         )
         cols = [hashable_values(c) for c in sub.columns]
         n = len(valid)
@@ -400,13 +410,51 @@ class HashJoinOp(Operator):
         ids = _tuples([cols[i] for i in side.ident], n)
         ws = delta.w[valid].tolist()
         ds = deg[valid].tolist()
-        if (delta.w[valid] > 0).all():
+        pos_mask = delta.w[valid] > 0
+        if pos_mask.all():
             order = self._insert_new(side, cols, jks, ids, ws, ds)
             if not order:
                 return
         else:
-            order = np.argsort(delta.w[valid] > 0, kind="stable").tolist()  # deletes first
-        rows = _tuples(cols, n)
+            # deletes first (general path), then the inserts in bulk; inserts whose
+            # identity is still stored after the deletes go through the general path
+            order = np.flatnonzero(~pos_mask).tolist()
+            self._apply_rows(side, order, cols, jks, ids, ws, ds)
+            posi = np.flatnonzero(pos_mask)
+            if not posi.size:
+                return
+            sel = posi.tolist()
+            rest = self._insert_new(
+                side,
+                [[c[i] for i in sel] for c in cols],
+                [jks[i] for i in sel],
+                [ids[i] for i in sel],
+                [ws[i] for i in sel],
+                [ds[i] for i in sel],
+            )
+            if not rest:
+                return
+            order = [sel[i] for i in rest]
+        self._apply_rows(side, order, cols, jks, ids, ws, ds)
+
+    def _apply_rows(
+        self,
+        side: _Side,
+        order: list[int],
+        cols: list[list[Any]],
+        jks: list[Key],
+        ids: list[Key],
+        ws: list[int],
+        ds: list[int],
+    ) -> None:
+        """The general per-row path of `_apply` for rows `order` (in that order)."""
+        if not order:
+            return
+        if len(order) * 4 < len(jks):
+            rows = [tuple(c[i] for c in cols) for i in order]
+            rowmap = dict(zip(order, rows, strict=True))
+        else:
+            rowmap = dict(enumerate(_tuples(cols, len(jks))))
         index = side.index
         puts: dict[Key, tuple[Any, ...]] = {}
         dels: list[Key] = []
@@ -424,7 +472,7 @@ class HashJoinOp(Operator):
                         detail=f"A {side.name} row of {self.explain()} was deleted but "
                         "never inserted.",
                     )
-                value = rows[i] + (w,)
+                value = rowmap[i] + (w,)
                 if bucket is None:
                     bucket = index[jk] = {}
                 bucket[idt] = [value, ds[i]]
@@ -447,7 +495,7 @@ class HashJoinOp(Operator):
                 puts.pop(skey, None)
                 new_deg.pop(skey, None)
             else:
-                value = rows[i] + (c,)
+                value = rowmap[i] + (c,)
                 ent[0] = value
                 puts[skey] = value
         side.rows.delete_many(dels)
@@ -471,29 +519,29 @@ class HashJoinOp(Operator):
         an existing row, or repeated within the delta), left for the general path.
         """
         index = side.index
+        get = index.get
         values = list(zip(*cols, ws))
+        ents = [[v, d] for v, d in zip(values, ds)]
         rest: list[int] = []
-        keep: list[int] = []
-        for i, (jk, idt, v, d) in enumerate(zip(jks, ids, values, ds)):
-            bucket = index.get(jk)
+        for i, (jk, idt, en) in enumerate(zip(jks, ids, ents)):
+            bucket = get(jk)
             if bucket is None:
-                index[jk] = {idt: [v, d]}
+                index[jk] = {idt: en}
             elif idt in bucket:
                 rest.append(i)
-                continue
             else:
-                bucket[idt] = [v, d]
-            keep.append(i)
-        if len(keep) == len(values):
-            skeys = [jk + idt for jk, idt in zip(jks, ids)]
-            side.rows.put_many(skeys, values)
-            if side.degrees is not None:
-                side.degrees.put_many(skeys, [(d,) for d in ds])
-        else:
-            skeys = [jks[i] + ids[i] for i in keep]
-            side.rows.put_many(skeys, [values[i] for i in keep])
-            if side.degrees is not None:
-                side.degrees.put_many(skeys, [(ds[i],) for i in keep])
+                bucket[idt] = en
+        skc = [cols[k] for k in side.keys] + [cols[c] for c in side.ident]
+        skeys: list[Key] = _tuples(skc, len(values))
+        if rest:
+            drop = set(rest)
+            keep = [j for j in range(len(values)) if j not in drop]
+            skeys = [skeys[j] for j in keep]
+            values = [values[j] for j in keep]
+            ds = [ds[j] for j in keep]
+        side.rows.put_many(skeys, values)
+        if side.degrees is not None:
+            side.degrees.put_many(skeys, [(d,) for d in ds])
         return rest
 
     def _build_index(self) -> None:
@@ -595,7 +643,8 @@ def canonical_nan(table: StateTable) -> None:
     """
     data = table.data
     fix = [
-        k for k, v in data.items()
+        k
+        for k, v in data.items()
         if any(_is_nan(x) and x is not NAN for x in k)
         or any(_is_nan(x) and x is not NAN for x in v)
     ]
