@@ -16,6 +16,7 @@ Usage: .venv/bin/python bench/join_bench.py [--events N] [--epoch N] [--only NAM
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import numpy as np
@@ -110,6 +111,7 @@ def run_join(events: int, epoch: int, updates: bool) -> tuple[int, float]:
         chunk = StreamChunk(lops, left)
         t0 = time.process_time()
         out = op.step([chunk, right])
+        gc.freeze()  # as the runtime does after every barrier
         cpu += time.process_time() - t0
         out_rows += 0 if out is None else len(out)
         next_id += n_ins
@@ -129,6 +131,7 @@ def run_top3(events: int, epoch: int) -> tuple[int, float]:
                        rng.random(n) * 100)
         t0 = time.process_time()
         out = op.step([StreamChunk.inserts(b)])
+        gc.freeze()  # as the runtime does after every barrier
         cpu += time.process_time() - t0
         out_rows += 0 if out is None else len(out)
     return out_rows, cpu

@@ -33,8 +33,16 @@ records identical rows, which occupy `count` consecutive positions). The per-run
 `group -> _SortedList` of `(encoded sort key + encoded ident, state key)` elements is
 rebuilt from the table on the first step after construction.
 
+Insert-only epochs take a fast path: each group with at least `offset + limit` rows
+remembers its `offset + limit`-th element; a new row that does not sort before it can
+never enter the window (inserts only push that element down), so it is written to the
+table in bulk and appended, unsorted, to the group's pending elements without a window
+diff. Pending elements are merged into the sorted index only when the group next sees
+a delete (or all its elements are read).
+
 Cost: O(log group size) per changed row plus O(offset + limit) per changed group per
-epoch. All rows of every group stay in memory (no append-only truncation yet).
+epoch; O(1) per inserted row that falls below a full window. All rows of every group
+stay in memory (no append-only truncation yet).
 """
 
 from __future__ import annotations
@@ -84,13 +92,16 @@ class _SortedList:
     sublists keep every change O(log n + _LOAD). `head(k)` walks sublists from the start.
     """
 
-    __slots__ = ("_lists", "_maxes", "_len")
+    __slots__ = ("_lists", "_maxes", "_len", "pending")
     _LOAD = 512
 
     def __init__(self) -> None:
         self._lists: list[list[Elem]] = []
         self._maxes: list[Elem] = []
         self._len = 0
+        # elements known not to be among the first `hi` (see `TopNOp._insert_fast`),
+        # kept unsorted until a removal or a full `head` needs them
+        self.pending: list[Elem] = []
 
     @classmethod
     def from_sorted(cls, items: list[Elem]) -> _SortedList:
@@ -102,7 +113,31 @@ class _SortedList:
         return sl
 
     def __len__(self) -> int:
-        return self._len
+        return self._len + len(self.pending)
+
+    def _flush(self) -> None:
+        """Merge the pending elements into the sorted sublists."""
+        pend = self.pending
+        self.pending = []
+        if len(pend) * 8 > self._len:
+            merged = sorted([x for sub in self._lists for x in sub] + pend)
+            step = self._LOAD
+            self._lists = [merged[i : i + step] for i in range(0, len(merged), step)]
+            self._maxes = [sub[-1] for sub in self._lists]
+            self._len = len(merged)
+        else:
+            for x in pend:
+                self.add(x)
+
+    def at(self, i: int) -> Elem | None:
+        """The i-th element of the sorted part (pending ones excluded), or None."""
+        if i >= self._len:
+            return None
+        for sub in self._lists:
+            if i < len(sub):
+                return sub[i]
+            i -= len(sub)
+        return None
 
     def add(self, x: Elem) -> None:
         lists, maxes = self._lists, self._maxes
@@ -127,6 +162,8 @@ class _SortedList:
             maxes.insert(pos + 1, half[-1])
 
     def remove(self, x: Elem) -> bool:
+        if self.pending:
+            self._flush()
         lists, maxes = self._lists, self._maxes
         pos = bisect_left(maxes, x)
         if pos == len(maxes):
@@ -145,7 +182,13 @@ class _SortedList:
         return True
 
     def head(self, k: int | None) -> list[Elem]:
-        """The first k elements (all when k is None)."""
+        """The first k elements (all when k is None).
+
+        Pending elements are never among the first `hi` (the caller's bound), so they
+        are merged in only when all elements are asked for.
+        """
+        if k is None and self.pending:
+            self._flush()
         out: list[Elem] = []
         for sub in self._lists:
             if k is not None and len(out) + len(sub) >= k:
@@ -196,19 +239,24 @@ def _sort_parts(arr: pa.Array, t: SqlType, desc: bool, nulls_first: bool) -> lis
     if t.is_integer or k in (TypeKind.NUMERIC, TypeKind.BOOLEAN):
         return [nrank, [0 if v is None else sign * v for v in values]]
     if k is TypeKind.INTERVAL:  # PostgreSQL compares intervals as 30-day months
-        return [nrank, [
-            0 if v is None else sign * ((v.months * 30 + v.days) * 86_400_000_000_000
-                                        + v.nanoseconds)
-            for v in values
-        ]]
+        return [
+            nrank,
+            [
+                0
+                if v is None
+                else sign * ((v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds)
+                for v in values
+            ],
+        ]
     if k in (TypeKind.VARCHAR, TypeKind.JSONB):
         if not desc:
             return [nrank, ["" if v is None else v for v in values]]
         # UTF-8 byte order is code point order; inverting bytes and ending with 0xff
         # (above every inverted byte of a NUL-free string) reverses it
-        return [nrank, [
-            b"" if v is None else v.encode().translate(_INVERT) + b"\xff" for v in values
-        ]]
+        return [
+            nrank,
+            [b"" if v is None else v.encode().translate(_INVERT) + b"\xff" for v in values],
+        ]
     if k is TypeKind.BYTEA:
         return [nrank, [b"" if v is None else (_Desc(v) if desc else v) for v in values]]
     raise not_supported(
@@ -257,6 +305,9 @@ class TopNOp(Operator):
         self._rows = alloc.table("rows")
         self._groups: dict[Key, _SortedList] | None = None
         self._hi = None if limit is None else offset + limit
+        # group -> its `hi`-th element while the group has at least `hi` (sorted)
+        # elements: an inserted element not below it cannot enter the window
+        self._thr: dict[Key, Elem] = {}
 
     def state_tables(self) -> list[StateTable]:
         return [self._rows]
@@ -272,9 +323,7 @@ class TopNOp(Operator):
             extra = ", group_key: [" + ", ".join(f"${g}" for g in self.group_keys) + "]"
         if self.with_rank_column:
             extra += ", output_rank"
-        return (
-            f"{name} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{extra} }}"
-        )
+        return f"{name} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{extra} }}"
 
     # -- encoding -----------------------------------------------------------------------
     def _encode(self, batch: pa.RecordBatch) -> list[Key]:
@@ -313,14 +362,18 @@ class TopNOp(Operator):
         rows = _tuples(cols, n)
         skeys = self._state_keys(cols, n)
         gkeys = _tuples([cols[g] for g in self.group_keys], n)
+        ws = w.tolist()
+        todo: Iterable[int] = range(n)
+        if self._hi and (w == 1).all():
+            todo = self._insert_fast(gkeys, enc, rows, skeys)
         by_group: dict[Key, list[int]] = {}
-        for i, g in enumerate(gkeys):
+        for i in todo:
+            g = gkeys[i]
             lst = by_group.get(g)
             if lst is None:
                 by_group[g] = [i]
             else:
                 lst.append(i)
-        ws = w.tolist()
         ops: list[int] = []
         out: list[Key] = []
         for g, idxs in by_group.items():
@@ -328,6 +381,42 @@ class TopNOp(Operator):
         if not ops:
             return None
         return StreamChunk(ops_array(ops), batch_from_rows(self.schema, out))
+
+    def _insert_fast(
+        self, gkeys: list[Key], enc: list[Key], rows: list[Key], skeys: list[Key]
+    ) -> list[int]:
+        """Insert-only epoch: store rows that cannot enter their group's window in bulk.
+
+        A new row whose element is not below its group's `hi`-th element stays outside
+        the window (inserts only push that element down), so it is only written to the
+        table and appended to the group's pending elements, with no window diff. Returns
+        the rows left for the general path (groups without a full window, rows that
+        may enter it, rows whose state key is already stored or repeated).
+        """
+        assert self._groups is not None
+        thr_get = self._thr.get
+        groups = self._groups
+        data = self._rows.data
+        seen: set[Key] = set()
+        rest: list[int] = []
+        keys: list[Key] = []
+        vals: list[Key] = []
+        for i, (g, e, sk) in enumerate(zip(gkeys, enc, skeys)):
+            t = thr_get(g)
+            if t is None or sk in seen or sk in data:
+                rest.append(i)
+                continue
+            elem = (e, sk)
+            if elem < t:
+                rest.append(i)
+                continue
+            seen.add(sk)
+            groups[g].pending.append(elem)
+            keys.append(sk)
+            vals.append(rows[i] + (1,))
+        if keys:
+            self._rows.put_many(keys, vals)
+        return rest
 
     def _apply_group(
         self,
@@ -380,6 +469,12 @@ class TopNOp(Operator):
                     sl.add(elem)
         if not len(sl):
             del self._groups[g]
+        if hi:
+            t = sl.at(hi - 1)
+            if t is None:
+                self._thr.pop(g, None)
+            else:
+                self._thr[g] = t
         new = sl.head(hi)[off:]
         if old == new and not changed:
             return
@@ -459,6 +554,7 @@ class TopNOp(Operator):
                 groups[g] = _SortedList.from_sorted(lst)
             log.debug("%s: rebuilt %d group indexes", self.explain(), len(groups))
         self._groups = groups
+        self._thr = {}
 
 
 def _positions(elems: Iterable[Elem], base: int) -> dict[Elem, list[int]]:

@@ -165,3 +165,25 @@ def test_restart_from_store(tmp_path: Path) -> None:
         """)
     finally:
         store.close()
+
+
+def test_rows_below_full_windows_come_in_after_deletes() -> None:
+    # epochs 2-3 are insert-only with full windows: rows below them are only stored
+    op = top(2, groups=[1], key=[])
+    assert_chunk(op.step([c("+ 1 0 10\n+ 2 0 20\n+ 3 1 10\n+ 4 1 20")]), """
+        + 1 0 10
+        + 2 0 20
+        + 3 1 10
+        + 4 1 20
+    """)
+    assert_chunk(op.step([c("+ 5 0 3\n+ 6 0 7\n+ 7 1 1\n+ 6 0 7")]), None)
+    assert_chunk(op.step([c("+ 8 0 15\n+ 9 1 2")]), "- 1 0 10\n+ 8 0 15")
+    assert_chunk(op.step([c("- 2 0 20\n- 8 0 15\n- 4 1 20")]), """
+        - 2 0 20
+        - 8 0 15
+        + 1 0 10
+        + 6 0 7
+        - 4 1 20
+        + 9 1 2
+    """)
+    assert_chunk(op.step([c("- 1 0 10\n- 6 0 7")]), "- 1 0 10\n+ 5 0 3")  # one 7 stays
