@@ -24,7 +24,9 @@ from engine.plan.logical import (
     UnionAll,
     Values,
 )
+from engine.plan.logical_window import OverWindow
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
+from engine.stream.operators.window_kernel import compute_windows
 from engine.types import arrow_schema
 
 Snapshot = Callable[[int], pa.Table]
@@ -119,6 +121,12 @@ class _Exec:
         keep = pc.or_(pc.equal(out.ops, 1), pc.equal(out.ops, 4))
         data = out.data.filter(keep)
         return pa.Table.from_batches([data]).cast(schema)
+
+    def _overwindow(self, p: OverWindow) -> pa.Table:
+        t = self.run(p.input)
+        order = [(k.index, k.desc, k.effective_nulls_first) for k in p.order_by]
+        out = compute_windows(t, p.input.schema, p.partition_by, order, p.tiebreak, p.calls)
+        return pa.Table.from_arrays(out.columns, schema=arrow_schema(p.schema))
 
     def _unionall(self, p: UnionAll) -> pa.Table:
         schema = arrow_schema(p.schema)

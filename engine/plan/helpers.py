@@ -160,7 +160,7 @@ def _output_name(it: exp.Expression) -> str:
         return node.to.sql(dialect="postgres").lower().split("(")[0]
     if isinstance(node, exp.Count):
         return "count"
-    if isinstance(node, exp.Filter):
+    if isinstance(node, (exp.Filter, exp.Window)):
         return _output_name(node.this)
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()

@@ -225,6 +225,15 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
     out: list[exp.Expression] = []
 
     def walk(node: exp.Expression) -> None:
+        if isinstance(node, exp.Window):  # the call itself is a window function
+            fn = node.this.this if isinstance(node.this, exp.Filter) else node.this
+            for child in fn.iter_expressions():
+                walk(child)
+            for p in node.args.get("partition_by") or []:
+                walk(p)
+            if node.args.get("order") is not None:
+                walk(node.args["order"])
+            return
         if isinstance(node, exp.Filter) and isinstance(node.this, tuple(AGG_CLASSES)):
             out.append(node)
             return

@@ -56,6 +56,7 @@ from engine.plan.logical import (
 )
 from engine.plan.plan_agg import AGG_CLASSES, AggPlannerMixin, agg_result_type
 from engine.plan.plan_from import FromPlannerMixin
+from engine.plan.plan_window import WindowPlannerMixin, find_windows
 from engine.types import Field, SqlType, TypeKind
 
 __all__ = ["AGG_CLASSES", "Planner", "agg_result_type", "check_unique_names"]
@@ -63,7 +64,7 @@ __all__ = ["AGG_CLASSES", "Planner", "agg_result_type", "check_unique_names"]
 SessionFunc = Callable[[str], Any]  # name -> (value, SqlType) or None
 
 
-class Planner(FromPlannerMixin, AggPlannerMixin):
+class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
     """Plans one statement. Not reused across statements."""
 
     def __init__(
@@ -193,10 +194,6 @@ class Planner(FromPlannerMixin, AggPlannerMixin):
 
     # -- SELECT --------
     def _plan_select(self, q: exp.Select) -> PlanNode:
-        if q.args.get("windows") or any(isinstance(n, exp.Window) for n in q.find_all(exp.Window)):
-            raise not_supported(
-                "window functions are not supported yet", hint="Use GROUP BY aggregation instead."
-            )
         from_ = q.args.get("from_") or q.args.get("from")
         if from_ is not None:
             node, cols = self._plan_from(from_.this)
@@ -217,6 +214,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin):
                 node = split_temporal(node, pred)
             else:
                 node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
+                if self.streaming:
+                    node = self._maybe_group_topn(node)
 
         select_items = self._expand_star(q.expressions, cols)
         group = q.args.get("group")
@@ -228,16 +227,20 @@ class Planner(FromPlannerMixin, AggPlannerMixin):
         if distinct is not None and distinct.args.get("on"):
             raise not_supported("DISTINCT ON is not supported yet")
 
+        bind_scope, bind_hook = scope, None
         if group is not None or agg_nodes:
             node, out_hook = self._plan_agg(node, scope, group, agg_nodes, select_items)
-            post_scope = ex.Scope([])
-            bind_out = lambda n: self._bind(n, post_scope, out_hook)  # noqa: E731
+            bind_scope, bind_hook = ex.Scope([]), out_hook
+            bind_out = lambda n: self._bind(n, bind_scope, bind_hook)  # noqa: E731
             if having is not None:
                 pred = bind_out(having.this)
                 self._check_bool(pred, "HAVING")
                 node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
         else:
             bind_out = lambda n: self._bind(n, scope)  # noqa: E731
+        order_nodes = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []
+        if any(find_windows(e) for _, e in select_items) or any(map(find_windows, order_nodes)):
+            node, bind_out = self._plan_windows(node, q, select_items, bind_scope, bind_hook)
 
         exprs: list[ex.Expr] = []
         fields: list[Field] = []

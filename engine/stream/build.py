@@ -14,6 +14,7 @@ from typing import Any
 from engine.errors import not_supported
 from engine.expr import EvalContext
 from engine.plan.logical import Agg, Filter, Join, Limit, PlanNode, Project, Scan, Sort
+from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_time import watermark_transfer
 from engine.stream.build_time import build_time_op
 from engine.stream.graph import Allocator, Node
@@ -27,6 +28,23 @@ from engine.stream.operators import (
     TopNOp,
     UnionOp,
 )
+
+
+def build_window_op(p: OverWindow | GroupTopN, in_schema: list[Any], alloc: Allocator) -> Any:
+    """OverWindowOp for a window node, TopNOp (per group, with rank) for a group top-N."""
+    from engine.stream.operators.over_window import OverWindowOp
+
+    order = [(k.index, k.desc, k.effective_nulls_first) for k in p.order_by]
+    key = list(p.input.stream_key or [])
+    if isinstance(p, GroupTopN):
+        return TopNOp(
+            in_schema, order, p.limit, p.offset, list(p.group_keys), alloc, key,
+            with_rank_column=True, rank_name=p.schema[-1].name,
+        )
+    out = p.schema[len(in_schema) :]
+    return OverWindowOp(
+        in_schema, out, list(p.partition_by), order, p.calls, list(p.tiebreak), alloc, key
+    )
 
 
 def build_view_nodes(
@@ -68,6 +86,8 @@ def build_view_nodes(
             op = HashJoinOp(left.schema, right.schema, p.kind, p.left_keys, p.right_keys,
                             p.condition, ctx, alloc, list(left.stream_key or []),
                             list(right.stream_key or []))
+        elif isinstance(p, (OverWindow, GroupTopN)):
+            op = build_window_op(p, in_schema, alloc)
         else:
             raise not_supported(
                 f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"
