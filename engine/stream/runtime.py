@@ -50,7 +50,7 @@ from engine.stream.graph import (
 )
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
-from engine.stream.sink import SinkFlow, build_sink_flow
+from engine.stream.sink import SinkFlow, SinkNotReady, build_sink_flow
 
 log = logging.getLogger("swell.runtime")
 
@@ -75,6 +75,7 @@ class Runtime:
         self.sinks: dict[int, SinkFlow] = {}
         self.data_dir: str | None = None  # set by the database; sinks may keep files there
         self._meta_extra: dict[str, bytes] = {}
+        self._commit_cut: int | None = None  # WAL cut of a stepped epoch a sink holds back
         self.row_ids = RowIdGen()
         self.watermarks = WatermarkTracker()
         self.epoch = 0
@@ -100,7 +101,10 @@ class Runtime:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        self.barrier(force=True)
+        try:
+            self.barrier(force=True)
+        except SinkNotReady as e:  # the WAL replays the epoch after restart
+            log.error("final checkpoint skipped: %s", e)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.barrier_interval):
@@ -113,8 +117,19 @@ class Runtime:
     # barrier / checkpoint
     # ------------------------------------------------------------------------------------
     def barrier(self, force: bool = False) -> int:
-        """Step all flows with the epoch's changes and commit one checkpoint."""
+        """Step all flows with the epoch's changes and commit one checkpoint.
+
+        A sink that cannot flush (`SinkNotReady`) leaves the stepped epoch uncommitted:
+        timer barriers (`force=False`) return and retry the commit on the next tick before
+        stepping anything new, releasing the lock in between (reads, DML and status stay
+        live); forced barriers (FLUSH, DDL) wait for the sink.
+        """
         with self.lock:
+            if self._commit_cut is not None:
+                try:
+                    self._commit(self._commit_cut, block=force)
+                except SinkNotReady:
+                    return self.epoch
             has_work = any(t.pending for t in self.tables.values()) or any(
                 s.backlog for s in self.sinks.values()
             ) or any(
@@ -124,6 +139,7 @@ class Runtime:
                 return self.epoch
             t0 = time.perf_counter()
             self.ctx.now = None
+            cut = self.wal_seq  # the WAL records this epoch consumes
             deltas: dict[int, StreamChunk | None] = {}
             for tid, flow in self.tables.items():
                 d = flow.drain()
@@ -136,7 +152,12 @@ class Runtime:
                 self.watermarks.set_view(vid, self.views[vid].out_watermarks)
             for sid in sorted(self.sinks):
                 self.sinks[sid].step(deltas, self.epoch + 1)
-            self._commit()
+            try:
+                self._commit(cut, block=force)
+            except SinkNotReady:
+                if force:
+                    raise
+                return self.epoch
             # State lives in long-lived Python objects; moving them out of the collector's
             # generations after each epoch keeps GC passes proportional to new garbage.
             gc.freeze()
@@ -144,8 +165,12 @@ class Runtime:
             self.barriers += 1
             return self.epoch
 
-    def _commit(self) -> None:
-        sink_state = {sid: f.pre_commit(self.epoch + 1) for sid, f in self.sinks.items()}
+    def _commit(self, wal_cut: int, block: bool = True) -> None:
+        self._commit_cut = wal_cut  # until the sinks are flushed and the checkpoint written
+        sink_state = {
+            sid: f.pre_commit(self.epoch + 1, block=block) for sid, f in self.sinks.items()
+        }
+        self._commit_cut = None
         self.epoch += 1
         tables: list[StateTable] = []
         for f in self.tables.values():
@@ -162,7 +187,7 @@ class Runtime:
             tables.extend(f.tables)
             if sink_state[sid] is not None:
                 extra[f"sink.{sid}"] = sink_state[sid]  # type: ignore[assignment]
-        self.checkpointer.commit(self.epoch, self.wal_seq, tables, extra, self._dropped)
+        self.checkpointer.commit(self.epoch, wal_cut, tables, extra, self._dropped)
         self._dropped = []
         self._dirty_catalog = False
         for f in self.sinks.values():

@@ -28,7 +28,9 @@ Writer contract (`SinkWriter`), in call order:
 Errors: an exception from `write` keeps the chunk in the flow's backlog; an exception from
 `write`/`pre_commit` is recorded in the status and retried with capped exponential
 backoff until it succeeds, holding back the checkpoint (so nothing is lost: at-least-once),
-unless the sink is being dropped or the runtime stops. `post_commit` errors are recorded
+unless the sink is being dropped or the runtime stops (timer barriers try once per tick
+and keep the epoch uncommitted meanwhile, see `Runtime.barrier`; `pre_commit` may thus
+be called again for the same epoch). `post_commit` errors are recorded
 and retried on the next checkpoint by the writer itself (it is told the epoch again).
 
 Sink types (`SinkSpec.sink_type`): `append-only` (the input never retracts), `force-append-
@@ -185,6 +187,10 @@ def shape_for_sink(chunk: StreamChunk, visible: list[int], sink_type: str) -> St
 
 
 # -- the flow ----------------------------------------------------------------------------
+class SinkNotReady(ConnectorError):
+    """A sink could not write or flush this epoch; its checkpoint must wait."""
+
+
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 5.0
 
@@ -253,24 +259,31 @@ class SinkFlow:
             st.epochs += 1
             st.last_write_at = time.time()
 
-    def pre_commit(self, epoch: int) -> bytes | None:
-        """Deliver the backlog and flush the writer, retrying until it works.
+    def pre_commit(self, epoch: int, *, block: bool = True) -> bytes | None:
+        """Deliver the backlog and flush the writer.
 
-        Raises if the sink gives up (dropped or shutting down): the checkpoint must then
-        not commit, so the epoch is recomputed from the WAL after a restart.
+        `block`: retry with backoff until it works. Otherwise one attempt. Raises
+        `SinkNotReady` if it did not work (or the sink gave up: dropped, shutting down);
+        the checkpoint must then not commit (the runtime retries it, or the WAL replays
+        the epoch after a restart).
         """
-        if self.needs_open is not None and not self._call(self._reopen, retry=True):
-            raise ConnectorError(f'sink "{self.spec.name}" could not be opened')
-        self._drain_backlog(retry=True)
+        name = self.spec.name
+        if self.needs_open is not None and not self._call(self._reopen, retry=block):
+            raise SinkNotReady(f'sink "{name}" could not be opened: {self.status.last_error}')
+        self._drain_backlog(retry=block)
         if self.backlog:
-            raise ConnectorError(f'sink "{self.spec.name}" could not deliver epoch {epoch}')
+            raise SinkNotReady(
+                f'sink "{name}" could not deliver epoch {epoch}: {self.status.last_error}'
+            )
         result: list[bytes | None] = [None]
 
         def flush() -> None:
             result[0] = self.writer.pre_commit(epoch)
 
-        if not self._call(flush, retry=True):
-            raise ConnectorError(f'sink "{self.spec.name}" could not flush epoch {epoch}')
+        if not self._call(flush, retry=block):
+            raise SinkNotReady(
+                f'sink "{name}" could not flush epoch {epoch}: {self.status.last_error}'
+            )
         self.status.last_flush_at = time.time()
         return result[0]
 
@@ -304,6 +317,8 @@ class SinkFlow:
                 st = self.status
                 st.error(e)
                 if not retry:
+                    st.state = "retrying"
+                    st.retries += 1
                     return False
                 if self.cancelled.is_set() or (
                     self.stopping is not None and self.stopping.is_set()
@@ -385,3 +400,6 @@ def build_sink_flow(
     nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
     visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
     return SinkFlow(spec, nodes, factory(spec), visible, tables=alloc.tables)
+
+
+import engine.stream.sink_status  # noqa: E402,F401  (registers rw_catalog.rw_sink_status)

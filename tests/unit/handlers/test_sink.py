@@ -262,3 +262,33 @@ def test_drop_source_relation_with_sink_needs_cascade(db: SwellDatabase) -> None
     run(db, "DROP TABLE t CASCADE")
     assert run(db, "SHOW SINKS")[0].rows == []
     assert db.runtime.sinks == {}
+
+
+def test_timer_barrier_holds_the_epoch_until_the_sink_flushes(db: SwellDatabase) -> None:
+    run(db, "CREATE TABLE t (a INT) APPEND ONLY")
+    run(db, "CREATE SINK s FROM t WITH (connector = 'recording')")
+    rt = db.runtime
+    epoch = rt.epoch
+    FAIL["s"] = 2  # the write, then one pre-commit attempt
+    run(db, "INSERT INTO t VALUES (1)")
+    rt.barrier()  # write fails, one flush attempt fails: nothing committed
+    assert rt.epoch == epoch and rt.checkpointer.last_epoch == epoch
+    st = rt.sinks[next(iter(rt.sinks))].status
+    assert st.state == "retrying" and st.errors == 2
+    run(db, "INSERT INTO t VALUES (2)")  # DML still works while the sink is held back
+    rt.barrier()  # commits the held epoch, then steps and commits the next one
+    assert rt.epoch == epoch + 2 and rt.checkpointer.last_epoch == epoch + 2
+    assert writes("s") == [("INSERT", (1,)), ("INSERT", (2,))] and st.state == "running"
+
+
+def test_sink_status_system_table(db: SwellDatabase) -> None:
+    run(db, "CREATE TABLE t (a INT) APPEND ONLY")
+    run(db, "CREATE SINK s FROM t WITH (connector = 'blackhole')")
+    run(db, "INSERT INTO t VALUES (1), (2)")
+    run(db, "FLUSH")
+    r = run(
+        db,
+        "SELECT sink_name, connector, sink_type, state, rows_written, errors, "
+        "last_commit_epoch IS NOT NULL, detail->>'discarded' FROM rw_sink_status",
+    )[0]
+    assert r.rows == [("s", "blackhole", "append-only", "running", 2, 0, True, "2")]
