@@ -151,7 +151,7 @@ class Runtime:
                 deltas[vid] = self.views[vid].step(deltas, watermarks=self.watermarks.current)
                 self.watermarks.set_view(vid, self.views[vid].out_watermarks)
             for sid in sorted(self.sinks):
-                self.sinks[sid].step(deltas, self.epoch + 1)
+                self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
             try:
                 self._commit(cut, block=force)
             except SinkNotReady:

@@ -58,7 +58,7 @@ from engine.expr import EvalContext
 from engine.plan.logical import PlanNode
 from engine.state.table import StateTable
 from engine.stream.build import build_view_nodes
-from engine.stream.graph import Allocator, Node
+from engine.stream.graph import Allocator, ViewFlow
 from engine.types import Field
 
 log = logging.getLogger("swell.sink")
@@ -200,10 +200,9 @@ class SinkFlow:
     """One sink in the runtime: operator nodes (no MaterializeOp) + its writer."""
 
     spec: SinkSpec
-    nodes: list[Node]
+    graph: ViewFlow  # the operators (stepped like a view's, without a MaterializeOp)
     writer: SinkWriter
     visible: list[int]  # output columns of the last node that reach the writer
-    tables: list[StateTable] = field(default_factory=list)
     backlog: list[tuple[StreamChunk, int]] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     stopping: threading.Event | None = None  # the runtime's stop flag
@@ -213,24 +212,12 @@ class SinkFlow:
     def status(self) -> SinkStatus:
         return self.spec.status
 
-    def upstream(self) -> set[int]:
-        return {i for n in self.nodes for kind, i in n.inputs if kind == "rel"}
+    @property
+    def tables(self) -> list[StateTable]:
+        return self.graph.tables
 
-    def compute(
-        self, deltas: dict[int, StreamChunk | None], *, force: bool = False
-    ) -> StreamChunk | None:
-        """Step the operators; the shaped output delta (None: nothing for the writer)."""
-        outs: list[StreamChunk | None] = []
-        for node in self.nodes:
-            ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
-            if not force and all(c is None or len(c) == 0 for c in ins):
-                outs.append(None)
-                continue
-            outs.append(node.op.step(ins))
-        out = outs[-1] if outs else None
-        if out is None or len(out) == 0:
-            return None
-        return shape_for_sink(out, self.visible, self.spec.sink_type)
+    def upstream(self) -> set[int]:
+        return self.graph.upstream()
 
     def step(
         self,
@@ -239,8 +226,14 @@ class SinkFlow:
         *,
         force: bool = False,
         emit: bool = True,
+        watermarks: dict[int, dict[int, int]] | None = None,
     ) -> None:
-        out = self.compute(deltas, force=force)
+        """Step the operators; queue the shaped output for the writer and write it."""
+        out = self.graph.step(deltas, force=force, watermarks=watermarks)
+        if out is not None and len(out) > 0:
+            out = shape_for_sink(out, self.visible, self.spec.sink_type)
+        else:
+            out = None
         if out is not None and emit:
             self.backlog.append((out, epoch))
         self._drain_backlog(retry=False)
@@ -399,7 +392,7 @@ def build_sink_flow(
     factory = sink_connector(spec.connector)
     nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
     visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
-    return SinkFlow(spec, nodes, factory(spec), visible, tables=alloc.tables)
+    return SinkFlow(spec, ViewFlow(rel, nodes, tables=alloc.tables), factory(spec), visible)
 
 
 import engine.stream.sink_status  # noqa: E402,F401  (registers rw_catalog.rw_sink_status)
