@@ -235,7 +235,6 @@ def split_temporal(node: PlanNode, pred: ex.Expr) -> PlanNode:
     """Plan a streaming WHERE: temporal-filter conjuncts become a `TemporalFilter` node."""
     parts = _and_parts(pred)
     bounds: list[TimeBound] = []
-    temporal: list[ex.Expr] = []
     rest: list[ex.Expr] = []
     for p in parts:
         if not p.has_now():
@@ -245,16 +244,15 @@ def split_temporal(node: PlanNode, pred: ex.Expr) -> PlanNode:
         if b is None:
             raise not_supported("General `now()` function in streaming queries", hint=NOW_HINT)
         bounds.extend(b)
-        temporal.append(p)
     if rest:
-        from engine.plan.helpers import _and_all
+        from engine.expr import ops
 
-        node = Filter(node.schema, node.stream_key, input=node, predicate=_and_all(rest))
-    from engine.plan.helpers import _and_all
-
-    return TemporalFilter(
-        node.schema, node.stream_key, input=node, bounds=bounds, predicate=_and_all(temporal)
-    )
+        cond = rest[0]
+        for r in rest[1:]:
+            cond = ops.bind_and_or("AND", cond, r)
+        node = Filter(node.schema, node.stream_key, input=node, predicate=cond)
+    # batch execution evaluates the whole WHERE (the rest again, harmlessly)
+    return TemporalFilter(node.schema, node.stream_key, input=node, bounds=bounds, predicate=pred)
 
 
 def _and_parts(e: ex.Expr) -> list[ex.Expr]:
