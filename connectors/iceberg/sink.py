@@ -215,6 +215,10 @@ class IcebergSinkWriter:
     def close(self) -> None:
         return None
 
+    def wants_checkpoint(self) -> bool:
+        w = self.writer
+        return w is not None and w.status.pending_rows > 0
+
     def _publish(self) -> None:
         w = self.writer
         if w is None:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -246,6 +248,10 @@ class IcebergWriter:
                 elif delete_keys is None or not delete_keys.num_rows:
                     return
                 tx.commit_transaction()
+                if os.environ.get("SWELL_TEST_CRASH_AFTER_ICEBERG_COMMIT"):
+                    # crash tests: die in the window between the Iceberg commit and the
+                    # checkpoint that forgets the staged changes
+                    os.kill(os.getpid(), signal.SIGKILL)
                 break
             except CommitFailedException:
                 if attempt == 3:

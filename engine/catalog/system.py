@@ -196,7 +196,7 @@ def _ensure_loaded() -> None:
     _loaded = True
     import importlib
 
-    for mod in ("engine.catalog.pg_catalog",):
+    for mod in ("engine.catalog.pg_catalog", "engine.catalog.iceberg_status"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -131,7 +131,7 @@ class Runtime:
                 except SinkNotReady:
                     return self.epoch
             has_work = any(t.pending for t in self.tables.values()) or any(
-                s.backlog for s in self.sinks.values()
+                s.backlog or s.wants_checkpoint() for s in self.sinks.values()
             ) or any(
                 v.time_driven for v in self.views.values()
             )

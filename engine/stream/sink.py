@@ -252,6 +252,12 @@ class SinkFlow:
             st.epochs += 1
             st.last_write_at = time.time()
 
+    def wants_checkpoint(self) -> bool:
+        """True while the writer holds data that later checkpoints commit (Iceberg counts
+        checkpoints, so idle barriers must still checkpoint until it has committed)."""
+        fn = getattr(self.writer, "wants_checkpoint", None)
+        return bool(fn()) if fn is not None else False
+
     def pre_commit(self, epoch: int, *, block: bool = True) -> bytes | None:
         """Deliver the backlog and flush the writer.
 
