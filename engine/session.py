@@ -132,7 +132,7 @@ class SwellSession:
         return out
 
     def eval_ctx(self) -> EvalContext:
-        return EvalContext(timezone=self.timezone)
+        return EvalContext(timezone=self.timezone, session=self)
 
     def execute_simple(self, sql: str) -> list[QueryResult]:
         self._cancel.clear()

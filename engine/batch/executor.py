@@ -21,6 +21,7 @@ from engine.plan.logical import (
     Scan,
     Sort,
     SystemScan,
+    TableFunction,
     UnionAll,
     Values,
 )
@@ -67,6 +68,11 @@ class _Exec:
         t: pa.Table = p.table
         return t
 
+    def _tablefunction(self, p: TableFunction) -> pa.Table:
+        from engine.batch.table_functions import run_table_function
+
+        return run_table_function(p, self.ctx)
+
     def _filter(self, p: Filter) -> pa.Table:
         t = self.run(p.input)
         if t.num_rows == 0:
@@ -109,6 +115,10 @@ class _Exec:
 
     def _agg(self, p: Agg) -> pa.Table:
         t = self.run(p.input)
+        if any(a.kind in ("string_agg", "array_agg") for a in p.aggs):
+            from engine.batch.agg_batch import run_agg_batch
+
+            return run_agg_batch(p, t)
         calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
         op = HashAggOp(
             p.input.schema, p.group_keys, calls, LocalStateAllocator(), [f.name for f in p.schema]
@@ -160,6 +170,10 @@ class _Exec:
     def _join(self, p: Join) -> pa.Table:
         left = self.run(p.left)
         right = self.run(p.right)
+        if p.condition is not None and p.kind in ("left", "right", "full"):
+            from engine.batch.outer_join import outer_join_with_condition
+
+            return outer_join_with_condition(p, left, right, self.ctx)
         nl = left.num_columns
         ln = [f"l{i}" for i in range(nl)]
         rn = [f"r{i}" for i in range(right.num_columns)]

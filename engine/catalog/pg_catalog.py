@@ -142,10 +142,6 @@ class CatalogModel:
         return s.user if s is not None else "root"
 
 
-def _tables(ctx: SystemContext) -> CatalogModel:
-    return CatalogModel(ctx)
-
-
 # -- registration helpers ---------------------------------------------------------------------
 def _register(
     name: str,
@@ -237,11 +233,410 @@ def _pg_matviews(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
     ]
 
 
+# -- pg_class, pg_attribute, pg_index, pg_constraint ------------------------------------------
+def _pg_class(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    m = CatalogModel(ctx)
+    ns = m.namespaces()
+    out = []
+    for r in m.relations:
+        am = HEAP_AM_OID if r.relkind in ("r", "m") else BTREE_AM_OID if r.relkind == "i" else 0
+        out.append(
+            {
+                "oid": r.oid,
+                "relname": r.name,
+                "relnamespace": ns.get(r.schema, 0),
+                "relowner": SUPERUSER_OID,
+                "relam": am,
+                "relfilenode": r.oid if r.relkind in ("r", "m", "i") else 0,
+                "reltuples": -1.0,
+                "relhasindex": bool(r.pk_attnums),
+                "relpersistence": "p",
+                "relkind": r.relkind,
+                "relnatts": len(r.attrs),
+                "relhasrules": r.relkind == "v",
+                "relispopulated": True,
+                "relreplident": "n"
+                if r.relkind in ("v", "f")
+                else "d"
+                if r.relkind != "i"
+                else "n",
+            }
+        )
+    return out
+
+
+def _typalign(t: SqlType) -> str:
+    return {1: "c", 2: "s", 4: "i", 8: "d"}.get(t.typlen, "i")
+
+
+def _collation_of(t: SqlType) -> int:
+    return (
+        100
+        if t.kind is TypeKind.VARCHAR and t.pg not in ("char", "name")
+        else (950 if t.pg == "name" else 0)
+    )
+
+
+def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    m = CatalogModel(ctx)
+    out = []
+    for r in m.relations:
+        for a in r.attrs:
+            t = a.type
+            out.append(
+                {
+                    "attrelid": r.oid,
+                    "attname": a.name,
+                    "atttypid": t.oid,
+                    "attstattarget": -1,
+                    "attlen": t.typlen,
+                    "attnum": a.attnum,
+                    "attndims": 1 if t.kind is TypeKind.LIST and t.pg is None else 0,
+                    "attcacheoff": -1,
+                    "atttypmod": -1,
+                    "attbyval": t.typlen in (1, 2, 4, 8),
+                    "attalign": _typalign(t),
+                    "attstorage": "p" if t.typlen > 0 else "x",
+                    "attcompression": "",
+                    "attnotnull": a.notnull,
+                    "attidentity": "",
+                    "attgenerated": "",
+                    "attislocal": True,
+                    "attcollation": _collation_of(t),
+                }
+            )
+    return out
+
+
+def _pg_index(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    m = CatalogModel(ctx)
+    out = []
+    for r in m.relations:
+        if r.index_of is None:
+            continue
+        t = r.index_of
+        n = len(t.pk_attnums)
+        out.append(
+            {
+                "indexrelid": r.oid,
+                "indrelid": t.oid,
+                "indnatts": n,
+                "indnkeyatts": n,
+                "indisunique": True,
+                "indisprimary": True,
+                "indimmediate": True,
+                "indisvalid": True,
+                "indisready": True,
+                "indislive": True,
+                "indkey": list(t.pk_attnums),
+                "indcollation": [_collation_of(t.attrs[k - 1].type) for k in t.pk_attnums],
+                "indclass": [0] * n,
+                "indoption": [0] * n,
+            }
+        )
+    return out
+
+
+def _pg_constraint(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    m = CatalogModel(ctx)
+    ns = m.namespaces()
+    out = []
+    for r in m.relations:
+        if r.index_of is None:
+            continue
+        t = r.index_of
+        assert t.rel is not None
+        out.append(
+            {
+                "oid": PK_CONSTRAINT_OID_BASE + t.rel.id,
+                "conname": r.name,
+                "connamespace": ns.get(t.schema, 0),
+                "contype": "p",
+                "convalidated": True,
+                "conrelid": t.oid,
+                "conindid": r.oid,
+                "confupdtype": " ",
+                "confdeltype": " ",
+                "confmatchtype": " ",
+                "conislocal": True,
+                "connoinherit": True,
+                "conkey": list(t.pk_attnums),
+            }
+        )
+    return out
+
+
+def _pg_indexes(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    from engine.expr.fn_catalog import index_definition
+
+    m = CatalogModel(ctx)
+    return [
+        {
+            "schemaname": r.schema,
+            "tablename": r.index_of.name,
+            "indexname": r.name,
+            "indexdef": index_definition(r),
+        }
+        for r in m.relations
+        if r.index_of is not None
+    ]
+
+
+def _pg_depend(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for rel in ctx.catalog.ordered():
+        for dep in rel.depends_on:
+            out.append(
+                {
+                    "classid": 1259,
+                    "objid": relation_oid(rel),
+                    "refclassid": 1259,
+                    "refobjid": FIRST_USER_OID + dep,
+                    "deptype": "n",
+                }
+            )
+        if _pk_attnums(rel) and rel.kind is RelationKind.TABLE:
+            out.append(
+                {
+                    "classid": 1259,
+                    "objid": PK_INDEX_OID_BASE + rel.id,
+                    "refclassid": 1259,
+                    "refobjid": relation_oid(rel),
+                    "deptype": "a",
+                }
+            )
+    return out
+
+
+# -- pg_type, pg_proc, pg_am, pg_collation, pg_language ---------------------------------------
+def _pg_type(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    out = []
+    for row in TYPES:
+        (oid, name, ln, byval, tt, cat, pref, delim, elem, arr, tin, tout, trecv, tsend,
+         align, storage, coll) = row  # fmt: skip
+        out.append(
+            {
+                "oid": oid,
+                "typname": name,
+                "typnamespace": NAMESPACE_OIDS[PG_CATALOG],
+                "typowner": SUPERUSER_OID,
+                "typlen": ln,
+                "typbyval": byval,
+                "typtype": tt,
+                "typcategory": cat,
+                "typispreferred": pref,
+                "typisdefined": True,
+                "typdelim": delim,
+                "typelem": elem,
+                "typarray": arr,
+                "typinput": tin,
+                "typoutput": tout,
+                "typreceive": trecv,
+                "typsend": tsend,
+                "typalign": align,
+                "typstorage": storage,
+                "typtypmod": -1,
+                "typcollation": coll,
+            }
+        )
+    return out
+
+
+def _pg_proc(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {
+            "oid": oid,
+            "proname": name,
+            "pronamespace": NAMESPACE_OIDS[PG_CATALOG],
+            "proowner": SUPERUSER_OID,
+            "prolang": 12,
+            "procost": 1.0,
+            "prorows": 1000.0 if retset else 0.0,
+            "prokind": kind,
+            "proisstrict": True,
+            "proretset": retset,
+            "provolatile": "s",
+            "proparallel": "s",
+            "pronargs": nargs,
+            "prorettype": ret,
+            "proargtypes": [int(x) for x in args.split()],
+            "prosrc": name,
+        }
+        for oid, name, nargs, ret, args, kind, retset in PROCS
+    ]
+
+
+def _pg_am(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {"oid": HEAP_AM_OID, "amname": "heap", "amhandler": 3, "amtype": "t"},
+        {"oid": BTREE_AM_OID, "amname": "btree", "amhandler": 330, "amtype": "i"},
+        {"oid": 405, "amname": "hash", "amhandler": 331, "amtype": "i"},
+    ]
+
+
+def _pg_collation(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    base = {"collnamespace": 11, "collowner": SUPERUSER_OID, "collisdeterministic": True}
+    return [
+        {**base, "oid": 100, "collname": "default", "collprovider": "d", "collencoding": -1},
+        {**base, "oid": 950, "collname": "C", "collprovider": "c", "collencoding": -1,
+         "collcollate": "C", "collctype": "C"},
+        {**base, "oid": 951, "collname": "POSIX", "collprovider": "c", "collencoding": -1,
+         "collcollate": "POSIX", "collctype": "POSIX"},
+    ]  # fmt: skip
+
+
+def _pg_language(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {"oid": 12, "lanname": "internal", "lanowner": SUPERUSER_OID, "lanvalidator": 2246},
+        {"oid": 13, "lanname": "c", "lanowner": SUPERUSER_OID, "lanvalidator": 2247},
+        {"oid": 14, "lanname": "sql", "lanowner": SUPERUSER_OID, "lanpltrusted": True},
+    ]
+
+
+def _pg_extension(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {
+            "oid": 13545,
+            "extname": "plpgsql",
+            "extowner": SUPERUSER_OID,
+            "extnamespace": NAMESPACE_OIDS[PG_CATALOG],
+            "extversion": "1.0",
+        }
+    ]
+
+
+def _pg_tablespace(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {"oid": 1663, "spcname": "pg_default", "spcowner": SUPERUSER_OID},
+        {"oid": 1664, "spcname": "pg_global", "spcowner": SUPERUSER_OID},
+    ]
+
+
+# -- roles ------------------------------------------------------------------------------------
+def user_rows(ctx: SystemContext) -> list[Any]:
+    """Every user (engine.catalog.users.User: name, oid, superuser, createdb...)."""
+    users = getattr(ctx.catalog, "users", None)
+    if users is None:
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name="root", oid=SUPERUSER_OID, superuser=True, createdb=True,
+                                createrole=True, login=True, password=None)]  # fmt: skip
+    return list(users.list())
+
+
+def _pg_roles(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {
+            "oid": u.oid,
+            "rolname": u.name,
+            "rolsuper": u.superuser,
+            "rolinherit": True,
+            "rolcreaterole": u.createrole,
+            "rolcreatedb": u.createdb,
+            "rolcanlogin": u.login,
+            "rolreplication": u.superuser,
+            "rolconnlimit": -1,
+            "rolpassword": "********",
+            "rolbypassrls": u.superuser,
+        }
+        for u in user_rows(ctx)
+    ]
+
+
+def _pg_user(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {
+            "usename": u.name,
+            "usesysid": u.oid,
+            "usecreatedb": u.createdb,
+            "usesuper": u.superuser,
+            "userepl": u.superuser,
+            "usebypassrls": u.superuser,
+            "passwd": "********",
+        }
+        for u in user_rows(ctx)
+        if u.login
+    ]
+
+
+# -- settings and statistics ------------------------------------------------------------------
+def _pg_settings(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    from engine.session import DEFAULT_VARS, DISPLAY
+
+    vars_ = ctx.session.vars if ctx.session is not None else DEFAULT_VARS
+    return [
+        {
+            "name": DISPLAY.get(k, k),
+            "setting": v,
+            "category": "Swell",
+            "short_desc": "",
+            "context": "user",
+            "vartype": "bool" if v in ("on", "off", "true", "false") else "string",
+            "source": "default" if DEFAULT_VARS.get(k) == v else "session",
+            "boot_val": DEFAULT_VARS.get(k, v),
+            "reset_val": DEFAULT_VARS.get(k, v),
+            "pending_restart": False,
+        }
+        for k, v in sorted(vars_.items())
+    ]
+
+
+def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    from engine.database import DATABASE_NAME
+
+    out = []
+    for pid, s in sorted(ctx.db.sessions.items()):
+        running = getattr(s, "_running", False)
+        out.append(
+            {
+                "datid": DATABASE_OID,
+                "datname": DATABASE_NAME,
+                "pid": pid,
+                "usesysid": SUPERUSER_OID,
+                "usename": getattr(s, "user", None),
+                "application_name": s.vars.get("application_name", "")
+                if hasattr(s, "vars")
+                else "",
+                "state": "active" if running else "idle",
+                "query": "",
+                "backend_type": "client backend",
+            }
+        )
+    return out
+
+
+def _pg_stat_user_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    m = CatalogModel(ctx)
+    return [
+        {"relid": r.oid, "schemaname": r.schema, "relname": r.name}
+        for r in m.relations
+        if r.relkind in ("r", "m") and r.rel is not None
+    ]
+
+
 _register("pg_namespace", _pg_namespace)
 _register("pg_database", _pg_database)
+_register("pg_class", _pg_class)
+_register("pg_attribute", _pg_attribute)
+_register("pg_index", _pg_index)
+_register("pg_constraint", _pg_constraint)
+_register("pg_depend", _pg_depend)
+_register("pg_type", _pg_type)
+_register("pg_proc", _pg_proc)
+_register("pg_am", _pg_am)
+_register("pg_collation", _pg_collation)
+_register("pg_language", _pg_language)
+_register("pg_extension", _pg_extension)
+_register("pg_tablespace", _pg_tablespace)
+_register("pg_roles", _pg_roles, kind="v")
+_register("pg_user", _pg_user, kind="v")
+_register("pg_settings", _pg_settings, kind="v")
+_register("pg_stat_activity", _pg_stat_activity, kind="v")
+_register("pg_stat_user_tables", _pg_stat_user_tables, kind="v")
 _register("pg_tables", _pg_tables, kind="v")
 _register("pg_views", _pg_views, kind="v")
 _register("pg_matviews", _pg_matviews, kind="v")
+_register("pg_indexes", _pg_indexes, kind="v")
 
 # what psql asks for even when the feature does not exist in Swell
 for _name in (
@@ -269,11 +664,32 @@ for _name in (
     "pg_largeobject_metadata",
     "pg_enum",
     "pg_range",
+    "pg_description",
+    "pg_shdescription",
+    "pg_attrdef",
+    "pg_auth_members",
+    "pg_cast",
+    "pg_operator",
+    "pg_opclass",
+    "pg_opfamily",
+    "pg_amop",
+    "pg_amproc",
+    "pg_aggregate",
+    "pg_authid",
+    "pg_shadow",
+    "pg_ts_config",
+    "pg_ts_dict",
+    "pg_ts_parser",
+    "pg_ts_template",
     "pg_sequence",
     "pg_sequences",
     "pg_locks",
     "pg_conversion",
 ):
-    _register(_name, _empty, kind="v" if _name in ("pg_sequences", "pg_locks") else "r")
+    _register(
+        _name,
+        _empty,
+        kind="v" if _name in ("pg_sequences", "pg_locks", "pg_shadow") else "r",
+    )
 
 _ = (INFORMATION_SCHEMA, RW_CATALOG, PROCS, TYPES, TypeKind)

@@ -18,7 +18,15 @@ import sqlglot
 from sqlglot import exp
 
 from engine.errors import EngineError, InvalidParameterValue, not_supported
-from engine.expr import fn_crypto, fn_json, fn_math, fn_string, fn_time, ops  # noqa: F401
+from engine.expr import (  # noqa: F401  (register)
+    fn_crypto,
+    fn_json,
+    fn_math,
+    fn_string,
+    fn_system,
+    fn_time,
+    ops,
+)
 from engine.expr.coerce import (
     UntypedLiteral,
     cast,
@@ -28,7 +36,7 @@ from engine.expr.coerce import (
     parse_data_type,
 )
 from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Param, as_array
-from engine.expr.registry import call, no_function
+from engine.expr.registry import NODE_BINDERS, call, no_function
 from engine.expr.scope import ParamContext, Scope
 from engine.expr.temporal import parse_interval
 from engine.types import (
@@ -123,6 +131,11 @@ class ExprBinder:
     def _dispatch(self, node: exp.Expression) -> Expr:
         b = self._bind
         t = type(node)
+        extra = NODE_BINDERS.get(t)
+        if extra is not None:
+            got = extra(self, node)
+            if got is not None:
+                return got
         if t is exp.Paren or t is exp.Alias:
             return b(node.this)
         if t is exp.Column:

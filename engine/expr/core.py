@@ -37,6 +37,9 @@ class EvalContext:
 
     timezone: str = "UTC"
     now: datetime | None = None
+    # the running session (engine.session.SwellSession) for catalog/session functions
+    # (current_setting, pg_get_indexdef, ::regclass...); None outside a session
+    session: Any = None
 
     def now_utc(self) -> datetime:
         if self.now is None:

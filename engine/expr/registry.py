@@ -8,6 +8,7 @@ own modules (fn_string, fn_math, fn_time, fn_json); `call` is the binder's entry
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from engine.errors import UndefinedFunction
 from engine.expr.coerce import implicit_cast, is_untyped, resolve_unknown
@@ -16,6 +17,10 @@ from engine.types import SqlType
 
 Resolver = Callable[[list[Expr]], Expr]
 FUNCTIONS: dict[str, Resolver] = {}
+# sqlglot node class -> binder for it, tried before the built-in rules: (ExprBinder, node)
+# -> Expr, or None to fall through (engine.expr.fn_system registers OPERATOR(), ANY(...),
+# COLLATE, casts to reg* types...)
+NODE_BINDERS: dict[type, Callable[[Any, Any], Expr | None]] = {}
 _HINT = ("No function matches the given name and argument types. "
          "You might need to add explicit type casts.")
 

@@ -72,9 +72,12 @@ def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
 def _and_all(es: list[ex.Expr]) -> ex.Expr | None:
     if not es:
         return None
-    if len(es) == 1:
-        return es[0]
-    return _AndAll(es)
+    from engine.expr.ops import bind_and_or
+
+    out = es[0]
+    for e in es[1:]:
+        out = bind_and_or("AND", out, e)
+    return out
 
 
 class _AndAll(ex.Expr):

@@ -29,6 +29,10 @@ class AggSpec:
     type: SqlType
     distinct: bool = False
     filter: int | None = None  # input column holding the FILTER (WHERE ...) predicate
+    # string_agg/array_agg (engine.batch.agg_batch): separator and ORDER BY keys
+    # ((input column, desc, nulls_first), ...)
+    separator: str | None = None
+    order: tuple[tuple[int, bool, bool], ...] = ()
 
     def __str__(self) -> str:
         inner = "*" if self.arg is None else f"${self.arg}"
@@ -91,6 +95,19 @@ class SystemScan(PlanNode):
         cols = ", ".join(f.name for f in self.schema)
         name = f"{self.relation.schema}.{self.relation.name}"
         return f"SystemScan {{ table: {name}, columns: [{cols}] }}"
+
+
+@dataclass(eq=False)
+class TableFunction(PlanNode):
+    """A set-returning function in FROM (engine.plan.plan_tablefunc); `args` are evaluated
+    once, when the node runs, over no input columns."""
+
+    name: str = ""
+    args: list[Any] = field(default_factory=list)  # engine.expr.Expr
+    ordinality: bool = False
+
+    def describe(self) -> str:
+        return f"TableFunction {{ {self.name}({', '.join(str(a) for a in self.args)}) }}"
 
 
 def load_system_scans(node: PlanNode, ctx: Any) -> None:

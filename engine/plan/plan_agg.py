@@ -41,6 +41,8 @@ AGG_CLASSES: dict[type, str] = {
     exp.Avg: "avg",
     exp.Min: "min",
     exp.Max: "max",
+    exp.GroupConcat: "string_agg",
+    exp.ArrayAgg: "array_agg",
 }
 
 
@@ -65,6 +67,10 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
             return arg
     elif kind in ("min", "max") and k is not TypeKind.JSONB:
         return arg
+    elif kind in ("string_agg", "array_agg"):
+        from engine.batch.agg_batch import ordered_agg_type
+
+        return ordered_agg_type(kind, arg)
     raise UndefinedFunction(
         f"function {kind}({arg.display}) does not exist",
         hint="No function matches the given name and argument types. "
@@ -120,6 +126,13 @@ class AggPlannerMixin:
                 spec_node = a.this
             kind = AGG_CLASSES[type(spec_node)]
             arg = spec_node.this
+            if kind in ("string_agg", "array_agg"):
+                from engine.batch.agg_batch import plan_ordered_agg
+
+                spec = plan_ordered_agg(self, kind, spec_node, scope, pre, filt)
+                specs.append(spec)
+                agg_index[_norm_sql(a)] = ng + len(specs) - 1
+                continue
             distinct = False
             if isinstance(arg, exp.Distinct):
                 distinct = True

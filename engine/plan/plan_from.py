@@ -28,6 +28,7 @@ from engine.plan.logical import (
     Scan,
 )
 from engine.plan.plan_system import plan_system_from
+from engine.plan.plan_tablefunc import is_table_function, plan_table_function
 from engine.types import Field
 
 
@@ -35,6 +36,10 @@ class FromPlannerMixin:
     """FROM half of `Planner` (see module docstring)."""
 
     def _plan_from(self, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
+        if is_table_function(item):
+            if self.streaming:
+                raise not_supported("set-returning functions in FROM of a materialized view")
+            return plan_table_function(self, item)
         if isinstance(item, exp.Table):
             if isinstance(item.this, (exp.Anonymous, exp.Func)):
                 from engine.plan.plan_time import plan_time_window
@@ -138,7 +143,7 @@ class FromPlannerMixin:
             )
         if self.streaming and (left.stream_key is None or right.stream_key is None):
             raise not_supported("join input without a stream key")
-        if cond is not None and jkind != "inner":
+        if cond is not None and jkind != "inner" and self.streaming:
             raise not_supported("outer joins with non-equality conditions are not supported yet")
         for a, b in zip(lkeys, rkeys, strict=True):
             if left.schema[a].type != right.schema[b].type:

@@ -35,7 +35,6 @@ from engine.errors import (
 from engine.plan.helpers import (
     _Col,
     _explicit_nulls,
-    _literal_node,
     _mapped_key,
     _output_name,
     _pos,
@@ -450,6 +449,16 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
             isinstance(n, exp.In) and n.args.get("query") is not None
         ):
             return self._subquery(n, binder)
+        if isinstance(n, exp.Array) and n.expressions and isinstance(
+            n.expressions[0], (exp.Select, exp.Subquery, exp.Union)
+        ):
+            return self._subquery(n, binder)  # ARRAY(SELECT ...)
+        if isinstance(n, exp.Column) and getattr(self, "outer_scope", None) is not None:
+            from engine.plan.plan_subquery import outer_column
+
+            ref = outer_column(self, n, binder.scope)  # correlated subquery
+            if ref is not None:
+                return ref
         if self.session_func is not None and isinstance(n, (exp.Anonymous, exp.Func)):
             name = (n.name if isinstance(n, exp.Anonymous) else n.sql_name()).lower()
             if isinstance(n, exp.CurrentUser):
@@ -472,55 +481,9 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
                 "subqueries in materialized views are not supported yet",
                 hint="Subqueries in streaming queries arrive with joins.",
             )
-        if self.subquery_runner is None:
-            raise not_supported("subqueries are not supported here")
-        if isinstance(n, exp.Exists):
-            sub = Planner(
-                self.catalog,
-                params=self.params,
-                subquery_runner=self.subquery_runner,
-                session_func=self.session_func,
-            )
-            plan = sub.plan_query(n.this.this if isinstance(n.this, exp.Subquery) else n.this)
-            rows = self.subquery_runner(Limit(plan.schema, None, input=plan, limit=1, offset=0))
-            return ex.Literal(value=bool(rows), type=SqlType(TypeKind.BOOLEAN))
-        if isinstance(n, exp.In):
-            q = n.args["query"]
-            sub = Planner(
-                self.catalog,
-                params=self.params,
-                subquery_runner=self.subquery_runner,
-                session_func=self.session_func,
-            )
-            plan = sub.plan_query(q.this if isinstance(q, exp.Subquery) else q)
-            vis = _visible(plan)
-            if len(vis) != 1:
-                raise SqlSyntaxError("subquery has too many columns")
-            rows = self.subquery_runner(_select_columns(plan, vis))
-            t = plan.schema[vis[0]].type
-            values = [r[0] for r in rows]
-            lit_nodes = [_literal_node(v, t) for v in values]
-            if not lit_nodes:
-                # x IN (empty) is false, even for NULL x
-                return ex.Literal(value=False, type=SqlType(TypeKind.BOOLEAN))
-            rewritten = exp.In(this=n.this, expressions=lit_nodes)
-            return binder.bind(rewritten)
-        # scalar subquery
-        sub = Planner(
-            self.catalog,
-            params=self.params,
-            subquery_runner=self.subquery_runner,
-            session_func=self.session_func,
-        )
-        plan = sub.plan_query(n.this)
-        vis = _visible(plan)
-        if len(vis) != 1:
-            raise SqlSyntaxError("subquery must return only one column")
-        rows = self.subquery_runner(_select_columns(plan, vis))
-        if len(rows) > 1:
-            raise EngineError("more than one row returned by a subquery used as an expression")
-        t = plan.schema[vis[0]].type
-        return ex.Literal(value=rows[0][0] if rows else None, type=t)
+        from engine.plan.plan_subquery import plan_subquery
+
+        return plan_subquery(self, n, binder)
 
     def _check_bool(self, e: ex.Expr, where: str) -> None:
         if e.type.kind not in (TypeKind.BOOLEAN, TypeKind.UNKNOWN):

@@ -132,6 +132,9 @@ _EOWC_RE = re.compile(r"\bEMIT\s+ON\s+WINDOW\s+CLOSE\b(?=\s*(?:--[^\n]*\s*)*;?\s
 
 
 def _glot(text: str, offset: int) -> exp.Expression:
+    from engine.sql.pg_syntax import normalize_pg_syntax
+
+    text = normalize_pg_syntax(text, DIALECT)
     try:
         trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
     except ParseError as e:

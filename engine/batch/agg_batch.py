@@ -1,0 +1,183 @@
+"""string_agg and array_agg (with DISTINCT, FILTER and ORDER BY) in ad-hoc queries.
+
+The streaming `HashAggOp` keeps invertible or extreme accumulators; these two order-
+sensitive aggregates are computed here instead, for batch queries only (client catalog
+queries use them: psql's `\\d`, asyncpg's type introspection). A GROUP BY with one of them
+is evaluated entirely with one polars group-by: every aggregate of the query becomes a
+polars expression over the group, `ORDER BY` inside an aggregate sorts by a precomputed
+rank. Materialized views refuse these aggregates (0A000) until the streaming operator has
+them.
+
+Lifecycle: `plan_ordered_agg` (called by the planner's aggregation mixin) binds the
+argument, separator, ORDER BY keys and FILTER into the pre-projection; the executor calls
+`run_agg_batch` for an `Agg` node that contains one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import not_supported
+from engine.plan.logical import Agg, AggSpec
+from engine.types import BYTEA, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
+
+TEXT = pg_alias(VARCHAR, "text")
+
+
+def ordered_agg_type(kind: str, arg: SqlType) -> SqlType:
+    if kind == "string_agg":
+        if arg.kind is TypeKind.BYTEA:
+            return BYTEA
+        if arg.kind is TypeKind.VARCHAR:
+            return TEXT
+        from engine.errors import UndefinedFunction
+
+        raise UndefinedFunction(
+            f"function string_agg({arg.display}, text) does not exist",
+            hint="No function matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
+    if arg.kind is TypeKind.LIST:
+        raise not_supported("array_agg of arrays")
+    return list_of(arg)
+
+
+def plan_ordered_agg(
+    planner: Any,
+    kind: str,
+    node: exp.Expression,
+    scope: ex.Scope,
+    pre: list[ex.Expr],
+    filt: exp.Expression | None,
+) -> AggSpec:
+    if planner.streaming:
+        raise not_supported(
+            f"{kind} in materialized views is not supported yet",
+            hint="Query the view and aggregate ad hoc.",
+        )
+    arg = node.this
+    order: list[exp.Ordered] = []
+    if isinstance(arg, exp.Order):
+        order = list(arg.expressions)
+        arg = arg.this
+    distinct = False
+    if isinstance(arg, exp.Distinct):
+        distinct = True
+        arg = arg.expressions[0]
+    bound = planner._bind(arg, scope)
+    if ex.is_untyped(bound):
+        bound = ex.cast(bound, VARCHAR)
+    pre.append(bound)
+    arg_idx = len(pre) - 1
+    separator = None
+    if kind == "string_agg":
+        sep_node = node.args.get("separator")
+        sep = planner._bind(sep_node, scope) if sep_node is not None else None
+        if sep is not None and not isinstance(sep, ex.Literal):
+            raise not_supported("string_agg with a non-constant delimiter")
+        separator = "" if sep is None or sep.value is None else str(sep.value)
+    keys = []
+    for o in order:
+        kb = planner._bind(o.this, scope)
+        pre.append(kb)
+        desc = bool(o.args.get("desc"))
+        nf = o.args.get("nulls_first")
+        keys.append((len(pre) - 1, desc, bool(nf) if nf is not None else desc))
+    filt_idx = None
+    if filt is not None:
+        fb = planner._bind(filt, scope)
+        planner._check_bool(fb, "FILTER")
+        pre.append(fb)
+        filt_idx = len(pre) - 1
+    rtype = ordered_agg_type(kind, bound.type)
+    return AggSpec(kind, arg_idx, rtype, distinct, filt_idx, separator, tuple(keys))
+
+
+def _rank(t: pa.Table, keys: tuple[tuple[int, bool, bool], ...]) -> np.ndarray:
+    cols: dict[str, Any] = {}
+    sort_keys = []
+    for i, (col, desc, nulls_first) in enumerate(keys):
+        c = t.column(col)
+        cols[f"n{i}"] = pc.is_null(c)
+        sort_keys.append((f"n{i}", "descending" if nulls_first else "ascending"))
+        cols[f"v{i}"] = c
+        sort_keys.append((f"v{i}", "descending" if desc else "ascending"))
+    idx = pc.sort_indices(pa.table(cols), sort_keys=sort_keys).to_numpy()
+    rank = np.empty(len(idx), dtype=np.int64)
+    rank[idx] = np.arange(len(idx))
+    return rank
+
+
+def _expr(spec: AggSpec, i: int) -> pl.Expr:
+    ok = pl.col(f"f{spec.filter}") if spec.filter is not None else pl.col("__one").is_null()
+    if spec.kind == "count_star":
+        if spec.filter is None:
+            return pl.len().cast(pl.Int64).alias(f"a{i}")
+        return ok.cast(pl.Int64).sum().alias(f"a{i}")
+    col = pl.col(f"c{spec.arg}")
+    ok_nn = ok & col.is_not_null()
+    if spec.kind == "count":
+        v = col.filter(ok_nn)
+        return (v.n_unique() if spec.distinct else ok_nn.cast(pl.Int64).sum()).alias(f"a{i}")
+    if spec.kind in ("string_agg", "array_agg"):
+        keep = ok_nn if spec.kind == "string_agg" else ok
+        v = col.filter(keep)
+        if spec.order:
+            v = v.sort_by(pl.col(f"r{i}").filter(keep))
+        if spec.distinct:
+            v = v.unique(maintain_order=True)
+        return v.implode().alias(f"a{i}")
+    v = col.filter(ok_nn)
+    if spec.distinct:
+        v = v.unique()
+    fn = {"sum": v.sum(), "avg": v.mean(), "min": v.min(), "max": v.max()}[spec.kind]
+    return pl.when(ok_nn.any()).then(fn).otherwise(None).alias(f"a{i}")
+
+
+def run_agg_batch(p: Agg, t: pa.Table) -> pa.Table:
+    schema = arrow_schema(p.schema)
+    cols: dict[str, Any] = {}
+    for k in p.group_keys:
+        cols[f"k{k}"] = t.column(k)
+    for i, spec in enumerate(p.aggs):
+        if spec.arg is not None:
+            cols[f"c{spec.arg}"] = t.column(spec.arg)
+        if spec.filter is not None:
+            cols[f"f{spec.filter}"] = t.column(spec.filter)
+        if spec.order:
+            cols[f"r{i}"] = pa.array(_rank(t, spec.order))
+    cols["__one"] = pa.nulls(t.num_rows, pa.bool_())
+    df = pl.from_arrow(pa.table(cols))
+    assert isinstance(df, pl.DataFrame)
+    exprs = [_expr(s, i) for i, s in enumerate(p.aggs)]
+    if p.group_keys:
+        out = df.group_by([f"k{k}" for k in p.group_keys], maintain_order=True).agg(exprs)
+    else:
+        out = df.select(exprs)
+    arrays: list[pa.Array] = []
+    for j in range(len(p.group_keys)):
+        arrays.append(out.get_column(f"k{p.group_keys[j]}").to_arrow().cast(schema.field(j).type))
+    for i, spec in enumerate(p.aggs):
+        a = out.get_column(f"a{i}").to_arrow()
+        if isinstance(a, pa.ChunkedArray):
+            a = a.combine_chunks()
+        if spec.kind == "string_agg":
+            sep = spec.separator or ""
+            a = pa.array(
+                [None if not v else sep.join(v) for v in a.to_pylist()],
+                schema.field(len(p.group_keys) + i).type,
+            )
+        elif spec.kind == "array_agg":
+            a = pa.array(
+                [v if v else None for v in a.to_pylist()],
+                schema.field(len(p.group_keys) + i).type,
+            )
+        arrays.append(a.cast(schema.field(len(p.group_keys) + i).type))
+    return pa.Table.from_arrays(arrays, schema=schema)

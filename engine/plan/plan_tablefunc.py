@@ -1,0 +1,92 @@
+"""Set-returning functions in FROM: unnest, generate_series, information_schema._pg_expandarray.
+
+`SELECT ... FROM generate_series(1, array_upper(current_schemas(false), 1)) AS s(r)` and
+`FROM unnest(arr) WITH ORDINALITY AS u(x, n)` are what client catalog queries use. The
+arguments are bound in an empty scope (constants, parameters, or columns of an enclosing
+query inside a correlated subquery; LATERAL references to earlier FROM items are not
+supported) and evaluated when the batch executor reaches the `TableFunction` node, so a
+correlated subquery re-evaluates them for each outer row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import not_supported
+from engine.plan.helpers import _Col
+from engine.plan.logical import PlanNode, TableFunction
+from engine.types import BIGINT, INT, Field, SqlType, TypeKind
+
+TABLE_FUNCTIONS = ("unnest", "generate_series", "_pg_expandarray")
+
+
+def _fn_name(fn: exp.Expression) -> str:
+    if isinstance(fn, exp.Explode):
+        return "unnest"
+    if isinstance(fn, (exp.ExplodingGenerateSeries, exp.GenerateSeries)):
+        return "generate_series"
+    if isinstance(fn, exp.Anonymous):
+        return str(fn.this).lower()
+    return fn.sql_name().lower() if isinstance(fn, exp.Func) else ""
+
+
+def _fn_args(fn: exp.Expression) -> list[exp.Expression]:
+    if isinstance(fn, (exp.ExplodingGenerateSeries, exp.GenerateSeries)):
+        return [a for a in (fn.args.get(k) for k in ("start", "end", "step")) if a is not None]
+    if isinstance(fn, exp.Anonymous):
+        return list(fn.expressions)
+    out = [fn.this] if fn.this is not None else []
+    return out + list(fn.expressions)
+
+
+def is_table_function(item: exp.Expression) -> bool:
+    if isinstance(item, exp.Unnest):
+        return True
+    return isinstance(item, exp.Table) and _fn_name(item.this) in TABLE_FUNCTIONS
+
+
+def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
+    ordinality = False
+    if isinstance(item, exp.Unnest):
+        name, arg_nodes = "unnest", list(item.expressions)
+        ordinality = item.args.get("offset") not in (None, False)
+    else:
+        name, arg_nodes = _fn_name(item.this), _fn_args(item.this)
+    args = [planner._bind(a, ex.Scope([])) for a in arg_nodes]
+    fields = _result_fields(name, args)
+    alias_node = item.args.get("alias")
+    alias = alias_node.name if isinstance(alias_node, exp.TableAlias) and alias_node.name else None
+    if alias and len(fields) == 1 and name != "_pg_expandarray":
+        fields = [Field(alias, fields[0].type)]
+    if ordinality:
+        fields.append(Field("ordinality", BIGINT))
+    if isinstance(alias_node, exp.TableAlias) and alias_node.columns:
+        names = [c.name for c in alias_node.columns]
+        if isinstance(item.args.get("offset"), exp.Identifier):
+            names.append(item.args["offset"].name)
+        fields = [
+            Field(names[i] if i < len(names) else f.name, f.type) for i, f in enumerate(fields)
+        ]
+    node = TableFunction(fields, None, name=name, args=args, ordinality=ordinality)
+    table = alias or name
+    return node, [_Col(f.name, f.type, table) for f in fields]
+
+
+def _result_fields(name: str, args: list[ex.Expr]) -> list[Field]:
+    if name == "generate_series":
+        if len(args) not in (2, 3):
+            raise not_supported("generate_series with these arguments")
+        kinds = {a.type.kind for a in args if not ex.is_untyped(a)}
+        t: SqlType = BIGINT if TypeKind.BIGINT in kinds else INT
+        if kinds - {TypeKind.INT, TypeKind.BIGINT, TypeKind.SMALLINT}:
+            raise not_supported("generate_series over non-integer values")
+        return [Field("generate_series", t)]
+    if len(args) != 1 or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
+        raise not_supported(f"{name} of {args[0].type.display if args else 'nothing'}")
+    elem = args[0].type.elem
+    if name == "_pg_expandarray":
+        return [Field("x", SqlType(elem.kind, elem.elem)), Field("n", INT)]
+    return [Field(name, elem)]
