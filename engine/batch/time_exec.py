@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from engine.errors import not_supported
 from engine.plan.logical import Agg, PlanNode
+from engine.plan.plan_dynamic import DynamicFilter
 from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow
 from engine.stream.operators.time_window import apply_windows
 from engine.types import arrow_schema
@@ -32,6 +33,23 @@ def run_time_node(ex: Any, p: PlanNode) -> pa.Table:
         if t.num_rows == 0 or p.predicate is None:
             return t
         mask = p.predicate.eval(ex._batch(t), ex.ctx)
+        return t.filter(pc.fill_null(mask, False))
+    if isinstance(p, DynamicFilter):
+        t = ex.run(p.left)
+        r = ex.run(p.right)
+        if r.num_rows > 1:
+            from engine.errors import EngineError
+
+            raise EngineError("more than one row returned by a subquery used as an expression")
+        v = r.column(p.right_col)[0].as_py() if r.num_rows else None
+        if t.num_rows == 0 or v is None:
+            return t.slice(0, 0)
+        typ = p.right.schema[p.right_col].type.arrow
+        b = ex._batch(t)
+        b = pa.RecordBatch.from_arrays(
+            [*b.columns, pa.array([v] * b.num_rows, type=typ)], names=[*b.schema.names, "$subquery"]
+        )
+        mask = p.predicate.eval(b, ex.ctx)
         return t.filter(pc.fill_null(mask, False))
     if isinstance(p, EowcAgg):
         return ex._agg(

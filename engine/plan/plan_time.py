@@ -364,7 +364,9 @@ def relation_watermark_columns(rel: Any) -> dict[int, WmFn]:
 
 
 def watermark_transfer(p: PlanNode) -> Transfer:
-    if isinstance(p, (Filter, TemporalFilter)):
+    from engine.plan.plan_dynamic import DynamicFilter
+
+    if isinstance(p, (Filter, TemporalFilter, DynamicFilter)):
         return [(i, [(0, i)], None) for i in range(len(p.schema))]
     if isinstance(p, Project):
         out: Transfer = []

@@ -204,6 +204,11 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
 
         scope = self._scope(cols)
         where = q.args.get("where")
+        if where is not None and self.streaming and where.find(exp.Subquery) is not None:
+            from engine.plan.plan_dynamic import plan_dynamic_filters
+
+            node, rest = plan_dynamic_filters(self, node, cols, where.this)
+            where = exp.Where(this=rest) if rest is not None else None
         if where is not None:
             pred = self._bind(where.this, scope)
             self._check_bool(pred, "WHERE")

@@ -1,4 +1,5 @@
-"""Operators for the time plan nodes (`engine.plan.plan_time`), called by `build.py`.
+"""Operators for the time plan nodes (`engine.plan.plan_time`) and dynamic filters
+(`engine.plan.plan_dynamic`), called by `build.py`.
 
 Returns None for any other node so `build_view_nodes` goes on with its own cases.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.plan.logical import PlanNode
+from engine.plan.plan_dynamic import DynamicFilter
 from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow
 from engine.stream.operator import Operator
 
@@ -30,6 +32,13 @@ def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
         from engine.stream.operators.temporal_filter import TemporalFilterOp
 
         return TemporalFilterOp(p.input.schema, p.bounds, ctx, list(p.stream_key or []), alloc)
+    if isinstance(p, DynamicFilter):
+        from engine.stream.operators.dynamic_filter import DynamicFilterOp
+
+        t = p.right.schema[p.right_col].type
+        return DynamicFilterOp(
+            p.left.schema, p.predicate, t, p.right_col, ctx, list(p.stream_key or []), alloc
+        )
     if isinstance(p, EowcAgg):
         from engine.stream.operators.agg_calls import AggCall
         from engine.stream.operators.eowc import EowcAggOp

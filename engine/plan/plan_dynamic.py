@@ -1,0 +1,123 @@
+"""Dynamic filters: `WHERE v > (SELECT max(v) FROM t2)` in materialized views.
+
+RisingWave's pattern: one side of a comparison (`<`, `<=`, `>`, `>=`, AND-ed with the rest of
+WHERE) is an uncorrelated subquery returning a single row, whose value changes over time.
+The planner hook `plan_dynamic_filters` (called for streaming queries before WHERE is bound)
+takes such conjuncts out of the WHERE clause and plans each into a `DynamicFilter` node over
+(the FROM plan, the subquery plan); the rest of WHERE is bound as usual.
+
+The comparison is bound once over the left columns plus one extra column, the subquery's
+value (index `len(left.schema)`), so type coercion is the binder's. Operator:
+`engine.stream.operators.dynamic_filter.DynamicFilterOp`; ad hoc: `engine.batch.time_exec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import not_supported
+from engine.plan.helpers import _conjuncts, _visible
+from engine.plan.logical import Agg, Filter, PlanNode, Project
+
+_CMP = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
+HINT = "The subquery must return a single row: use an aggregate without GROUP BY, such as max(v)."
+
+
+@dataclass(eq=False)
+class DynamicFilter(PlanNode):
+    """Left rows for which `predicate` (over left columns + the right value) holds."""
+
+    left: PlanNode = None  # type: ignore[assignment]
+    right: PlanNode = None  # type: ignore[assignment]
+    right_col: int = 0  # the value's column in the right plan
+    predicate: Any = None  # engine.expr.Expr; column len(left.schema) is the right value
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.left, self.right]
+
+    def describe(self) -> str:
+        return f"DynamicFilter {{ predicate: {self.predicate} }}"
+
+
+def plan_dynamic_filters(
+    planner: Any, node: PlanNode, cols: list[Any], where: exp.Expression
+) -> tuple[PlanNode, exp.Expression | None]:
+    """Plan the dynamic-filter conjuncts of `where`; returns the node and the rest of WHERE."""
+    rest: list[exp.Expression] = []
+    for conj in _conjuncts(where):
+        cmp = _CMP.get(type(conj))
+        if cmp is None or _is_sub(conj.this) == _is_sub(conj.expression):
+            rest.append(conj)  # not a comparison with exactly one subquery side
+            continue
+        a, b = conj.this, conj.expression
+        if _is_sub(a):
+            a, b, cmp = b, a, _FLIP[cmp]
+        node = _dynamic(planner, node, cols, a, cmp, b)
+    if not rest:
+        return node, None
+    out = rest[0]
+    for r in rest[1:]:
+        out = exp.And(this=out, expression=r)
+    return node, out
+
+
+def _is_sub(e: exp.Expression) -> bool:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return isinstance(e, exp.Subquery)
+
+
+def _dynamic(
+    planner: Any,
+    node: PlanNode,
+    cols: list[Any],
+    left: exp.Expression,
+    cmp: str,
+    sub: exp.Expression,
+) -> PlanNode:
+    from engine.plan.planner import Planner
+
+    while isinstance(sub, exp.Paren):
+        sub = sub.this
+    inner = Planner(
+        planner.catalog,
+        params=planner.params,
+        streaming=True,
+        session_func=planner.session_func,
+    )
+    right = inner.plan_query(sub.this)
+    for r in inner.dependencies:
+        if all(r.id != d.id for d in planner.dependencies):
+            planner.dependencies.append(r)
+    vis = _visible(right)
+    if len(vis) != 1:
+        from engine.errors import SqlSyntaxError
+
+        raise SqlSyntaxError("subquery must return only one column")
+    if not _single_row(right):
+        raise not_supported(
+            "dynamic filter with a subquery that may return several rows", hint=HINT
+        )
+    scope = planner._scope(cols)
+    lhs = planner._bind(left, scope)
+    if lhs.has_now():
+        raise not_supported("General `now()` function in streaming queries")
+    n = len(node.schema)
+    t = right.schema[vis[0]].type
+    from engine.expr import ops
+
+    pred = ops.bind_compare(cmp, lhs, ex.InputRef(index=n, type=t, name="$subquery"))
+    return DynamicFilter(
+        node.schema, node.stream_key, left=node, right=right, right_col=vis[0], predicate=pred
+    )
+
+
+def _single_row(p: PlanNode) -> bool:
+    while isinstance(p, (Project, Filter)):
+        p = p.input  # type: ignore[attr-defined]
+    return isinstance(p, Agg) and not p.group_keys
