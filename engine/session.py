@@ -233,6 +233,10 @@ class SwellSession:
             return self._after_dml(dml.run_delete(self, st, params))
         if k == "create_table":
             return ddl.create_table(self, st)
+        if k == "create_source":
+            from engine.handlers.source_ddl import create_source
+
+            return create_source(self, st)
         if k == "create_mv":
             return ddl.create_materialized_view(self, st)
         if k == "create_view":

@@ -98,8 +98,6 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     connector = options.get("connector")
     if clauses is not None and clauses.validate is not None and connector != "webhook":
         raise SqlSyntaxError("VALIDATE is only supported for tables created with webhook source")
-    if connector and connector != "webhook":
-        raise not_supported(f"tables with connector '{options['connector']}' are not supported yet")
     fields: list[Field] = []
     pk_names: list[str] = []
     not_null: list[str] = []
@@ -151,6 +149,13 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         )
     ):
         raise InvalidColumnReference(f'multiple primary keys for table "{name}" are not allowed')
+    source_meta = None
+    if connector and connector != "webhook":  # Kafka & co: engine/handlers/source_ddl.py
+        from engine.handlers.source_ddl import connector_layout
+
+        fields, key_pk, source_meta = connector_layout(
+            RelationKind.TABLE, fields, bool(pk_names), options, clauses
+        )
     pk = []
     for pn in pk_names:
         pos = next((i for i, f in enumerate(fields) if f.name == pn), None)
@@ -171,6 +176,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             session.db.catalog, fields, options, clauses, not_null
         )
     row_id_index = None
+    if source_meta is not None and not pk:
+        pk = key_pk
     if not pk:
         fields.append(Field("_row_id", BIGINT, hidden=True))
         row_id_index = len(fields) - 1
@@ -203,6 +210,11 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             from engine.handlers import iceberg_table
 
             iceberg_table.prepare_engine_table(session, rel)
+        if source_meta is not None:
+            from engine.stream.source import SOURCE_EXTRA, connector_for
+
+            rel.extra[SOURCE_EXTRA] = source_meta
+            connector_for(rel).check(rel)
         rt.create_table(rel)
     if iceberg_engine:
         try:

@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from engine.api import QueryResult
 from engine.batch import execute_plan
+from engine.catalog import RelationKind
 from engine.expr import ParamContext
 from engine.plan.logical import PlanNode, load_system_scans, relations_scanned
 from engine.plan.planner import Planner
@@ -63,9 +64,18 @@ def run_plan(
     rt = session.db.runtime
     rels = relations_scanned(plan)
     with rt.lock:
-        snaps = {r.id: rt.snapshot(r.id) for r in rels if not is_iceberg_relation(r)}
+        snaps = {
+            r.id: rt.snapshot(r.id)
+            for r in rels
+            if not is_iceberg_relation(r) and r.kind is not RelationKind.SOURCE
+        }
         load_system_scans(plan, _system_ctx(session))
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
+    for r in rels:  # a source is read from its topic, outside the epoch lock
+        if r.kind is RelationKind.SOURCE:
+            from engine.stream.source_scan import read_source_now
+
+            snaps[r.id] = read_source_now(r, plan)
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
 

@@ -180,6 +180,8 @@ def _classify(ast: exp.Expression, text: str) -> Statement:
         )
         if kind == "TABLE":
             return Statement("create_table", text, ast)
+        if kind == "SOURCE":
+            return Statement("create_source", text, ast)
         if kind == "VIEW" and materialized:
             return Statement("create_mv", text, ast)
         if kind == "VIEW":

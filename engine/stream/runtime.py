@@ -51,6 +51,13 @@ from engine.stream.graph import (
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
 from engine.stream.sink import SinkFlow, SinkNotReady, build_sink_flow
+from engine.stream.source import (
+    CHECKPOINT_EXTRA,
+    SourceFlow,
+    is_connector_relation,
+    needs_reader,
+    source_delta,
+)
 
 log = logging.getLogger("swell.runtime")
 
@@ -76,6 +83,9 @@ class Runtime:
         self.data_dir: str | None = None  # set by the database; sinks may keep files there
         self._meta_extra: dict[str, bytes] = {}
         self._commit_cut: int | None = None  # WAL cut of a stepped epoch a sink holds back
+        # connector-fed relations (engine.stream.source): SOURCEs and TABLEs with a connector
+        self.sources: dict[int, SourceFlow] = {}
+        self._source_positions: dict[int, Any] = {}  # from the checkpoint, until restored
         self.row_ids = RowIdGen()
         self.watermarks = WatermarkTracker()
         self.epoch = 0
@@ -105,6 +115,8 @@ class Runtime:
             self.barrier(force=True)
         except SinkNotReady as e:  # the WAL replays the epoch after restart
             log.error("final checkpoint skipped: %s", e)
+        for sf in self.sources.values():
+            sf.stop()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.barrier_interval):
@@ -134,6 +146,8 @@ class Runtime:
                 s.backlog or s.wants_checkpoint() for s in self.sinks.values()
             ) or any(
                 v.time_driven for v in self.views.values()
+            ) or any(
+                s.has_data() for s in self.sources.values()
             )
             if not has_work and not force and not self._dirty_catalog and not self._dropped:
                 return self.epoch
@@ -141,6 +155,13 @@ class Runtime:
             self.ctx.now = None
             cut = self.wal_seq  # the WAL records this epoch consumes
             deltas: dict[int, StreamChunk | None] = {}
+            for sid, sf in self.sources.items():
+                chunks = sf.take()
+                if sid in self.tables:
+                    self.tables[sid].pending.extend(chunks)
+                else:
+                    deltas[sid] = source_delta(chunks)
+                    self.rows_in += len(deltas[sid] or ())
             for tid, flow in self.tables.items():
                 d = flow.drain()
                 if d is not None:
@@ -182,6 +203,9 @@ class Runtime:
             "runtime": json.dumps(
                 {"row_id_last": self.row_ids.last, "watermarks": self.watermarks.snapshot()}
             ).encode(),
+            CHECKPOINT_EXTRA: json.dumps(
+                {str(k): s.position for k, s in self.sources.items() if s.position}
+            ).encode(),
         }
         for sid, f in self.sinks.items():
             tables.extend(f.tables)
@@ -205,6 +229,9 @@ class Runtime:
             if rt:
                 self.row_ids.last = json.loads(rt)["row_id_last"]
                 self.watermarks.restore(json.loads(rt).get("watermarks"))
+            so = meta.extra.get(CHECKPOINT_EXTRA)
+            if so:
+                self._source_positions = {int(k): v for k, v in json.loads(so).items()}
 
     def restore_relation(self, rel: Relation, plan_fn: Callable[[Relation], PlanNode]) -> None:
         if rel.kind is RelationKind.TABLE:
@@ -215,6 +242,9 @@ class Runtime:
         elif rel.kind is RelationKind.SINK:
             flow = self._add_sink(rel, plan_fn(rel), load=True)
             flow.reopen(self.epoch, self._meta_extra.get(f"sink.{rel.id}"))
+        if is_connector_relation(rel):
+            self._add_source(rel, self._source_positions.pop(rel.id, None))
+        self._start_sources(rel)
 
     def replay_wal(self, after: int) -> int:
         n = 0
@@ -276,12 +306,13 @@ class Runtime:
                 self.sinks[rel.id] = flow
                 snap: dict[int, StreamChunk | None] = {}
                 for rid in flow.upstream():
-                    if rid in self.tables or rid in self.views:
+                    if rid in self.tables or rid in self.views or rid in self.sources:
                         t = self.snapshot(rid)
                         snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
                 # operators always see the snapshot (their state must be right); the writer
                 # only with snapshot = 'true'
                 flow.step(snap, self.epoch + 1, force=True, emit=snapshot)
+                self._start_sources(rel)
             except BaseException:
                 self.catalog.relations.pop(rel.id, None)
                 self.sinks.pop(rel.id, None)
@@ -297,10 +328,35 @@ class Runtime:
         if flow is not None:
             flow.cancelled.set()
 
+    def _add_source(self, rel: Relation, position: Any = None) -> SourceFlow:
+        sf = SourceFlow(rel, position)
+        self.sources[rel.id] = sf
+        if rel.kind is RelationKind.TABLE:
+            sf.ensure_running()
+        return sf
+
+    def _start_sources(self, rel: Relation) -> None:
+        """Start the readers of the sources a new materialized view or sink reads."""
+        flow: Any = self.views.get(rel.id) or self.sinks.get(rel.id)
+        for rid in flow.upstream() if flow is not None else ():
+            sf = self.sources.get(rid)
+            if sf is not None:
+                sf.ensure_running()
+
+    def create_source(self, rel: Relation) -> None:
+        """CREATE SOURCE: catalog entry only; the reader starts with its first view."""
+        with self.lock:
+            self.catalog.add(rel)
+            self._add_source(rel)
+            self._dirty_catalog = True
+            self.barrier(force=True)
+
     def create_table(self, rel: Relation) -> None:
         with self.lock:
             self.catalog.add(rel)
             self._add_table(rel, load=False)
+            if is_connector_relation(rel):
+                self._add_source(rel)
             self._dirty_catalog = True
             self.barrier(force=True)
 
@@ -317,6 +373,7 @@ class Runtime:
                         snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
                     flow.step(snap, force=True, watermarks=self.watermarks.current)
                     self.watermarks.set_view(rel.id, flow.out_watermarks)
+                    self._start_sources(rel)
             except BaseException:
                 self.catalog.remove(rel.id)
                 self.views.pop(rel.id, None)
@@ -338,6 +395,12 @@ class Runtime:
                     self._dropped.extend(flow.tables)
                 self.watermarks.forget(rel.id)
                 self.catalog.remove(rel.id)
+                sf = self.sources.pop(rel.id, None)
+                if sf is not None:
+                    sf.stop(forget=True)
+            for sf in self.sources.values():
+                if sf.running and not needs_reader(sf.rel, self.catalog.dependents(sf.rel.id)):
+                    sf.stop(forget=True)
             self._dirty_catalog = True
             self.barrier(force=True)
 
@@ -348,6 +411,8 @@ class Runtime:
         """All committed rows of a table or materialized view (take under the lock)."""
         with self.lock:
             flow = self.tables.get(rel_id) or self.views.get(rel_id)
+            if flow is None and rel_id in self.sources:
+                return self.sources[rel_id].backfill()
             if flow is None:
                 raise KeyError(rel_id)
             return flow.mat.snapshot()  # type: ignore[attr-defined]

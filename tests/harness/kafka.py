@@ -141,11 +141,6 @@ class KafkaBroker:
             time.sleep(0.05)
         raise RuntimeError(f"topic {name} did not appear with {partitions} partitions")
 
-    def add_partitions(self, name: str, total: int, timeout: float = 15.0) -> None:
-        from confluent_kafka.admin import NewPartitions
-
-        self.admin().create_partitions([NewPartitions(name, total)])[name].result(timeout)
-
     def producer(self, **conf: Any) -> Any:
         from confluent_kafka import Producer
 

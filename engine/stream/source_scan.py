@@ -1,0 +1,112 @@
+"""Ad-hoc SELECT over a SOURCE: read the topic as it is now, seeking by WHERE bounds.
+
+`read_source_now(rel, plan)` is called by the batch query path outside the epoch lock (a
+topic read may take a while and must not hold up barriers). It looks for the Filter
+directly above the source's Scan and turns conjuncts comparing a hidden message column
+with a constant into `SeekBounds`:
+
+    _rw_kafka_timestamp  >, >=, <, <=, =   (-> start each partition at offsets_for_times)
+    _rw_kafka_offset     >, >=, <, <=, =   (-> start / stop offsets per partition)
+    _rw_kafka_partition  =                 (-> only that partition)
+
+The Filter still runs on the decoded rows, so the bounds only need to be conservative.
+Projection happens after decoding (the JSON decoder works on whole batches).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+
+from engine.catalog import Relation
+from engine.expr import EvalContext
+from engine.expr.core import Expr, Func, InputRef
+from engine.plan.logical import Filter, PlanNode, Scan
+from engine.stream.source import SeekBounds, connector_for
+
+TS_COL = "_rw_kafka_timestamp"
+OFFSET_COL = "_rw_kafka_offset"
+PARTITION_COL = "_rw_kafka_partition"
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+
+
+def read_source_now(rel: Relation, plan: PlanNode) -> pa.Table:
+    bounds = seek_bounds(rel, plan)
+    return connector_for(rel).read_now(rel, None, bounds)
+
+
+def _find_filters(plan: PlanNode, rel: Relation) -> list[Expr]:
+    out: list[Expr] = []
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Filter) and isinstance(p.input, Scan) and p.input.relation.id == rel.id:
+            out.append(p.predicate)
+        stack.extend(p.inputs())
+    return out
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Func) and e.op == "AND":
+        return [x for a in e.args for x in _conjuncts(a)]
+    return [e]
+
+
+def _const(e: Expr) -> Any:
+    v = e.eval(pa.record_batch([pa.array([0])], names=["_"]), EvalContext())
+    if isinstance(v, pa.Array):
+        v = v[0]
+    return v.as_py()
+
+
+def seek_bounds(rel: Relation, plan: PlanNode) -> SeekBounds | None:
+    preds = _find_filters(plan, rel)
+    if len(preds) != 1:  # none, or the source is scanned twice with different filters
+        return None
+    names = {i: f.name for i, f in enumerate(rel.fields)}
+    b = SeekBounds()
+    found = False
+    for c in _conjuncts(preds[0]):
+        if not isinstance(c, Func) or c.op not in _FLIP or len(c.args) != 2:
+            continue
+        left, right = c.args
+        op = c.op
+        if isinstance(right, InputRef) and not isinstance(left, InputRef):
+            left, right, op = right, left, _FLIP[op]
+        if not isinstance(left, InputRef) or not right.is_constant():
+            continue
+        col = names.get(left.index)
+        if col not in (TS_COL, OFFSET_COL, PARTITION_COL):
+            continue
+        try:
+            v = _const(right)
+        except Exception:
+            continue
+        if v is None:
+            continue
+        if col == TS_COL:
+            if not isinstance(v, dt.datetime):
+                continue
+            if v.tzinfo is None:
+                v = v.replace(tzinfo=dt.UTC)
+            ms = int(v.timestamp() * 1000)
+            if op in (">", ">=", "="):
+                lo = ms if op != ">" else ms
+                b.lo_ts = lo if b.lo_ts is None else max(b.lo_ts, lo)
+            if op in ("<", "<=", "="):
+                b.hi_ts = ms if b.hi_ts is None else min(b.hi_ts, ms)
+        elif col == OFFSET_COL:
+            n = int(v)
+            if op in (">", ">=", "="):
+                lo = n + 1 if op == ">" else n
+                b.lo_offset = lo if b.lo_offset is None else max(b.lo_offset, lo)
+            if op in ("<", "<=", "="):
+                hi = n - 1 if op == "<" else n
+                b.hi_offset = hi if b.hi_offset is None else min(b.hi_offset, hi)
+        elif op == "=":
+            p = {int(v)}
+            b.partitions = p if b.partitions is None else b.partitions & p
+        found = True
+    return b if found else None
