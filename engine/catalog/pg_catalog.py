@@ -131,6 +131,14 @@ class CatalogModel:
             )
         self.by_oid = {r.oid: r for r in self.relations}
 
+    @classmethod
+    def of(cls, ctx: SystemContext) -> CatalogModel:
+        """The model for this query (built once per SystemContext)."""
+        m = ctx.cache.get("model")
+        if m is None:
+            m = ctx.cache["model"] = cls(ctx)
+        return m  # type: ignore[no-any-return]
+
     def namespaces(self) -> dict[str, int]:
         out = dict(NAMESPACE_OIDS)
         for rel in self.ctx.catalog.relations.values():
@@ -163,7 +171,7 @@ def _empty(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 
 # -- pg_namespace, pg_database ------------------------------------------------------------------
 def _pg_namespace(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {"oid": oid, "nspname": name, "nspowner": SUPERUSER_OID}
         for name, oid in sorted(m.namespaces().items(), key=lambda kv: kv[1])
@@ -191,7 +199,7 @@ def _pg_database(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
 
 # -- pg_tables, pg_views, pg_matviews ---------------------------------------------------------
 def _pg_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {
             "schemaname": r.schema,
@@ -205,7 +213,7 @@ def _pg_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 
 
 def _pg_views(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {
             "schemaname": r.schema,
@@ -219,7 +227,7 @@ def _pg_views(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 
 
 def _pg_matviews(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {
             "schemaname": r.schema,
@@ -235,7 +243,7 @@ def _pg_matviews(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
 
 # -- pg_class, pg_attribute, pg_index, pg_constraint ------------------------------------------
 def _pg_class(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     ns = m.namespaces()
     out = []
     for r in m.relations:
@@ -278,7 +286,7 @@ def _collation_of(t: SqlType) -> int:
 
 
 def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     out = []
     for r in m.relations:
         for a in r.attrs:
@@ -309,7 +317,7 @@ def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
 
 
 def _pg_index(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     out = []
     for r in m.relations:
         if r.index_of is None:
@@ -338,7 +346,7 @@ def _pg_index(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 
 
 def _pg_constraint(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     ns = m.namespaces()
     out = []
     for r in m.relations:
@@ -369,7 +377,7 @@ def _pg_constraint(ctx: SystemContext, fields: list[Field]) -> list[dict[str, An
 def _pg_indexes(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     from engine.expr.fn_catalog import index_definition
 
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {
             "schemaname": r.schema,
@@ -606,7 +614,7 @@ def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str,
 
 
 def _pg_stat_user_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    m = CatalogModel(ctx)
+    m = CatalogModel.of(ctx)
     return [
         {"relid": r.oid, "schemaname": r.schema, "relname": r.name}
         for r in m.relations

@@ -82,6 +82,7 @@ class SystemContext:
 
     db: Any
     session: Any = None
+    cache: dict[str, Any] = field(default_factory=dict)  # per-query memo for providers
 
     @property
     def catalog(self) -> Any:
@@ -196,7 +197,12 @@ def _ensure_loaded() -> None:
     _loaded = True
     import importlib
 
-    for mod in ("engine.catalog.pg_catalog", "engine.catalog.iceberg_status"):
+    for mod in (
+        "engine.catalog.pg_catalog",
+        "engine.catalog.information_schema",
+        "engine.catalog.rw_catalog",
+        "engine.catalog.iceberg_status",
+    ):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -1,0 +1,227 @@
+"""rw_catalog: Swell's own catalog views, in the spirit of RisingWave's.
+
+rw_relations, rw_tables, rw_materialized_views, rw_views, rw_sources, rw_sinks,
+rw_connections, rw_secrets (names only, never values), rw_schemas, rw_users and
+rw_streaming_jobs (every relation the dataflow maintains, with its status: `RUNNING`, or
+the sink's state while it retries). `id` is the relation's pg_class OID, `schema_id` its
+pg_namespace OID, `owner` the owner's pg_roles OID, as in RisingWave.
+
+`rw_catalog` is on the search path after the user's schemas, so `SELECT * FROM rw_tables`
+works unqualified. Registered at import by `engine.catalog.system._ensure_loaded`;
+connectors add their own status relations (rw_sink_status, rw_iceberg_sinks...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.catalog.catalog import Relation, RelationKind
+from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel, user_rows
+from engine.catalog.system import (
+    NAMESPACE_OIDS,
+    RW_CATALOG,
+    SystemContext,
+    register_system_relation,
+    relation_oid,
+)
+from engine.types import BOOLEAN, INT, VARCHAR, Field, list_of
+
+_BASE = [
+    Field("id", INT),
+    Field("name", VARCHAR),
+    Field("schema_id", INT),
+    Field("owner", INT),
+    Field("definition", VARCHAR),
+]
+
+
+def _schema_oid(ctx: SystemContext, rel: Relation) -> int:
+    return CatalogModel.of(ctx).namespaces().get(rel.schema_name, 0)
+
+
+def _base(ctx: SystemContext, rel: Relation) -> list[Any]:
+    return [relation_oid(rel), rel.name, _schema_oid(ctx, rel), SUPERUSER_OID, rel.definition]
+
+
+def _of_kind(ctx: SystemContext, kind: RelationKind) -> list[Relation]:
+    return [r for r in ctx.catalog.ordered() if r.kind is kind]
+
+
+def _tables(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (*_base(ctx, r), r.append_only, r.options.get("connector"))
+        for r in _of_kind(ctx, RelationKind.TABLE)
+    ]
+
+
+def _mvs(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [(*_base(ctx, r), r.append_only) for r in _of_kind(ctx, RelationKind.MATERIALIZED_VIEW)]
+
+
+def _views(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [tuple(_base(ctx, r)) for r in _of_kind(ctx, RelationKind.VIEW)]
+
+
+def _sources(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (
+            *_base(ctx, r),
+            r.options.get("connector"),
+            [f.name for f in r.visible_fields],
+            r.extra.get("format"),
+            r.extra.get("encode"),
+            r.append_only,
+        )
+        for r in _of_kind(ctx, RelationKind.SOURCE)
+    ]
+
+
+def _sinks(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (*_base(ctx, r), r.options.get("connector"), r.options.get("type"))
+        for r in _of_kind(ctx, RelationKind.SINK)
+    ]
+
+
+def _relations(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (relation_oid(r), r.name, r.kind.value, _schema_oid(ctx, r), SUPERUSER_OID, r.definition)
+        for r in ctx.catalog.ordered()
+    ]
+
+
+def _connections(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    conns = getattr(ctx.catalog, "connections", {}) or {}
+    ns = CatalogModel.of(ctx).namespaces()
+    return [
+        (i, name, ns.get(c.get("schema", "public"), 0), SUPERUSER_OID,
+         c.get("options", {}).get("type"))
+        for i, (name, c) in enumerate(sorted(conns.items()), start=1)
+    ]  # fmt: skip
+
+
+def _secrets(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    ns = CatalogModel.of(ctx).namespaces()
+    return [
+        (i, s.name, ns.get(s.schema_name, 0), SUPERUSER_OID)
+        for i, s in enumerate(sorted(ctx.catalog.secrets.values(), key=lambda s: s.name), 1)
+    ]
+
+
+def _schemas(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (oid, name, SUPERUSER_OID)
+        for name, oid in sorted(CatalogModel.of(ctx).namespaces().items(), key=lambda kv: kv[1])
+    ]
+
+
+def _users(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (u.oid, u.name, bool(u.superuser), bool(getattr(u, "login", True))) for u in user_rows(ctx)
+    ]
+
+
+_JOB_KINDS = (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW, RelationKind.SINK)
+
+
+def streaming_jobs(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    """(id, name, kind, status, definition) for everything the dataflow maintains."""
+    rt = ctx.db.runtime
+    sinks = dict(getattr(rt, "sinks", {}))
+    out = []
+    for r in ctx.catalog.ordered():
+        if r.kind not in _JOB_KINDS:
+            continue
+        status = "RUNNING"
+        flow = sinks.get(r.id)
+        if flow is not None:
+            state = getattr(getattr(flow, "status", None), "state", "running")
+            status = str(state).upper()
+        out.append((relation_oid(r), r.name, r.kind.value.upper(), status, r.definition))
+    return out
+
+
+def _register(name: str, fields: list[Field], provider: Any) -> None:
+    register_system_relation(RW_CATALOG, name, fields, provider)
+
+
+_register("rw_tables", [*_BASE, Field("append_only", BOOLEAN), Field("connector", VARCHAR)],
+          _tables)  # fmt: skip
+_register("rw_materialized_views", [*_BASE, Field("append_only", BOOLEAN)], _mvs)
+_register("rw_views", list(_BASE), _views)
+_register(
+    "rw_sources",
+    [
+        *_BASE,
+        Field("connector", VARCHAR),
+        Field("columns", list_of(VARCHAR)),
+        Field("format", VARCHAR),
+        Field("row_encode", VARCHAR),
+        Field("append_only", BOOLEAN),
+    ],
+    _sources,
+)
+_register("rw_sinks", [*_BASE, Field("connector", VARCHAR), Field("sink_type", VARCHAR)], _sinks)
+_register(
+    "rw_relations",
+    [
+        Field("id", INT),
+        Field("name", VARCHAR),
+        Field("relation_type", VARCHAR),
+        Field("schema_id", INT),
+        Field("owner", INT),
+        Field("definition", VARCHAR),
+    ],
+    _relations,
+)
+_register(
+    "rw_connections",
+    [
+        Field("id", INT),
+        Field("name", VARCHAR),
+        Field("schema_id", INT),
+        Field("owner", INT),
+        Field("type", VARCHAR),
+    ],
+    _connections,
+)
+_register(
+    "rw_secrets",
+    [Field("id", INT), Field("name", VARCHAR), Field("schema_id", INT), Field("owner", INT)],
+    _secrets,
+)
+_register("rw_schemas", [Field("id", INT), Field("name", VARCHAR), Field("owner", INT)], _schemas)
+_register(
+    "rw_users",
+    [
+        Field("id", INT),
+        Field("name", VARCHAR),
+        Field("is_super", BOOLEAN),
+        Field("can_login", BOOLEAN),
+    ],
+    _users,
+)
+_register(
+    "rw_streaming_jobs",
+    [
+        Field("job_id", INT),
+        Field("name", VARCHAR),
+        Field("kind", VARCHAR),
+        Field("status", VARCHAR),
+        Field("definition", VARCHAR),
+    ],
+    streaming_jobs,
+)
+
+_ = NAMESPACE_OIDS
+
+
+def show_jobs(session: Any) -> Any:
+    """SHOW JOBS: every streaming job with its status (DDL here completes synchronously,
+    so there is no creation progress to show)."""
+    from engine.api import QueryResult
+
+    with session.db.runtime.lock:
+        rows = [(j[0], j[4], j[3]) for j in streaming_jobs(SystemContext(session.db, session))]
+    fields = [Field("Id", INT), Field("Statement", VARCHAR), Field("Status", VARCHAR)]
+    return QueryResult(f"SHOW {len(rows)}", fields, rows)
