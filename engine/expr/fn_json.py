@@ -56,6 +56,12 @@ def bind_access(left: Expr, key: Expr, as_text: bool) -> Expr:
         key = k
 
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        col, k = a
+        if isinstance(col, pa.Array) and is_scalar(k):
+            key = k.as_py()
+            if key is None:
+                return pa.nulls(len(col), pa.string())
+            return jsonb.access_column(col, key, as_text)
         cols = _cols(a, n)
         return _scalar_result(a, jsonb.access(cols[0], cols[1], as_text))
     return Func("jsonb_access" + ("_text" if as_text else ""), (left, key),

@@ -13,12 +13,19 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import msgspec
 import orjson
 import pyarrow as pa
 
 from engine.errors import InvalidParameterValue, InvalidTextRepresentation
 
-_STD = json.JSONDecoder(parse_float=Decimal, object_pairs_hook=dict)
+_STD = msgspec.json.Decoder(float_hook=Decimal)
+"""The exact parser: numbers with a fraction or exponent become Decimal (digits kept).
+
+msgspec's decoder gives the same values as `json.JSONDecoder(parse_float=Decimal)` on
+valid JSON (duplicate keys keep the last value) at about 3x the speed."""
+_STD_ERRORS = (msgspec.DecodeError, ValueError)
+_odumps = orjson.dumps
 
 
 class _NeedsDecimal(Exception):
@@ -40,6 +47,17 @@ def _num(v: int | Decimal) -> str:
     return format(v, "f")
 
 
+def _quote(s: str) -> str:
+    """A JSON string literal, as `json.dumps(s, ensure_ascii=False)` writes it.
+
+    orjson escapes exactly the same characters (checked over every BMP code point) and is
+    much faster; only lone surrogates, which orjson refuses, take the stdlib path."""
+    try:
+        return _odumps(s).decode()
+    except TypeError:
+        return json.dumps(s, ensure_ascii=False)
+
+
 def _ser(v: Any, strict: bool) -> str:
     if v is None:
         return "null"
@@ -48,7 +66,7 @@ def _ser(v: Any, strict: bool) -> str:
     if v is False:
         return "false"
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        return _quote(v)
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
@@ -59,8 +77,7 @@ def _ser(v: Any, strict: bool) -> str:
         return _num(v)
     if isinstance(v, dict):
         items = sorted(((str(k), x) for k, x in v.items()), key=lambda kv: _key_order(kv[0]))
-        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + _ser(x, strict)
-                               for k, x in items) + "}"
+        return "{" + ", ".join(_quote(k) + ": " + _ser(x, strict) for k, x in items) + "}"
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_ser(x, strict) for x in v) + "]"
     return json.dumps(str(v), ensure_ascii=False)
@@ -78,7 +95,7 @@ def parse_json_text(text: str) -> Any:
         if not _has_float(v):
             return v
         return _STD.decode(text)
-    except (orjson.JSONDecodeError, ValueError) as e:
+    except (orjson.JSONDecodeError, *_STD_ERRORS) as e:
         raise InvalidTextRepresentation("invalid input syntax for type json",
                                         detail=f'Token "{text[:40]}" is invalid.') from e
 
@@ -165,6 +182,85 @@ def _as_text(v: Any) -> str | None:
     if isinstance(v, str):
         return v
     return dumps(v)
+
+
+_NO_FAST = object()
+_CACHE_COLUMNS = 4
+_column_cache: dict[tuple[int, ...], tuple[Any, ...]] = {}
+"""Recently used jsonb columns: key -> (array, texts, fast-parsed values, results).
+
+Guarded by the GIL only: entries are replaced whole, so a reader sees an old or a new
+entry, never a torn one (the barrier thread and ad-hoc queries may both evaluate)."""
+
+
+def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
+    """The cache entry of a canonical jsonb column, parsing it on a miss.
+
+    A view usually applies several `->`/`->>` to one jsonb column of one batch (and to
+    the results of those, e.g. `data->'properties'->>'price'`); each would otherwise
+    convert and parse the whole column again. The fast parse is orjson's (floats lose
+    their written digits, so callers re-parse exactly when a float is involved;
+    `_NO_FAST` marks values orjson cannot read, e.g. huge integers). The key is the
+    column's buffer addresses, offset and length; the entry keeps the array alive, so
+    no other array can reuse those addresses while it is cached.
+    """
+    key = (arr.offset, len(arr), *(0 if b is None else b.address for b in arr.buffers()))
+    entry = _column_cache.get(key)
+    if entry is not None:
+        return entry
+    texts = arr.to_pylist()
+    fast = orjson.loads
+    parsed: list[Any] = []
+    for s in texts:
+        if s is None:
+            parsed.append(None)
+            continue
+        try:
+            parsed.append(fast(s))
+        except orjson.JSONDecodeError:
+            parsed.append(_NO_FAST)
+    entry = (arr, texts, parsed, {})
+    while len(_column_cache) >= _CACHE_COLUMNS:
+        _column_cache.pop(next(iter(_column_cache)), None)
+    _column_cache[key] = entry
+    return entry
+
+
+def access_column(arr: pa.Array, key: Any, as_text: bool) -> pa.Array:
+    """`j -> k` / `j ->> k` over a jsonb column with one constant key (same as `access`)."""
+    _, texts, parsed, results = _column_entry(arr)
+    rkey = (type(key), key, as_text)
+    res = results.get(rkey)
+    if res is None:
+        res = results[rkey] = _access_parsed(texts, parsed, key, as_text)
+    return res
+
+
+def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool) -> pa.Array:
+    out: list[str | None] = []
+    append = out.append
+    is_str = isinstance(key, str)
+    for s, p in zip(texts, parsed, strict=True):
+        if s is None:
+            append(None)
+            continue
+        if p is _NO_FAST:
+            found, v = _get(loads(s), key)
+        elif is_str and type(p) is dict:
+            found = key in p
+            v = p[key] if found else None
+        else:
+            found, v = _get(p, key)
+        if not found:
+            append(None)
+            continue
+        if type(v) is str:
+            append(v if as_text else _quote(v))
+            continue
+        if p is not _NO_FAST and _has_float(v):  # digits as written: parse exactly
+            found, v = _get(loads(s), key)
+        append(_as_text(v) if as_text else dumps(v))
+    return pa.array(out, pa.string())
 
 
 def access(col: list[Any], keys: list[Any], as_text: bool) -> pa.Array:
