@@ -216,6 +216,16 @@ def _key_column_usage(ctx: SystemContext) -> list[dict[str, Any]]:
     return out
 
 
+_FIELDS = {name: parse_columns(spec) for name, spec in _COLUMNS.items()}
+
+
+def _make_provider(name: str, fn: Any) -> Any:
+    def provider(ctx: SystemContext) -> list[tuple[Any, ...]]:
+        return rows_from_dicts(_FIELDS[name], fn(ctx))
+
+    return provider
+
+
 for _name, _fn in (
     ("schemata", _schemata),
     ("tables", _tables),
@@ -224,10 +234,4 @@ for _name, _fn in (
     ("table_constraints", _table_constraints),
     ("key_column_usage", _key_column_usage),
 ):
-
-    def _provider(ctx: SystemContext, fn: Any = _fn, name: str = _name) -> list[tuple[Any, ...]]:
-        return rows_from_dicts(_FIELDS[name], fn(ctx))
-
-    _FIELDS = globals().setdefault("_FIELDS", {})
-    _FIELDS[_name] = parse_columns(_COLUMNS[_name])
-    register_system_relation(INFORMATION_SCHEMA, _name, _FIELDS[_name], _provider)
+    register_system_relation(INFORMATION_SCHEMA, _name, _FIELDS[_name], _make_provider(_name, _fn))
