@@ -184,3 +184,43 @@ def test_unreachable_broker_fails_at_create(conn: psycopg.Connection) -> None:
         assert conn.execute(f"SHOW SINKS LIKE 'ub_s_{u}'").fetchall() == []
     finally:
         conn.execute(f"DROP TABLE IF EXISTS ub_{u} CASCADE")
+
+
+SEED_SOURCE = """CREATE SOURCE kafka_src (
+  action VARCHAR
+) WITH (
+  connector = 'kafka',
+  topic = 'query_complete',
+  properties.bootstrap.server = '{broker1}'
+);"""
+SEED_SOURCE_SINK = """CREATE SINK kafka_sink from kafka_src WITH (
+  connector = 'kafka',
+  topic = 'query_complete',
+  properties.bootstrap.server = '{broker2}'
+) FORMAT PLAIN ENCODE JSON"""
+
+
+def test_seed_source_to_sink_between_two_brokers(fresh_server: SwellServer) -> None:
+    b1, b2 = KafkaBroker().start(), KafkaBroker().start()
+    try:
+        b1.create_topic("query_complete")
+        b2.create_topic("query_complete")
+        b1.produce("query_complete", [{"action": "11111"}, {"action": "22222"}])
+        with fresh_server.connect() as c:
+            c.autocommit = True
+            c.execute(SEED_SOURCE.format(broker1=b1.bootstrap))
+            c.execute(SEED_SOURCE_SINK.format(broker2=b2.bootstrap))
+            b1.produce("query_complete", [{"action": "33333"}])
+            deadline = time.monotonic() + 30
+            got: list[Any] = []
+            while time.monotonic() < deadline and len(got) < 3:
+                c.execute("FLUSH")
+                got = raw_values(b2, "query_complete", 3, timeout=2)
+            assert [v for _, v in got] == [
+                b'{"action":"11111"}',
+                b'{"action":"22222"}',
+                b'{"action":"33333"}',
+            ]
+    finally:
+        b1.stop()
+        b2.stop()
