@@ -46,6 +46,11 @@ class QueryResult:
     empty: bool = False
     # ParameterStatus messages to send after this statement (e.g. after SET TimeZone)
     status: dict[str, str] = field(default_factory=dict)
+    # rows in binary format even in the simple protocol (FETCH from a BINARY cursor)
+    binary: bool = False
+    # COPY ... TO STDOUT: the rows go out as CopyData with these options (format 'text' or
+    # 'csv', header, delimiter, null, quote, escape) instead of RowDescription/DataRow
+    copy: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -110,7 +110,10 @@ class SwellSession:
                 "search_path",
             ):
                 self.vars[k] = v
+        self.session_defaults = dict(self.vars)  # what RESET ALL returns to
         self.in_transaction = False
+        self.savepoints: list[str] = []  # engine/handlers/txn.py
+        self.cursors: dict[str, Any] = {}
         self._cancel = threading.Event()
         self._running = False
         self.closed = False
@@ -164,10 +167,18 @@ class SwellSession:
         st = stmts[0]
         params = ParamContext(list(param_types), None)
         columns = None
-        if st.kind in ("select", "insert", "update", "delete"):
+        # DECLARE/COPY wrap a query: infer its parameters; they return no row set
+        inner = st.args["query"] if st.kind in ("declare", "copy") else st
+        if inner.kind in ("select", "insert", "update", "delete"):
             from engine.handlers.query import describe_statement
 
-            columns = describe_statement(self, st, params)
+            columns = describe_statement(self, inner, params)
+        if inner is not st:
+            columns = None
+        if st.kind == "fetch":
+            from engine.handlers.txn import fetch_columns
+
+            columns = fetch_columns(self, st)
         types = params.finalize()
         desc = StatementDescription(types, columns if st.kind != "empty" else None)
         if st.kind in (
@@ -195,6 +206,13 @@ class SwellSession:
     def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:
         return stmt.description.columns
 
+    def describe_cursor(self, name: str) -> tuple[list[Any], bool]:
+        """Columns and binary flag of SQL cursor `name` (Describe P of a DECLAREd cursor)."""
+        from engine.handlers.txn import cursor
+
+        c = cursor(self, name)
+        return c.columns, c.binary
+
     def cancel(self) -> None:
         # As in PostgreSQL, a cancel request with no statement running does nothing.
         if self._running:
@@ -218,7 +236,7 @@ class SwellSession:
             self._running = False
 
     def _dispatch(self, st: Statement, params: ParamContext | None) -> QueryResult:
-        from engine.handlers import ddl, dml, query, show
+        from engine.handlers import ddl, dml, query, show, txn
 
         k = st.kind
         if k == "empty":
@@ -273,23 +291,19 @@ class SwellSession:
         if k == "reset":
             name = st.args["name"]
             if name == "all":
-                self.vars = dict(DEFAULT_VARS)
-                return QueryResult("RESET")
+                return QueryResult("RESET", status=self.reset_all())
             return self._set(name, None, tag="RESET")
-        if k == "begin":
-            self.in_transaction = True
-            return QueryResult("BEGIN")
-        if k == "commit":
-            self.in_transaction = False
-            return QueryResult("COMMIT")
-        if k == "rollback":
-            self.in_transaction = False
-            return QueryResult("ROLLBACK")
-        if k == "discard":
-            return QueryResult("DISCARD ALL")
+        if k in txn.KINDS:
+            return txn.run(self, st, params)
         if k == "noop":
             return QueryResult(st.args.get("tag", "SET"))
         raise SqlSyntaxError(f"unsupported statement {k}")
+
+    def reset_all(self) -> dict[str, str]:
+        """RESET ALL / DISCARD ALL: every variable back to its session default (the
+        startup packet's values included); returns the changed reported parameters."""
+        old, self.vars = self.vars, dict(self.session_defaults)
+        return {DISPLAY.get(k, k): v for k, v in self.vars.items() if k in REPORTED and old[k] != v}
 
     def _after_dml(self, res: tuple[QueryResult, int | None]) -> QueryResult:
         result, seq = res

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.api import QueryResult, Session
 from engine.errors import FeatureNotSupported, InvalidAuthorization, ProtocolViolation
-from pgwire import codecs
+from pgwire import codecs, copy
 from pgwire import messages as msg
 from pgwire.auth import authenticate
 from pgwire.errors import aborted_transaction, error_response, notice_response
@@ -304,12 +304,28 @@ class Connection:
             if result.empty:
                 self.send(msg.empty_query_response())
                 continue
-            if result.columns is not None:
-                formats = [codecs.TEXT] * len(result.columns)
+            if result.copy is not None:
+                await self.send_copy(result, tz)
+            elif result.columns is not None:
+                fmt = codecs.BINARY if result.binary else codecs.TEXT
+                formats = [fmt] * len(result.columns)
                 self.send(msg.row_description(result.columns, formats))
                 await self.send_rows(result, formats, tz, 0, len(result.rows))
             self.send(msg.command_complete(self.tx.after_tag(result.tag, sql)))
             self.send_status(result)
+
+    async def send_copy(self, result: QueryResult, tz: tzinfo) -> None:
+        """COPY ... TO STDOUT: CopyOutResponse, a CopyData per line, CopyDone."""
+        assert result.columns is not None and result.copy is not None
+        self.send(copy.copy_out_response(len(result.columns)))
+        if result.copy.get("header"):
+            self.send(copy.copy_data(copy.header_line(result)))
+        line = copy.line_renderer(result, tz)
+        for row in result.rows:
+            self.send(copy.copy_data(line(row)))
+            if len(self.out) >= FLUSH_THRESHOLD:
+                await self.flush()
+        self.send(copy.copy_done())
 
     def send_status(self, result: QueryResult) -> None:
         for name, value in result.status.items():

@@ -208,6 +208,9 @@ class ExtendedProtocol:
                 col_oids = getattr(stmt.prepared, "column_oids", None)
                 self.conn.send(msg.row_description(cols, [codecs.TEXT] * len(cols), col_oids))
         elif what == b"P":
+            if name and name not in self.portals:
+                await self._describe_cursor(name)
+                return
             portal = self._portal(name)
             cols = await self._portal_columns(portal)
             if cols is None:
@@ -218,6 +221,17 @@ class ExtendedProtocol:
                 self.conn.send(msg.row_description(cols, formats, col_oids))
         else:
             raise ProtocolViolation(f"invalid DESCRIBE message subtype {what!r}")
+
+    async def _describe_cursor(self, name: str) -> None:
+        """Describe P of a SQL cursor (DECLARE): psycopg's server-side cursors ask this."""
+        session = self.conn.session
+        assert session is not None
+        describe = getattr(session, "describe_cursor", None)
+        if describe is None:
+            raise InvalidCursorName(f'portal "{name}" does not exist')
+        cols, binary = await self.conn.call(describe, name)
+        fmt = codecs.BINARY if binary else codecs.TEXT
+        self.conn.send(msg.row_description(cols, [fmt] * len(cols)))
 
     async def _portal_columns(self, portal: Portal) -> list[Field] | None:
         if portal.result is not None:
@@ -261,7 +275,9 @@ class ExtendedProtocol:
         if result.empty:
             conn.send(msg.empty_query_response())
             return
-        if result.columns is None:
+        if result.copy is not None and not portal.done:
+            await conn.send_copy(result, conn.timezone())
+        if result.columns is None or result.copy is not None:
             if not portal.done:
                 portal.done = True
                 conn.send(msg.command_complete(conn.tx.after_tag(result.tag, portal.stmt.sql)))

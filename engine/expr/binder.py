@@ -22,6 +22,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_crypto,
     fn_json,
     fn_math,
+    fn_session,
     fn_string,
     fn_system,
     fn_time,

@@ -32,7 +32,9 @@ DIALECT = "risingwave"
 class Statement:
     kind: str  # 'select', 'insert', 'update', 'delete', 'create_table', 'create_mv', 'create_view',
     # 'drop', 'flush', 'show', 'set', 'reset', 'begin', 'commit', 'rollback', 'describe',
-    # 'explain', 'show_create', 'discard', 'empty', 'noop'
+    # 'explain', 'show_create', 'discard', 'empty', 'noop', 'user' (engine/sql/user_stmts.py),
+    # 'savepoint', 'release', 'rollback_to', 'declare', 'fetch', 'close', 'copy'
+    # (engine/sql/session_stmts.py)
     sql: str
     ast: exp.Expression | None = None
     args: dict[str, Any] = field(default_factory=dict)
@@ -219,7 +221,16 @@ _SHOW_LIST = {
 }
 
 
+_SESSION_HEADS = ("SAVEPOINT", "RELEASE", "ROLLBACK", "DECLARE", "FETCH", "MOVE", "CLOSE", "COPY")
+
+
 def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement | None:
+    if head in _SESSION_HEADS:
+        from engine.sql.session_stmts import parse_session_statement
+
+        st = parse_session_statement(head, body, text)
+        if st is not None:
+            return st
     if head == "CREATE" and create_object_kind(body) == "SINK":
         from engine.sql.create_sink import parse_create_sink
 

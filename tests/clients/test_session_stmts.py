@@ -1,0 +1,220 @@
+"""Transaction blocks, savepoints, cursors, COPY TO STDOUT and the pool-reset statements,
+driven by real clients against a real server.
+
+The psql script's expected output (tests/clients/sql/session_stmts.expected) is what
+PostgreSQL 15's psql printed for the same script against PostgreSQL 15, except for
+Swell's RisingWave-style DDL tags (CREATE_TABLE, DROP_TABLE) and its FLUSH statement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psycopg
+import pytest
+from psycopg import pq
+
+from harness.server import SwellServer
+
+pytestmark = pytest.mark.clients
+
+SQL_DIR = Path(__file__).parent / "sql"
+PSQL = shutil.which("psql")
+JAVA = shutil.which("java")
+JAR = Path("/usr/share/java/postgresql.jar")
+IN_CI = bool(os.environ.get("CI"))
+
+
+@pytest.mark.skipif(PSQL is None and not IN_CI, reason="psql not installed")
+def test_psql_script_matches_postgresql(server: SwellServer) -> None:
+    assert PSQL is not None
+    script = SQL_DIR / "session_stmts.sql"
+    r = subprocess.run(
+        [PSQL, "-X", "-v", "ON_ERROR_STOP=1", "-h", server.host, "-p", str(server.port)]
+        + ["-U", "root", "-d", "dev", "-a", "-f", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PGCONNECT_TIMEOUT": "10"},
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = (r.stdout + r.stderr).replace(str(script), "SCRIPT")
+    expected = (SQL_DIR / "session_stmts.expected").read_text()
+    # psql writes notices to stderr: compare everything but the notice placement
+    assert sorted(out.splitlines()) == sorted(expected.splitlines())
+    assert [ln for ln in out.splitlines() if "NOTICE" not in ln] == [
+        ln for ln in expected.splitlines() if "NOTICE" not in ln
+    ]
+
+
+def test_psycopg_transaction_status_and_failed_block(server: SwellServer) -> None:
+    with server.connect(autocommit=False) as c:
+        notices: list[tuple[str, str]] = []
+        c.add_notice_handler(lambda d: notices.append((d.sqlstate or "", d.message_primary or "")))
+        pg = c.pgconn
+        assert pg.transaction_status == pq.TransactionStatus.IDLE
+        c.execute("SELECT 1")  # psycopg opened a block with BEGIN
+        assert pg.transaction_status == pq.TransactionStatus.INTRANS
+        c.execute("BEGIN")
+        assert notices == [("25001", "there is already a transaction in progress")]
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("SELECT * FROM no_such_table_tx")
+        assert pg.transaction_status == pq.TransactionStatus.INERROR
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction) as ei:
+            c.execute("SELECT 1")
+        assert str(ei.value).startswith(
+            "current transaction is aborted, commands ignored until end of transaction block"
+        )
+        c.rollback()
+        assert pg.transaction_status == pq.TransactionStatus.IDLE
+        # nested transaction() blocks use SAVEPOINT / RELEASE / ROLLBACK TO
+        with c.transaction():
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                with c.transaction():
+                    c.execute("SELECT 1 / 0")
+            assert c.execute("SELECT 2").fetchone() == (2,)
+        c.commit()
+        c.autocommit = True
+        notices.clear()
+        c.execute("COMMIT")
+        assert notices == [("25P01", "there is no transaction in progress")]
+        with pytest.raises(psycopg.errors.NoActiveSqlTransaction):
+            c.execute("SAVEPOINT x")
+        c.execute("BEGIN")
+        with pytest.raises(psycopg.errors.InvalidSavepointSpecification):
+            c.execute("ROLLBACK TO SAVEPOINT nope")
+        c.execute("ROLLBACK")
+
+
+def test_psycopg_server_side_cursors_and_copy(server: SwellServer) -> None:
+    with server.connect() as c:
+        c.execute("DROP TABLE IF EXISTS cur_t")
+        c.execute("CREATE TABLE cur_t (id INT PRIMARY KEY, name VARCHAR)")
+        c.execute("INSERT INTO cur_t VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+        c.execute("FLUSH")
+        try:
+            c.autocommit = False
+            cur = c.cursor(name="text_cur")
+            cur.execute("SELECT id, name FROM cur_t WHERE id > %s ORDER BY id", (1,))
+            assert cur.fetchone() == (2, "b")
+            assert cur.fetchall() == [(3, None)]
+            cur.close()
+            cur = c.cursor(name="bin_cur", binary=True, scrollable=True)
+            cur.execute("SELECT id FROM cur_t ORDER BY id")
+            assert cur.fetchmany(2) == [(1,), (2,)]
+            cur.scroll(0, "absolute")
+            assert cur.fetchall() == [(1,), (2,), (3,)]
+            cur.close()
+            c.commit()
+            c.autocommit = True
+            with c.cursor(name="held", withhold=True) as held:
+                held.execute("SELECT id FROM cur_t ORDER BY id")
+                assert [r[0] for r in held] == [1, 2, 3]
+            with c.cursor() as cu:
+                with cu.copy("COPY (SELECT id, name FROM cur_t ORDER BY id) TO STDOUT") as cp:
+                    assert list(cp.rows()) == [("1", "a"), ("2", "b"), ("3", None)]
+                with cu.copy("COPY cur_t (name, id) TO STDOUT WITH (FORMAT csv, HEADER)") as cp:
+                    data = b"".join(bytes(b) for b in cp)
+                assert sorted(data.decode().splitlines()) == sorted(["name,id", "a,1", "b,2", ",3"])
+        finally:
+            c.autocommit = True
+            c.execute("DROP TABLE cur_t")
+
+
+def test_asyncpg_pool_release_transactions_and_copy(server: SwellServer, tmp_path: Path) -> None:
+    async def main() -> None:
+        pool = await asyncpg.create_pool(server.dsn, min_size=1, max_size=1, timeout=10)
+        assert pool is not None
+        try:
+            async with pool.acquire() as c:
+                await c.execute("DROP TABLE IF EXISTS apg_tx")
+                await c.execute("CREATE TABLE apg_tx (id INT PRIMARY KEY, v VARCHAR)")
+                await c.execute("SET application_name = 'before_release'")
+            # release ran: SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL
+            async with pool.acquire() as c:
+                assert await c.fetchval("SHOW application_name") == ""
+                async with c.transaction():
+                    await c.execute("INSERT INTO apg_tx VALUES (1, 'a'), (2, 'b')")
+                    try:
+                        async with c.transaction():  # SAVEPOINT ... ROLLBACK TO
+                            await c.execute("SELECT 1 / 0")
+                    except asyncpg.DivisionByZeroError:
+                        pass
+                    assert await c.fetchval("SELECT 5") == 5
+                await c.execute("FLUSH")
+                out = tmp_path / "out.csv"
+                res = await c.copy_from_query(
+                    "SELECT id, v FROM apg_tx ORDER BY id", output=str(out), format="csv"
+                )
+                assert res == "COPY 2"
+                assert out.read_text() == "1,a\n2,b\n"
+                rows: list[Any] = []
+                async with c.transaction():
+                    await c.execute("DECLARE k CURSOR FOR SELECT id FROM apg_tx ORDER BY id")
+                    rows = await c.fetch("FETCH ALL FROM k")
+                assert [r["id"] for r in rows] == [1, 2]
+                await c.execute("DROP TABLE apg_tx")
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+def test_jdbc_savepoints_and_copy_out(server: SwellServer, tmp_path: Path) -> None:
+    assert JAVA is not None
+    prog = tmp_path / "TxCheck.java"
+    prog.write_text(
+        """
+import java.io.StringWriter;
+import java.sql.*;
+import org.postgresql.PGConnection;
+public class TxCheck {
+    public static void main(String[] a) throws Exception {
+        try (Connection c = DriverManager.getConnection(a[0])) {
+            Statement st = c.createStatement();
+            st.execute("DROP TABLE IF EXISTS jdbc_tx");
+            st.execute("CREATE TABLE jdbc_tx (id INT PRIMARY KEY)");
+            c.setAutoCommit(false);
+            st.execute("INSERT INTO jdbc_tx VALUES (1), (2)");
+            Savepoint sp = c.setSavepoint("sp1");
+            try {
+                st.executeQuery("SELECT 1 / 0");
+            } catch (SQLException e) {
+                System.out.println("error " + e.getSQLState());
+            }
+            c.rollback(sp);
+            ResultSet rs = st.executeQuery("SELECT 7");
+            rs.next();
+            System.out.println("after rollback to savepoint " + rs.getInt(1));
+            c.commit();
+            c.setAutoCommit(true);
+            st.execute("FLUSH");
+            StringWriter w = new StringWriter();
+            long n = c.unwrap(PGConnection.class).getCopyAPI()
+                .copyOut("COPY (SELECT id FROM jdbc_tx ORDER BY id) TO STDOUT WITH CSV HEADER", w);
+            System.out.println("copied " + n + ": " + w.toString().replace("\\n", "|"));
+            st.execute("DROP TABLE jdbc_tx");
+        }
+    }
+}
+"""
+    )
+    r = subprocess.run(
+        [JAVA, "-cp", str(JAR), str(prog), server.jdbc_url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        "error 22012",
+        "after rollback to savepoint 7",
+        "copied 2: id|1|2|",
+    ]
