@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -73,7 +74,31 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000,
         help="milliseconds between checkpoint barriers (default 1000)",
     )
+    play.add_argument(
+        "--ssl-cert",
+        type=Path,
+        default=None,
+        help="PEM certificate (chain) for TLS on the pgwire port; needs --ssl-key",
+    )
+    play.add_argument(
+        "--ssl-key",
+        type=Path,
+        default=None,
+        help="PEM private key for --ssl-cert",
+    )
     return parser
+
+
+def ssl_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """The server TLS context for --ssl-cert/--ssl-key (None when neither is given)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise SystemExit("swell: --ssl-cert and --ssl-key must be given together")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
 
 
 async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
@@ -90,6 +115,7 @@ async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
 async def playground(args: argparse.Namespace) -> int:
     from engine.database import Config, open_database
 
+    tls = ssl_context(args.ssl_cert, args.ssl_key)  # before the database: fail fast
     data_dir: Path = args.data_dir
     config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
     db = await asyncio.to_thread(open_database, config)
@@ -101,7 +127,9 @@ async def playground(args: argparse.Namespace) -> int:
     webhook = None
     try:
         host, port = args.listen_addr
-        server = await serve(db, host, port)
+        server = await serve(db, host, port, tls)
+        if tls is not None:
+            log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))
         webhook = await _start_webhook(db, *args.webhook_listen_addr)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

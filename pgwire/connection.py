@@ -1,8 +1,10 @@
 """One client connection: startup handshake, then the message loop of the v3 protocol.
 
 Lifecycle: `PgServer` creates a `Connection` per accepted socket and awaits `run()`.
-`run()` answers SSL/GSS probes with `N`, serves a CancelRequest (then closes), or performs
-the StartupMessage handshake (trust auth, ParameterStatus set, BackendKeyData), opens an
+`run()` answers an SSLRequest with `S` and a TLS handshake when the server has a
+certificate (`N` otherwise; GSSENCRequest always `N`), serves a CancelRequest (then
+closes), or performs the StartupMessage handshake (password authentication when the user
+has a password, see pgwire/auth.py; ParameterStatus set, BackendKeyData), opens an
 engine `Session`, and loops over frontend messages until Terminate, EOF or shutdown. The
 session is closed and the socket shut in `run()`'s `finally`, whatever happened.
 
@@ -94,6 +96,7 @@ class Connection:
         self.peer = _peer(writer)
         self.extended = ExtendedProtocol(self)
         self._executor: ThreadPoolExecutor | None = None
+        self.tls = False
 
     # -- plumbing ------------------------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -173,6 +176,13 @@ class Connection:
             body = await self.reader.readexactly(length - 4)
             r = msg.Reader(body)
             code = r.int32()
+            if code == msg.SSL_REQUEST and self.server.ssl_context is not None and not self.tls:
+                self.writer.write(b"S")
+                await self.writer.drain()
+                # the reader keeps working: it now reads the decrypted stream
+                await self.writer.start_tls(self.server.ssl_context)
+                self.tls = True
+                continue
             if code in (msg.SSL_REQUEST, msg.GSSENC_REQUEST):
                 self.writer.write(b"N")
                 await self.writer.drain()

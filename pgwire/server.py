@@ -15,6 +15,7 @@ import asyncio
 import itertools
 import logging
 import secrets
+import ssl
 
 from engine.api import Database
 from engine.errors import AdminShutdown
@@ -26,8 +27,11 @@ log = logging.getLogger("pgwire")
 class PgServer:
     """A running pgwire listener and its connections."""
 
-    def __init__(self, db: Database, host: str, port: int) -> None:
+    def __init__(
+        self, db: Database, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.db = db
+        self.ssl_context = ssl_context  # None: SSLRequest is answered `N`
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -100,8 +104,11 @@ class PgServer:
         log.info("stopped addr=%s:%d", self.host, self.port)
 
 
-async def serve(db: Database, host: str, port: int) -> PgServer:
-    """Start a pgwire server for `db` on host:port (port 0 picks a free port)."""
-    server = PgServer(db, host, port)
+async def serve(
+    db: Database, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+) -> PgServer:
+    """Start a pgwire server for `db` on host:port (port 0 picks a free port); with an
+    `ssl_context`, clients may upgrade to TLS (SSLRequest)."""
+    server = PgServer(db, host, port, ssl_context)
     await server.start()
     return server
