@@ -5,8 +5,8 @@ Importing this package registers `KafkaSourceConnector` and the sink writer
 `KafkaSinkWriter` under the name `kafka` in `engine.connector_registry` (the engine imports
 it lazily on the first `WITH (connector = 'kafka')`). Modules: config (options), decode
 (batch JSON/bytes decoding), reader (streaming poll thread), source (the connector:
-columns, checks, bounded reads), stats (bad messages and lag behind the rw_kafka_* system
-tables), sink (the sink writer), sink_json (RisingWave's JSON encoding of sink rows).
+columns, checks, bounded reads; bad messages and lag go to engine.stream.source_status),
+sink (the sink writer), sink_json (RisingWave's JSON encoding of sink rows).
 """
 
 from __future__ import annotations

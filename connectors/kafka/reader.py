@@ -34,11 +34,11 @@ import numpy as np
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
-from connectors.kafka import stats as kstats
 from connectors.kafka.config import KafkaOptions
 from connectors.kafka.decode import Decoder
 from engine.catalog import Relation
 from engine.chunk import Op, StreamChunk
+from engine.stream.source_status import SourceStatus
 
 log = logging.getLogger("swell.kafka")
 
@@ -47,7 +47,9 @@ MAX_BUFFERED_ROWS = 1_000_000
 
 
 class KafkaReader:
-    def __init__(self, rel: Relation, position: dict[str, Any] | None) -> None:
+    def __init__(
+        self, rel: Relation, position: dict[str, Any] | None, status: SourceStatus
+    ) -> None:
         self.rel = rel
         self.opts = KafkaOptions.parse(rel.options)
         self.decoder = Decoder(rel)
@@ -56,8 +58,9 @@ class KafkaReader:
         if position:
             self.offsets = {int(k): int(v) for k, v in position.get("offsets", {}).items()}
             self.start = {int(k): int(v) for k, v in position.get("start", {}).items()}
-        self.stats = kstats.SourceStats(rel.name, self.opts.topic)
-        kstats.register(rel.id, self.stats)
+        self.stats = status
+        with status.lock:
+            status.topic = self.opts.topic
         self._lock = threading.Lock()
         self._buf: list[StreamChunk] = []
         self._buf_rows = 0

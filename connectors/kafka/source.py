@@ -35,6 +35,7 @@ from engine.catalog import Relation
 from engine.errors import ConnectorError, InvalidParameterValue, not_supported
 from engine.expr import parse_data_type
 from engine.stream.source import SeekBounds
+from engine.stream.source_status import SourceStatus
 from engine.types import BIGINT, BYTEA, INT, JSONB, TIMESTAMPTZ, Field, TypeKind
 
 _DEFAULT_NAMES = {
@@ -111,8 +112,10 @@ class KafkaSourceConnector:
                     hint="The message key identifies the row; a null value deletes it.",
                 )
 
-    def open_reader(self, rel: Relation, position: dict[str, Any] | None) -> KafkaReader:
-        return KafkaReader(rel, position)
+    def open_reader(
+        self, rel: Relation, position: dict[str, Any] | None, status: SourceStatus
+    ) -> KafkaReader:
+        return KafkaReader(rel, position, status)
 
     # -- bounded read ----------------------------------------------------------------------
     def read_now(

@@ -14,9 +14,11 @@ Engine/connector contract (connectors register an object in `engine.connector_re
     the INCLUDE clauses add (visible), the connector's hidden columns (`_rw_kafka_offset`...)
     and the hidden columns that identify a message (the stream key of a SOURCE);
   - `check(rel)`: validate options and format at CREATE (raise engine errors);
-  - `open_reader(rel, position) -> SourceReader`: start consuming from `position` (the
-    opaque JSON-able dict a reader reported, restored from a checkpoint) or from the
-    startup options when it is None;
+  - `open_reader(rel, position, status) -> SourceReader`: start consuming from `position`
+    (the opaque JSON-able dict a reader reported, restored from a checkpoint) or from the
+    startup options when it is None; the reader keeps `status` (bad messages, offsets, lag:
+    engine.stream.source_status, shown in rw_catalog.rw_source_errors / rw_source_lag)
+    up to date;
   - `read_now(rel, upto, bounds) -> pa.Table`: the rows of the topic as it is now (ad-hoc
     SELECT, `upto=None`) or up to an exact position (backfill of a new view); `bounds`
     are seek hints (`SeekBounds`) extracted from the query's WHERE.
@@ -39,13 +41,14 @@ view is backfilled with `read_now(upto=position)` while the reader runs).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 
 from engine.catalog import Relation, RelationKind
 from engine.chunk import StreamChunk
+from engine.stream.source_status import SourceStatus
 from engine.types import arrow_schema
 
 log = logging.getLogger("swell.source")
@@ -65,7 +68,9 @@ class SourceReader(Protocol):
 class SourceConnector(Protocol):
     def check(self, rel: Relation) -> None: ...
 
-    def open_reader(self, rel: Relation, position: dict[str, Any] | None) -> SourceReader: ...
+    def open_reader(
+        self, rel: Relation, position: dict[str, Any] | None, status: SourceStatus
+    ) -> SourceReader: ...
 
     def read_now(
         self, rel: Relation, upto: dict[str, Any] | None, bounds: SeekBounds | None
@@ -106,7 +111,11 @@ class SourceFlow:
     rel: Relation
     position: dict[str, Any] | None = None
     reader: SourceReader | None = None
-    errors: list[str] = field(default_factory=list)
+    status: SourceStatus = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.status is None:
+            self.status = SourceStatus(self.rel.name, self.rel.options.get("topic", ""))
 
     @property
     def running(self) -> bool:
@@ -114,7 +123,7 @@ class SourceFlow:
 
     def ensure_running(self) -> None:
         if self.reader is None:
-            self.reader = connector_for(self.rel).open_reader(self.rel, self.position)
+            self.reader = connector_for(self.rel).open_reader(self.rel, self.position, self.status)
             log.info("source %s: reader started position=%s", self.rel.name, self.position)
 
     def stop(self, forget: bool = False) -> None:

@@ -128,8 +128,27 @@ def test_adhoc_bounds_include_and_bad_messages(
         assert rows(
             conn, "SELECT count(*) FROM s_inc WHERE _rw_kafka_timestamp > now() + interval '1 hour'"
         ) == [(0,)]
+        # a running source keeps its bad messages (with where they are) and its lag queryable
+        conn.execute("CREATE MATERIALIZED VIEW inc_n AS SELECT count(*) AS n FROM s_inc")
+        wait_for(lambda: rows(conn, "SELECT n FROM inc_n"), [(41,)])
+        errs = rows(
+            conn,
+            "SELECT topic, partition, \"offset\", error_kind FROM rw_catalog.rw_source_errors "
+            "WHERE source_name = 's_inc' ORDER BY \"offset\"",
+        )
+        assert errs == [
+            (topic, 0, 20, "invalid json"),
+            (topic, 0, 21, "type mismatch"),
+            (topic, 0, 22, "not a json object"),
+        ]
+        lag = rows(
+            conn,
+            "SELECT partition, \"offset\", messages, errors FROM rw_catalog.rw_source_lag "
+            "WHERE source_name = 's_inc' ORDER BY partition",
+        )
+        assert lag == [(0, 23, 43, 3), (1, 20, 43, 3)]
     finally:
-        conn.execute("DROP SOURCE s_inc")
+        conn.execute("DROP SOURCE s_inc CASCADE")
 
 
 def test_bytes_and_upsert_table(
