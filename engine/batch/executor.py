@@ -168,6 +168,8 @@ class _Exec:
         return t.take(idx)
 
     def _join(self, p: Join) -> pa.Table:
+        """Matching pairs (equality keys, then the residual condition), then the unmatched
+        rows of preserved sides NULL-padded; semi/anti keep left rows with/without a pair."""
         left = self.run(p.left)
         right = self.run(p.right)
         if p.condition is not None and p.kind in ("left", "right", "full"):
@@ -183,39 +185,49 @@ class _Exec:
         if p.kind == "cross" or not p.left_keys:
             li = np.repeat(np.arange(left.num_rows), right.num_rows)
             ri = np.tile(np.arange(right.num_rows), left.num_rows)
-            joined = _hcat(left.take(li), right.take(ri))
         else:
             lk = [ln[i] for i in p.left_keys]
             rk = [rn[i] for i in p.right_keys]
-            jt = {
-                "inner": "inner",
-                "left": "left outer",
-                "right": "right outer",
-                "full": "full outer",
-            }[p.kind]
             li_col = pa.array(np.arange(left.num_rows), pa.int64())
             ri_col = pa.array(np.arange(right.num_rows), pa.int64())
             lidx = pa.table([*(left.column(c) for c in lk), li_col], names=[*lk, "__li"])
             ridx = pa.table([*(right.column(c) for c in rk), ri_col], names=[*rk, "__ri"])
             # SQL: NULL keys never match
-            lidx = lidx.filter(_all_valid(lidx, lk)) if p.kind in ("inner", "right") else lidx
-            ridx = ridx.filter(_all_valid(ridx, rk)) if p.kind in ("inner", "left") else ridx
+            lidx = lidx.filter(_all_valid(lidx, lk))
+            ridx = ridx.filter(_all_valid(ridx, rk))
             m = lidx.join(
-                ridx, keys=lk, right_keys=rk, join_type=jt, coalesce_keys=False, use_threads=False
+                ridx, keys=lk, right_keys=rk, join_type="inner", coalesce_keys=False,
+                use_threads=False,
             )
-            if p.kind in ("left", "full", "right"):
-                # rows with a NULL key on the preserved side must not have matched anything
-                pass
-            li = m.column("__li")
-            ri = m.column("__ri")
-            joined = _hcat(_take_nullable(left, li), _take_nullable(right, ri))
-        joined = (
-            pa.Table.from_arrays(joined.columns, schema=schema) if joined.num_columns else joined
-        )
-        if p.condition is not None and joined.num_rows:
-            mask = p.condition.eval(self._batch(joined), self.ctx)
-            joined = joined.filter(pc.fill_null(mask, False))
-        return joined
+            li = np.asarray(m.column("__li").to_numpy(), dtype=np.int64)
+            ri = np.asarray(m.column("__ri").to_numpy(), dtype=np.int64)
+        if p.condition is not None and len(li):
+            pairs = _hcat(left.take(pa.array(li)), right.take(pa.array(ri)))
+            pairs = pa.Table.from_arrays(
+                pairs.columns, schema=arrow_schema(list(p.left.schema) + list(p.right.schema))
+            )
+            mask = np.asarray(pc.fill_null(p.condition.eval(self._batch(pairs), self.ctx), False))
+            li, ri = li[mask], ri[mask]
+        if p.kind in ("semi", "anti"):
+            hit = np.zeros(left.num_rows, dtype=bool)
+            hit[li] = True
+            keep = hit if p.kind == "semi" else ~hit
+            out = left.filter(pa.array(keep))
+            return pa.Table.from_arrays(out.columns, schema=schema)
+        parts_l = [pa.array(li, pa.int64())]
+        parts_r = [pa.array(ri, pa.int64())]
+        if p.kind in ("left", "full"):
+            lonely = np.setdiff1d(np.arange(left.num_rows), li)
+            parts_l.append(pa.array(lonely, pa.int64()))
+            parts_r.append(pa.nulls(len(lonely), pa.int64()))
+        if p.kind in ("right", "full"):
+            lonely = np.setdiff1d(np.arange(right.num_rows), ri)
+            parts_l.append(pa.nulls(len(lonely), pa.int64()))
+            parts_r.append(pa.array(lonely, pa.int64()))
+        lt = pa.concat_arrays(parts_l)
+        rt = pa.concat_arrays(parts_r)
+        joined = _hcat(left.take(lt), right.take(rt))
+        return pa.Table.from_arrays(joined.columns, schema=schema) if joined.num_columns else joined
 
 
 def _all_valid(t: pa.Table, cols: list[str]) -> pa.Array:
@@ -224,10 +236,6 @@ def _all_valid(t: pa.Table, cols: list[str]) -> pa.Array:
         v = pc.is_valid(t.column(c))
         mask = v if mask is None else pc.and_(mask, v)
     return mask
-
-
-def _take_nullable(t: pa.Table, idx: pa.ChunkedArray) -> pa.Table:
-    return t.take(idx.combine_chunks() if isinstance(idx, pa.ChunkedArray) else idx)
 
 
 def _hcat(a: pa.Table, b: pa.Table) -> pa.Table:

@@ -143,8 +143,6 @@ class FromPlannerMixin:
             )
         if self.streaming and (left.stream_key is None or right.stream_key is None):
             raise not_supported("join input without a stream key")
-        if cond is not None and jkind != "inner" and self.streaming:
-            raise not_supported("outer joins with non-equality conditions are not supported yet")
         for a, b in zip(lkeys, rkeys, strict=True):
             if left.schema[a].type != right.schema[b].type:
                 t = ex.common_type([left.schema[a].type, right.schema[b].type], "JOIN")

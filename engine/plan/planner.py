@@ -53,8 +53,10 @@ from engine.plan.logical import (
     UnionAll,
     Values,
 )
+from engine.plan.logical_window import OverWindow
 from engine.plan.plan_agg import AGG_CLASSES, AggPlannerMixin, agg_result_type
 from engine.plan.plan_from import FromPlannerMixin
+from engine.plan.plan_semijoin import SubqueryPlannerMixin
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
 from engine.types import Field, SqlType, TypeKind
 
@@ -63,7 +65,7 @@ __all__ = ["AGG_CLASSES", "Planner", "agg_result_type", "check_unique_names"]
 SessionFunc = Callable[[str], Any]  # name -> (value, SqlType) or None
 
 
-class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
+class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPlannerMixin):
     """Plans one statement. Not reused across statements."""
 
     def __init__(
@@ -82,6 +84,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
         self.session_func = session_func
         self.ctes: list[dict[str, PlanNode]] = []
         self.dependencies: list[Relation] = []
+        self._sq_node: PlanNode | None = None  # FROM node scalar subqueries join onto
+        self._sq_cols: list[_Col] | None = None
 
     # ======================================================================================
     # queries
@@ -204,13 +208,17 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
 
         scope = self._scope(cols)
         where = q.args.get("where")
-        if where is not None and self.streaming and where.find(exp.Subquery) is not None:
+        where_ast = where.this if where is not None else None
+        if self.streaming and where_ast is not None and where_ast.find(exp.Exists, exp.In):
+            where_ast, node = self._plan_where_subqueries(where_ast, node, cols)
+        if self.streaming and where_ast is not None and where_ast.find(exp.Subquery):
             from engine.plan.plan_dynamic import plan_dynamic_filters
 
-            node, rest = plan_dynamic_filters(self, node, cols, where.this)
-            where = exp.Where(this=rest) if rest is not None else None
-        if where is not None:
-            pred = self._bind(where.this, scope)
+            node, where_ast = plan_dynamic_filters(self, node, cols, where_ast)
+        if where_ast is not None:
+            self._sq_node, self._sq_cols = node, cols  # scalar subqueries join onto node
+            pred = self._bind(where_ast, scope)
+            node = self._sq_node
             self._check_bool(pred, "WHERE")
             if self.streaming and pred.has_now():
                 from engine.plan.plan_time import split_temporal
@@ -248,12 +256,17 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
 
         exprs: list[ex.Expr] = []
         fields: list[Field] = []
+        plain = group is None and not agg_nodes and not isinstance(node, OverWindow)
+        self._sq_node, self._sq_cols = (node, cols) if plain else (None, None)
         for name, item in select_items:
             e = bind_out(item)
             if e.type.kind is TypeKind.UNKNOWN:
                 e = ex.cast(e, SqlType(TypeKind.VARCHAR))
             exprs.append(e)
             fields.append(Field(name, e.type))
+        if plain and self._sq_node is not None:
+            node = self._sq_node
+        self._sq_node = self._sq_cols = None
         n_out = len(exprs)
 
         order = q.args.get("order")
@@ -482,9 +495,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin):
 
     def _subquery(self, n: exp.Expression, binder: ex.ExprBinder) -> ex.Expr:
         if self.streaming:
+            if isinstance(n, exp.Subquery):
+                return self._scalar_join(n, self._sq_cols)
             raise not_supported(
-                "subqueries in materialized views are not supported yet",
-                hint="Subqueries in streaming queries arrive with joins.",
+                "EXISTS / IN (subquery) here in a materialized view",
+                hint="Use EXISTS, NOT EXISTS and IN (subquery) as top-level AND conditions "
+                "of WHERE (they become semi/anti joins).",
             )
         from engine.plan.plan_subquery import plan_subquery
 
