@@ -1,5 +1,5 @@
-"""Subqueries as joins (views, and ad-hoc semi/anti joins): `IN (SELECT ..)`, `EXISTS`, `NOT EXISTS`, correlated or not, and
-scalar subqueries in materialized views.
+"""Subqueries in materialized views as joins: `IN (SELECT ..)`, `EXISTS`, `NOT EXISTS`,
+correlated or not, and scalar subqueries. (Ad-hoc subqueries: `plan_subquery`.)
 
 A mixin of `Planner`. A WHERE conjunct `x IN (SELECT y ..)`, `EXISTS (SELECT ..)` or
 `NOT EXISTS (SELECT ..)` becomes a semi (anti) join of the FROM node with the subquery:
