@@ -2,8 +2,9 @@
 
 Options: `topic`, `properties.bootstrap.server` (required), `primary_key` (columns of the
 message key; required for UPSERT and DEBEZIUM), any other `properties.<librdkafka key>`
-passed to the producer (security settings included). Formats, all `ENCODE JSON` (see
-`connectors.kafka.sink_json` for value encodings):
+passed to the producer (security settings included), `flush_timeout_ms` (Swell: how long
+one pre-commit waits for acks before the checkpoint is retried, default 5000).
+Formats, all `ENCODE JSON` (see `connectors.kafka.sink_json` for value encodings):
 
 * `FORMAT PLAIN`: one message per inserted row (the sink framework has already dropped
   deletes and turned updates into inserts for `force_append_only`); key = the primary key
@@ -19,8 +20,11 @@ librdkafka; messages librdkafka cannot take yet (queue full) and messages whose 
 failed stay in `_unsent` and are sent again. `pre_commit` sends what is left and flushes;
 if anything is still undelivered it raises, so the checkpoint waits (the framework retries
 with backoff and shows the error in `rw_sink_status`). librdkafka itself retries broker
-errors without a message timeout (`message.timeout.ms = 0`), idempotently by default, so
-order per partition is kept. A fatal producer error replaces the producer and resends.
+errors without a message timeout (`message.timeout.ms = 0`). As in RisingWave the
+producer is not idempotent unless `properties.enable.idempotence = 'true'` (then order per
+partition survives retries; but a broker that lost its producer state, e.g. a Tansu memory
+broker restarted, never accepts that producer again).
+A fatal producer error replaces the producer and resends.
 Lifecycle: factory -> validate (CREATE only: options, producer config, broker reachable,
 topic created if missing) -> open -> write/pre_commit per epoch -> close (flushes briefly).
 """
@@ -57,7 +61,6 @@ _BOOTSTRAP = ("properties.bootstrap.server", "properties.bootstrap.servers")
 _DEFAULTS = {
     "linger.ms": "5",
     "message.timeout.ms": "0",  # never give up on a message; pre_commit waits instead
-    "enable.idempotence": "true",
     "queue.buffering.max.messages": "1000000",
 }
 _SCHEMA_TYPES = {
@@ -87,6 +90,7 @@ class KafkaSinkWriter(BaseSinkWriter):
         self._unsent: list[tuple[bytes | str | None, bytes | str | None]] = []
         self._lock = threading.Lock()  # _unsent is appended to from delivery callbacks
         self._fatal: str | None = None
+        self._kafka_error: str | None = None  # the last broker/delivery error librdkafka reported
         self.topic, self.conf = self._config()
         fo = spec.format_options
         tz_mode = fo.get("timestamptz.handling.mode", spec.options.get("timestamptz.handling.mode"))
@@ -105,6 +109,8 @@ class KafkaSinkWriter(BaseSinkWriter):
             else None
         )
         self.schemas = fo.get("schemas.enable", "true").lower() != "false"
+        # how long one pre-commit waits for acks before the checkpoint is retried later
+        self.flush_timeout = int(spec.options.get("flush_timeout_ms", "5000")) / 1000
         st = spec.status.extra
         for k in ("messages_queued", "messages_delivered", "delivery_errors", "broker_errors"):
             st.setdefault(k, 0)
@@ -156,7 +162,7 @@ class KafkaSinkWriter(BaseSinkWriter):
     def _on_error(self, err: Any) -> None:
         st = self.spec.status
         st.extra["broker_errors"] = st.extra.get("broker_errors", 0) + 1
-        st.last_error = f"kafka: {err.str()}"
+        st.last_error = self._kafka_error = f"kafka: {err.str()}"
         if err.fatal():
             self._fatal = err.str()
 
@@ -165,7 +171,7 @@ class KafkaSinkWriter(BaseSinkWriter):
             return
         st = self.spec.status
         st.extra["delivery_errors"] = st.extra.get("delivery_errors", 0) + 1
-        st.last_error = f"kafka delivery: {err.str()}"
+        st.last_error = self._kafka_error = f"kafka delivery: {err.str()}"
         with self._lock:
             self._unsent.append((msg.key(), msg.value()))
 
@@ -355,7 +361,8 @@ class KafkaSinkWriter(BaseSinkWriter):
 
     def pre_commit(self, epoch: int) -> bytes | None:
         retrying = self.spec.status.state == "retrying"
-        deadline = time.monotonic() + (1.0 if retrying else 30.0)
+        wait = min(1.0, self.flush_timeout) if retrying else self.flush_timeout
+        deadline = time.monotonic() + wait
         while True:
             left = self._send()
             in_flight = self.producer.flush(max(0.0, min(1.0, deadline - time.monotonic())))
@@ -367,7 +374,7 @@ class KafkaSinkWriter(BaseSinkWriter):
                 raise ConnectorError(
                     f"kafka sink {self.spec.name}: {left + in_flight} messages not yet "
                     f"delivered to {self.conf['bootstrap.servers']}"
-                    + (f" ({self.spec.status.last_error})" if self.spec.status.last_error else "")
+                    + (f" ({self._kafka_error})" if self._kafka_error else "")
                 )
         st = self.spec.status.extra
         st["messages_delivered"] = st.get("messages_queued", 0) - st.get("delivery_errors", 0)

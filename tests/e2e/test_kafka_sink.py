@@ -224,3 +224,42 @@ def test_seed_source_to_sink_between_two_brokers(fresh_server: SwellServer) -> N
     finally:
         b1.stop()
         b2.stop()
+
+
+def test_broker_outage_retries_shows_status_and_loses_nothing(tmp_path: Any) -> None:
+    from engine.database import Config, SwellDatabase
+
+    broker = KafkaBroker().start()
+    broker.create_topic("out")
+    db = SwellDatabase(Config(data_dir=tmp_path / "data", barrier_interval_ms=60_000))
+    s = db.connect("root", "dev")
+    try:
+        s.execute_simple("CREATE TABLE t (a INT) APPEND ONLY")
+        s.execute_simple(
+            "CREATE SINK s FROM t WITH (connector = 'kafka', topic = 'out', "
+            f"properties.bootstrap.server = '{broker.bootstrap}', flush_timeout_ms = '300', "
+            "properties.reconnect.backoff.max.ms = '200') FORMAT PLAIN ENCODE JSON"
+        )
+        s.execute_simple("INSERT INTO t VALUES (1)")
+        s.execute_simple("FLUSH")
+        assert [v for _, v in raw_values(broker, "out", 1)] == [b'{"a":1}']
+        broker.stop()
+        epoch = db.runtime.epoch
+        s.execute_simple("INSERT INTO t VALUES (2), (3)")
+        db.runtime.barrier()  # the timer barrier: the sink cannot flush, nothing commits
+        db.runtime.barrier()
+        assert db.runtime.epoch == epoch
+        st = s.execute_simple(
+            "SELECT state, errors > 0, retries > 0, last_error FROM rw_sink_status"
+        )[0].rows
+        assert st[0][:3] == ("retrying", True, True) and "not yet delivered" in st[0][3]
+        broker = KafkaBroker(port=broker.port).start()  # memory storage: a new, empty broker
+        broker.create_topic("out")
+        s.execute_simple("FLUSH")  # waits for the sink
+        assert db.runtime.epoch > epoch
+        got = sorted(v for _, v in raw_values(broker, "out", 2))
+        assert got[:2] == [b'{"a":2}', b'{"a":3}'] and set(got) <= {b'{"a":2}', b'{"a":3}'}
+        assert s.execute_simple("SELECT state FROM rw_sink_status")[0].rows == [("running",)]
+    finally:
+        db.close()
+        broker.stop()
