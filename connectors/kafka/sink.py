@@ -54,6 +54,7 @@ from engine.stream.sink import (
 from engine.types import TypeKind
 
 log = logging.getLogger("swell.kafka.sink")
+_rdkafka_log = logging.getLogger("swell.kafka.librdkafka")
 
 # RisingWave-only `properties.*` options that are not librdkafka settings
 _RW_ONLY = {"properties.retry.max", "properties.retry.interval"}
@@ -153,6 +154,7 @@ class KafkaSinkWriter(BaseSinkWriter):
         conf["error_cb"] = self._on_error
         conf["on_delivery"] = self._on_delivery
         conf["delivery.report.only.error"] = True
+        conf["logger"] = _rdkafka_log  # librdkafka's log lines go to logging, not stderr
         try:
             return Producer(conf)
         except (KafkaException, ValueError, TypeError) as e:
