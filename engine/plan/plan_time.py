@@ -429,3 +429,68 @@ def watermark_columns(p: PlanNode) -> set[int]:
         if all(c in ins[port] for port, c in srcs):
             out.add(col)
     return out
+
+
+# ==========================================================================================
+# interval joins
+# ==========================================================================================
+@dataclass(frozen=True)
+class IntervalSpec:
+    """Band `lo <= left[lt] - right[rt] <= hi` of an inner join (microseconds)."""
+
+    left_time: int
+    right_time: int  # index into the right input
+    lo: int | None
+    hi: int | None
+
+
+def interval_spec(p: Join) -> IntervalSpec | None:
+    """The time band of an inner equi-join over watermarked columns, if it has one."""
+    if p.kind != "inner" or p.condition is None or not p.left_keys:
+        return None
+    nl = len(p.left.schema)
+    lw, rw = watermark_columns(p.left), watermark_columns(p.right)
+    found: dict[tuple[int, int], list[int | None]] = {}
+    for part in _and_parts(p.condition):
+        if not isinstance(part, ex.Func) or part.name not in _CMP or len(part.args) != 2:
+            continue
+        a, b = _col_plus(part.args[0]), _col_plus(part.args[1])
+        if a is None or b is None:
+            continue
+        cmp = _CMP[part.name]
+        if a[0] >= nl > b[0]:
+            a, b, cmp = b, a, _FLIP[cmp]
+        if not (a[0] < nl <= b[0]) or a[0] not in lw or b[0] - nl not in rw:
+            continue
+        # left + ca CMP right + cb  <=>  left - right CMP cb - ca
+        c = b[1] - a[1]
+        band = found.setdefault((a[0], b[0] - nl), [None, None])
+        if cmp in (">", ">="):
+            band[0] = c if band[0] is None else max(band[0], c)
+        else:
+            band[1] = c if band[1] is None else min(band[1], c)
+    for (lt, rt), (lo, hi) in found.items():
+        return IntervalSpec(lt, rt, lo, hi)
+    return None
+
+
+def _col_plus(e: ex.Expr) -> tuple[int, int] | None:
+    """`col`, `col::timestamptz`, `col +/- constant interval` -> (column, offset us)."""
+    if isinstance(e, ex.InputRef):
+        if e.type.kind not in (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
+            return None
+        return e.index, 0
+    if isinstance(e, ex.Func) and e.name == "cast" and len(e.args) == 1:
+        kinds = (TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ)
+        return _col_plus(e.args[0]) if e.type.kind in kinds else None
+    if isinstance(e, ex.Func) and e.name in ("add", "subtract") and len(e.args) == 2:
+        base, c = e.args
+        if not c.is_constant() or c.type.kind is not TypeKind.INTERVAL:
+            return None
+        t = _col_plus(base)
+        v = ex.evaluate_constant(c)
+        if t is None or v is None or v.months:
+            return None
+        us = _mdn_us(v, "interval joins")
+        return t[0], t[1] + (us if e.name == "add" else -us)
+    return None

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.plan.logical import PlanNode
+from engine.plan.logical import Join, PlanNode
 from engine.plan.plan_dynamic import DynamicFilter
-from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow
+from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow, interval_spec
 from engine.stream.operator import Operator
 
 
@@ -38,6 +38,35 @@ def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
         t = p.right.schema[p.right_col].type
         return DynamicFilterOp(
             p.left.schema, p.predicate, t, p.right_col, ctx, list(p.stream_key or []), alloc
+        )
+    if isinstance(p, Join):
+        spec = interval_spec(p)
+        if spec is None:
+            return None
+        from engine.stream.operators import HashJoinOp
+        from engine.stream.operators.interval_join import IntervalJoinOp
+
+        left, right = p.left, p.right
+        join = HashJoinOp(
+            left.schema,
+            right.schema,
+            p.kind,
+            p.left_keys,
+            p.right_keys,
+            p.condition,
+            ctx,
+            alloc,
+            list(left.stream_key or []),
+            list(right.stream_key or []),
+        )
+        return IntervalJoinOp(
+            join,
+            (spec.left_time, spec.right_time),
+            spec.lo,
+            spec.hi,
+            (p.left_keys, p.right_keys),
+            (list(left.stream_key or []), list(right.stream_key or [])),
+            alloc,
         )
     if isinstance(p, EowcAgg):
         from engine.stream.operators.agg_calls import AggCall
