@@ -18,6 +18,7 @@ from engine.api import Notice, QueryResult, StatementDescription
 from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlSyntaxError
 from engine.expr import EvalContext, ParamContext
 from engine.sql.parser import Statement, parse_one, parse_statements
+from engine.sql.redact import redact
 from engine.types import SqlType
 
 log = logging.getLogger("swell.session")
@@ -154,7 +155,7 @@ class SwellSession:
                 e.partial_results = results  # type: ignore[attr-defined]
                 raise
             except Exception as e:
-                log.exception("internal error running %r", st.sql[:200])
+                log.exception("internal error running %r", redact(st.sql))
                 err = EngineError("internal error")
                 err.partial_results = results  # type: ignore[attr-defined]
                 raise err from e
@@ -200,7 +201,7 @@ class SwellSession:
         except EngineError:
             raise
         except Exception as e:
-            log.exception("internal error running %r", stmt.sql[:200])
+            log.exception("internal error running %r", redact(stmt.sql))
             raise EngineError("internal error") from e
 
     def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:

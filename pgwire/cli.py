@@ -1,7 +1,8 @@
 """The `swell` command: `swell playground` runs a single-node Swell; `swell --version`.
 
 Lifecycle of `playground`: open the database (recovering the data directory), start the
-pgwire listener, start the webhook listener if the webhook connector is installed, log
+Prometheus /metrics listener (pgwire/metrics.py; a taken port only disables metrics), the
+pgwire listener, the webhook listener if the webhook connector is installed, log
 where everything listens, then wait for SIGTERM/SIGINT. Shutdown runs in reverse: stop
 accepting and close client connections, close the webhook server, then `db.close()`
 (which takes a final checkpoint). The engine module is imported lazily inside the command
@@ -16,12 +17,15 @@ import logging
 import signal
 import ssl
 import sys
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pgwire.logfmt import kv, setup_logging
+from pgwire.metrics import DEFAULT_ADDR as DEFAULT_METRICS_ADDR
+from pgwire.metrics import MetricsSources, start_metrics_server
 from pgwire.server import serve
 
 log = logging.getLogger("swell")
@@ -75,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="milliseconds between checkpoint barriers (default 1000)",
     )
     play.add_argument(
+        "--prometheus-listener-addr",
+        type=parse_addr,
+        default=parse_addr(DEFAULT_METRICS_ADDR),
+        help=f"Prometheus /metrics address HOST:PORT (default {DEFAULT_METRICS_ADDR})",
+    )
+    play.add_argument(
         "--ssl-cert",
         type=Path,
         default=None,
@@ -101,6 +111,16 @@ def ssl_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
     return ctx
 
 
+async def _start_metrics(host: str, port: int, sources: MetricsSources) -> Any | None:
+    try:
+        server = await start_metrics_server(host, port, sources)
+    except OSError as exc:  # e.g. the port is taken: keep serving SQL without metrics
+        log.warning("metrics disabled %s", kv(addr=f"{host}:{port}", reason=str(exc)))
+        return None
+    log.info("metrics listening %s", kv(addr=f"{host}:{server.port}", path="/metrics"))
+    return server
+
+
 async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
     try:
         from connectors.webhook import start_webhook_server
@@ -125,12 +145,19 @@ async def playground(args: argparse.Namespace) -> int:
     )
     server = None
     webhook = None
+    metrics = None
     try:
+        # metrics first: it is up by the time clients can connect; it reads the
+        # components through `sources` as they appear
+        sources = MetricsSources(db, started_at=time.time())
+        metrics = await _start_metrics(*args.prometheus_listener_addr, sources)
         host, port = args.listen_addr
         server = await serve(db, host, port, tls)
+        sources.pgwire = server
         if tls is not None:
             log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))
         webhook = await _start_webhook(db, *args.webhook_listen_addr)
+        sources.webhook = webhook
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,6 +167,8 @@ async def playground(args: argparse.Namespace) -> int:
         log.info("shutting down")
         return 0
     finally:
+        if metrics is not None:
+            await metrics.close()
         if server is not None:
             await server.stop()
         if webhook is not None:

@@ -31,7 +31,12 @@ from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.api import QueryResult, Session
-from engine.errors import FeatureNotSupported, InvalidAuthorization, ProtocolViolation
+from engine.errors import (
+    FeatureNotSupported,
+    InvalidAuthorization,
+    InvalidPassword,
+    ProtocolViolation,
+)
 from pgwire import codecs, copy
 from pgwire import messages as msg
 from pgwire.auth import authenticate
@@ -217,6 +222,8 @@ class Connection:
             await authenticate(self, user)
             self.session = await self.call(self.server.db.connect, user, database, options)
         except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
+            if isinstance(exc, (InvalidAuthorization, InvalidPassword)):
+                self.server.auth_failures += 1
             log.info("connection refused pid=%d user=%s database=%s", self.pid, user, database)
             await self._send_fatal(exc)
             return False

@@ -38,6 +38,10 @@ class PgServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._live: dict[int, Connection] = {}
         self._pids = itertools.count(secrets.randbelow(1 << 20) + 1000)
+        # metrics (pgwire/metrics.py reads them)
+        self.connections_total = 0
+        self.auth_failures = 0
+        self.cancel_requests = 0
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
@@ -55,6 +59,7 @@ class PgServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self.connections_total += 1
         conn = Connection(self, reader, writer, next(self._pids), secrets.randbelow(1 << 31))
         try:
             await conn.run()
@@ -77,6 +82,7 @@ class PgServer:
 
     async def cancel(self, pid: int, key: int) -> None:
         """Serve a CancelRequest; unknown or mismatched keys are ignored, as in PostgreSQL."""
+        self.cancel_requests += 1
         conn = self._live.get(pid)
         if conn is None or conn.secret != key or conn.session is None:
             log.info("cancel request ignored pid=%d", pid)

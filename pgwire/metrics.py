@@ -1,0 +1,255 @@
+"""Prometheus metrics endpoint: `GET /metrics` in the text exposition format.
+
+Why a separate port: like RisingWave (`--prometheus-listener-addr`, 127.0.0.1:1250 by
+default, the meta node's convention), metrics stay off the client-facing ports and bind
+to loopback unless the operator says otherwise.
+
+What is exported: the counters the components already keep, read at scrape time (no
+second bookkeeping): the stream runtime (epochs, barriers, rows in, relation counts), the
+checkpointer, the WAL and the state store, the webhook server (requests by status, rows,
+acks) when it runs, and pgwire (connections, authentication failures, cancels). A
+component missing a counter simply omits it (getattr with a default), so the endpoint never
+fails because some component changed.
+
+Lifecycle: `start_metrics_server(host, port, sources)` binds and returns a
+`MetricsServer`; `close()` stops it. `sources` is a `MetricsSources` holding references to
+the database, the pgwire server and the webhook server (any may be None). A failed bind is
+reported by the caller, which keeps serving without metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+log = logging.getLogger("swell.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+DEFAULT_ADDR = "127.0.0.1:1250"
+
+
+@dataclass
+class MetricsSources:
+    db: Any = None
+    pgwire: Any = None
+    webhook: Any = None
+    started_at: float = 0.0
+
+
+def _num(obj: Any, name: str) -> float | None:
+    v = getattr(obj, name, None)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+class SwellCollector(Collector):
+    """Builds every metric family from the live components at each scrape."""
+
+    def __init__(self, sources: MetricsSources) -> None:
+        self.sources = sources
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.sources
+        yield from self._process(s)
+        db = s.db
+        if db is not None:
+            yield from self._runtime(getattr(db, "runtime", None))
+            yield from self._attrs(
+                getattr(db, "checkpointer", None),
+                "swell_checkpoint",
+                counters={
+                    "commits": ("s", "checkpoints committed"),
+                    "total_bytes": ("_bytes", "bytes written by checkpoints"),
+                },
+                gauges={
+                    "last_duration": ("_last_duration_seconds", "last checkpoint, WAL wait"),
+                    "last_write_duration": ("_last_write_duration_seconds", "last fsynced write"),
+                    "last_bytes": ("_last_bytes", "size of the last checkpoint batch"),
+                    "last_keys": ("_last_keys", "state keys in the last checkpoint"),
+                },
+            )
+            yield from self._attrs(
+                getattr(db, "wal", None),
+                "swell_wal",
+                counters={
+                    "records_written": ("_records", "WAL records written"),
+                    "bytes_written": ("_bytes", "WAL bytes written"),
+                    "fsyncs": ("_fsyncs", "WAL group-commit fsyncs"),
+                    "write_seconds": ("_write_seconds", "seconds spent writing the WAL"),
+                },
+                gauges={"max_batch_records": ("_max_batch_records", "largest group commit")},
+            )
+            yield from self._attrs(
+                getattr(db, "store", None),
+                "swell_state_store",
+                counters={
+                    "bytes_written": ("_bytes_written", "bytes written to RocksDB"),
+                    "batches_written": ("_batches", "RocksDB write batches"),
+                    "synced_writes": ("_synced_writes", "fsynced RocksDB writes"),
+                },
+                gauges={},
+            )
+            sessions = getattr(db, "sessions", None)
+            if sessions is not None:
+                g = GaugeMetricFamily("swell_sessions", "open SQL sessions")
+                g.add_metric([], len(sessions))
+                yield g
+        if s.pgwire is not None:
+            yield from self._pgwire(s.pgwire)
+        if s.webhook is not None:
+            yield from self._webhook(s.webhook)
+
+    @staticmethod
+    def _process(s: MetricsSources) -> Iterator[Metric]:
+        g = GaugeMetricFamily("swell_uptime_seconds", "seconds since the server started")
+        g.add_metric([], time.time() - s.started_at if s.started_at else 0.0)
+        yield g
+
+    @staticmethod
+    def _attrs(
+        obj: Any,
+        prefix: str,
+        counters: dict[str, tuple[str, str]],
+        gauges: dict[str, tuple[str, str]],
+    ) -> Iterator[Metric]:
+        if obj is None:
+            return
+        for attr, (suffix, doc) in counters.items():
+            v = _num(obj, attr)
+            if v is not None:
+                c = CounterMetricFamily(prefix + suffix, doc)
+                c.add_metric([], v)
+                yield c
+        for attr, (suffix, doc) in gauges.items():
+            v = _num(obj, attr)
+            if v is not None:
+                g = GaugeMetricFamily(prefix + suffix, doc)
+                g.add_metric([], v)
+                yield g
+
+    @staticmethod
+    def _runtime(rt: Any) -> Iterator[Metric]:
+        if rt is None or not hasattr(rt, "stats"):
+            return
+        st = rt.stats()
+        simple = {
+            "epoch": (GaugeMetricFamily, "swell_epoch", "current epoch", 1.0),
+            "barriers": (CounterMetricFamily, "swell_barriers", "barriers completed", 1.0),
+            "last_barrier_ms": (
+                GaugeMetricFamily,
+                "swell_barrier_last_duration_seconds",
+                "duration of the last barrier",
+                0.001,
+            ),
+            "rows_in": (CounterMetricFamily, "swell_stream_rows_in", "rows into the dataflow", 1.0),
+        }
+        for key, (cls, name, doc, scale) in simple.items():
+            v = st.get(key)
+            if isinstance(v, (int, float)):
+                m = cls(name, doc)
+                m.add_metric([], float(v) * scale)
+                yield m
+        g = GaugeMetricFamily("swell_relations", "streaming relations by kind", labels=["kind"])
+        for key in ("tables", "views", "sinks"):
+            v = st.get(key)
+            if isinstance(v, (int, float)):
+                g.add_metric([key], float(v))
+        yield g
+
+    @staticmethod
+    def _pgwire(srv: Any) -> Iterator[Metric]:
+        g = GaugeMetricFamily("swell_pgwire_connections", "open client connections")
+        g.add_metric([], float(getattr(srv, "connection_count", 0)))
+        yield g
+        for attr, name, doc in (
+            ("connections_total", "swell_pgwire_connections_accepted", "connections accepted"),
+            ("auth_failures", "swell_pgwire_auth_failures", "failed authentications"),
+            ("cancel_requests", "swell_pgwire_cancel_requests", "cancel requests received"),
+        ):
+            v = _num(srv, attr)
+            if v is not None:
+                c = CounterMetricFamily(name, doc)
+                c.add_metric([], v)
+                yield c
+
+    @staticmethod
+    def _webhook(wh: Any) -> Iterator[Metric]:
+        if not hasattr(wh, "stats"):
+            return
+        st = wh.stats()
+        for key, name, doc in (
+            ("requests", "swell_webhook_requests", "webhook requests"),
+            ("rows_ingested", "swell_webhook_rows_ingested", "rows ingested by webhooks"),
+            ("flushes", "swell_webhook_flushes", "webhook batch flushes"),
+            ("ack_count", "swell_webhook_acks", "acknowledged webhook requests"),
+        ):
+            if isinstance(st.get(key), (int, float)):
+                c = CounterMetricFamily(name, doc)
+                c.add_metric([], float(st[key]))
+                yield c
+        responses = st.get("responses")
+        if isinstance(responses, dict):
+            c = CounterMetricFamily(
+                "swell_webhook_responses", "webhook responses by HTTP status", labels=["status"]
+            )
+            for status, n in sorted(responses.items()):
+                c.add_metric([str(status)], float(n))
+            yield c
+        for key, name, doc in (
+            ("ack_seconds_avg", "swell_webhook_ack_seconds_avg", "mean request-to-ack time"),
+            ("ack_seconds_max", "swell_webhook_ack_seconds_max", "max request-to-ack time"),
+            ("inflight", "swell_webhook_inflight", "requests waiting for durability"),
+        ):
+            if isinstance(st.get(key), (int, float)):
+                g = GaugeMetricFamily(name, doc)
+                g.add_metric([], float(st[key]))
+                yield g
+
+
+def render(sources: MetricsSources) -> bytes:
+    """The exposition text for one scrape."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SwellCollector(sources))
+    return generate_latest(registry)
+
+
+class MetricsServer:
+    def __init__(self, runner: web.AppRunner, site: web.TCPSite, host: str, port: int) -> None:
+        self._runner = runner
+        self._site = site
+        self.host = host
+        self.port = port
+
+    async def close(self) -> None:
+        await self._runner.cleanup()
+
+
+async def start_metrics_server(host: str, port: int, sources: MetricsSources) -> MetricsServer:
+    async def metrics(request: web.Request) -> web.Response:
+        body = render(sources)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound = port
+    server = getattr(site, "_server", None)
+    if server is not None and server.sockets:
+        bound = server.sockets[0].getsockname()[1]
+    return MetricsServer(runner, site, host, bound)

@@ -1,0 +1,90 @@
+"""The Prometheus endpoint: `GET /metrics` on --prometheus-listener-addr serves the text
+exposition format with the runtime, checkpoint, WAL, store, webhook and pgwire counters,
+and the counters move with the work done. A taken metrics port only disables metrics."""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.server import SwellServer, free_port
+
+
+def scrape(port: int) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        ctype = resp.headers["Content-Type"]
+        text = resp.read().decode()
+    samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return ctype, samples
+
+
+def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
+    mport = free_port()
+    srv = SwellServer(
+        tmp_path / "data", extra_args=["--prometheus-listener-addr", f"127.0.0.1:{mport}"]
+    )
+    srv.start()
+    try:
+        _, before = scrape(mport)
+        with srv.connect() as c:
+            c.execute("CREATE TABLE m_t (id INT PRIMARY KEY)")
+            c.execute("INSERT INTO m_t VALUES (1), (2), (3)")
+            c.execute(
+                "CREATE TABLE m_wh (data JSONB) WITH (connector = 'webhook') "
+                "VALIDATE AS secure_compare(headers->>'authorization', 'tok')"
+            )
+            c.execute("FLUSH")
+            req = urllib.request.Request(
+                srv.webhook_url("m_wh"),
+                data=b'{"a": 1}',
+                headers={"Authorization": "tok", "Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == 200
+            with pytest.raises(psycopg.OperationalError):
+                srv.connect(user="no_such_user").close()
+            ctype, after = scrape(mport)
+        assert ctype.startswith("text/plain; version=0.0.4")
+
+        def v(name: str, **labels: str) -> float:
+            return after[(name, tuple(sorted(labels.items())))]
+
+        assert v("swell_barriers_total") > before[("swell_barriers_total", ())]
+        assert v("swell_checkpoints_total") >= 2  # every DDL checkpoints
+        assert v("swell_wal_records_total") >= 2  # the INSERT and the webhook row
+        assert v("swell_wal_fsyncs_total") >= 1
+        assert v("swell_state_store_bytes_written_total") > 0
+        assert v("swell_relations", kind="tables") == 2
+        assert v("swell_webhook_requests_total") == 1
+        assert v("swell_webhook_rows_ingested_total") == 1
+        assert v("swell_webhook_responses_total", status="200") == 1
+        assert v("swell_pgwire_auth_failures_total") == 1
+        assert v("swell_pgwire_connections") == 1  # the psycopg connection still open
+        assert v("swell_pgwire_connections_accepted_total") >= 2
+        assert v("swell_uptime_seconds") > 0
+    finally:
+        srv.stop()
+
+
+def test_taken_metrics_port_keeps_sql_running(tmp_path: Path) -> None:
+    mport = free_port()
+    args = ["--prometheus-listener-addr", f"127.0.0.1:{mport}"]
+    first = SwellServer(tmp_path / "a", extra_args=args).start()
+    try:
+        second = SwellServer(tmp_path / "b", extra_args=args).start()
+        try:
+            with second.connect() as c:
+                assert c.execute("SELECT 1").fetchone() == (1,)
+            assert "metrics disabled" in second.log_text()
+            scrape(mport)  # still the first server's endpoint
+        finally:
+            second.stop()
+    finally:
+        first.stop()
