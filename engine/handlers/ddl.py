@@ -46,8 +46,9 @@ def plan_view_query(db: Any, query_sql: str, eowc: bool = False) -> PlanNode:
 
 
 def _time_finish(plan: PlanNode, eowc: bool) -> PlanNode:
-    from engine.plan.plan_time import apply_eowc
+    from engine.plan.plan_time import apply_eowc, check_streaming_now
 
+    check_streaming_now(plan)
     return apply_eowc(plan) if eowc else plan
 
 

@@ -494,3 +494,20 @@ def _col_plus(e: ex.Expr) -> tuple[int, int] | None:
         us = _mdn_us(v, "interval joins")
         return t[0], t[1] + (us if e.name == "add" else -us)
     return None
+
+
+def check_streaming_now(plan: PlanNode) -> None:
+    """Refuse `now()` outside temporal filters in a streaming plan (RisingWave's message)."""
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        exprs: list[Any] = []
+        if isinstance(p, Project):
+            exprs = list(p.exprs)
+        elif isinstance(p, Filter):
+            exprs = [p.predicate]
+        elif isinstance(p, Join) and p.condition is not None:
+            exprs = [p.condition]
+        if any(e is not None and e.has_now() for e in exprs):
+            raise not_supported("General `now()` function in streaming queries", hint=NOW_HINT)
+        stack.extend(p.inputs())

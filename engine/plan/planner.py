@@ -247,7 +247,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             if having is not None:
                 pred = bind_out(having.this)
                 self._check_bool(pred, "HAVING")
-                node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
+                if self.streaming and pred.has_now():
+                    from engine.plan.plan_time import split_temporal
+
+                    node = split_temporal(node, pred)
+                else:
+                    node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
         else:
             bind_out = lambda n: self._bind(n, scope)  # noqa: E731
         order_nodes = [o.this for o in q.args["order"].expressions] if q.args.get("order") else []

@@ -118,3 +118,21 @@ def test_temporal_filter_rows_expire_and_enter_with_time() -> None:
     assert_chunk(at(10, None), f"- 1 {base}")  # 1 expires
     assert_chunk(at(11, f"- 2 {base + 5 * US}"), f"- 2 {base + 5 * US}")
     assert at(100, None) is None
+
+
+def test_temporal_filter_state_survives_restart() -> None:
+    ctx = Clock()
+    ts = ex.InputRef(1, BIGINT, "ts")
+    bounds = [TimeBound(ts, ">=", -10 * US), TimeBound(ts, "<", 0)]
+    alloc = LocalStateAllocator()
+    base = int(T0.timestamp()) * US
+    op = TemporalFilterOp(F, bounds, ctx, [0], alloc)
+    ctx.now = T0
+    rows = f"+ 1 {base - US}\n+ 2 {base + 3 * US}"
+    assert_chunk(op.step([chunk(rows, F)]), f"+ 1 {base - US}")
+    # a new operator over the same state tables (as after a restart) rebuilds its heaps
+    op2 = TemporalFilterOp(F, bounds, ctx, [0], alloc)
+    ctx.now = T0 + timedelta(seconds=4)
+    assert_chunk(op2.step([None]), f"+ 2 {base + 3 * US}")
+    ctx.now = T0 + timedelta(seconds=10)  # 1 leaves once now - 10s > its ts (>= is inclusive)
+    assert_chunk(op2.step([None]), f"- 1 {base - US}")
