@@ -44,6 +44,9 @@ class _Exec:
         self.ctx = ctx
 
     def run(self, p: PlanNode) -> pa.Table:
+        session = self.ctx.session
+        if session is not None:
+            session.check_cancel()  # a CancelRequest stops the query between plan nodes
         m = getattr(self, "_" + type(p).__name__.lower(), None)
         if m is None:
             from engine.batch.time_exec import run_time_node
