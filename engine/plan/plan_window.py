@@ -243,6 +243,64 @@ class WindowPlannerMixin:
             "lag, lead, first_value, last_value, nth_value, count, sum, avg, min, max.",
         )
 
+    # -- DISTINCT ON (..) = row_number() OVER (PARTITION BY .. ORDER BY ..) = 1 -----------
+    def _distinct_on_columns(
+        self,
+        on: exp.Expression | None,
+        exprs: list[ex.Expr],
+        fields: list[Field],
+        bind: Callable[[exp.Expression], ex.Expr],
+    ) -> list[int]:
+        """Select-list positions of the DISTINCT ON expressions (appended hidden if new)."""
+        if not on:
+            return []
+        items = on.expressions if isinstance(on, exp.Tuple) else [on]
+        out: list[int] = []
+        for it in items:
+            if isinstance(it, exp.Literal) and not it.is_string:
+                visible = [i for i, f in enumerate(fields) if not f.hidden]
+                out.append(visible[int(it.this) - 1])
+                continue
+            if isinstance(it, exp.Column) and not it.table:
+                named = [i for i, f in enumerate(fields) if f.name == it.name and not f.hidden]
+                if len(named) == 1:
+                    out.append(named[0])
+                    continue
+            e = bind(it)
+            pos = next(
+                (i for i, x in enumerate(exprs) if str(x) == str(e) and x.type == e.type), None
+            )
+            if pos is None:
+                exprs.append(e)
+                fields.append(Field(f"_on{len(exprs)}", e.type, hidden=True))
+                pos = len(exprs) - 1
+            out.append(pos)
+        return out
+
+    def _distinct_on(self, node: PlanNode, on: list[int], order: list[SortKey]) -> PlanNode:
+        """First row of every DISTINCT ON group in ORDER BY order (ties: by stream key)."""
+        n = len(node.schema)
+        keep = [ex.InputRef(index=i, type=f.type, name=f.name) for i, f in enumerate(node.schema)]
+        rn_fields = list(node.schema) + [Field("_distinct_rn", BIGINT, hidden=True)]
+        if getattr(self, "streaming", False):
+            top = GroupTopN(
+                rn_fields, node.stream_key, input=node, group_keys=list(on),
+                order_by=list(order), limit=1, offset=0,
+            )
+            return Project(list(node.schema), node.stream_key, input=top, exprs=keep)
+        key = node.stream_key
+        win = OverWindow(
+            rn_fields, key, input=node, partition_by=list(on), order_by=list(order),
+            calls=[WindowCall("row_number", (), BIGINT)],
+            tiebreak=list(key) if key else list(range(n)),
+        )
+        one = ex.Literal(value=1, type=BIGINT)
+        from engine.expr import ops
+
+        pred = ops.bind_compare("=", ex.InputRef(index=n, type=BIGINT, name="rn"), one)
+        filt = Filter(rn_fields, key, input=win, predicate=pred)
+        return Project(list(node.schema), key, input=filt, exprs=keep)
+
     # -- streaming: row_number() ... WHERE rn <= N  ->  group top-N ------------------------
     def _maybe_group_topn(self, filt: Filter) -> PlanNode:
         proj = filt.input

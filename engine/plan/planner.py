@@ -176,15 +176,14 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             fields = [Field(left.schema[i].name, t) for i, t in zip(lv, types, strict=True)]
             children.append(Project(fields, None, input=node, exprs=exprs))
         fields = children[0].schema
-        if self.streaming:
-            raise not_supported(
-                "UNION in materialized views is not supported yet",
-                hint="Create one materialized view per branch.",
-            )
         node: PlanNode = UnionAll(fields, None, children=children)
+        if self.streaming:
+            from engine.plan.plan_union import stream_union_all
+
+            node = stream_union_all(left, right, lv, rv, types)
         if q.args.get("distinct"):
             node = Agg(
-                fields,
+                list(fields),
                 list(range(len(fields))),
                 input=node,
                 group_keys=list(range(len(fields))),
@@ -236,8 +235,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             [e for _, e in select_items] + ([having.this] if having is not None else [])
         )
         distinct = q.args.get("distinct")
-        if distinct is not None and distinct.args.get("on"):
-            raise not_supported("DISTINCT ON is not supported yet")
+        distinct_on = distinct.args.get("on") if distinct is not None else None
 
         bind_scope, bind_hook = scope, None
         if group is not None or agg_nodes:
@@ -278,7 +276,9 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         order_keys: list[SortKey] = []
         if order is not None:
             for o in order.expressions:
-                idx = self._order_target(o.this, fields, exprs, bind_out, distinct is not None)
+                idx = self._order_target(
+                    o.this, fields, exprs, bind_out, distinct is not None and not distinct_on
+                )
                 if idx is None:
                     e = bind_out(o.this)
                     exprs.append(e)
@@ -293,14 +293,19 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                     )
                 )
 
+        on_idx = self._distinct_on_columns(distinct_on, exprs, fields, bind_out)
         key = None
-        if self.streaming and distinct is None:
+        if self.streaming and (distinct is None or distinct_on):
             exprs, fields, key = self._keep_stream_key(node, exprs, fields)
         else:
             key = _mapped_key(node.stream_key, exprs)
         node = Project(fields, key, input=node, exprs=exprs)
 
-        if distinct is not None:
+        if distinct_on:
+            node = self._distinct_on(node, on_idx, order_keys)
+            if self.streaming and q.args.get("limit") is None:
+                order_keys = []  # consumed by DISTINCT ON (a view has no row order)
+        elif distinct is not None:
             if len(fields) != n_out:
                 raise InvalidColumnReference(
                     "for SELECT DISTINCT, ORDER BY expressions must appear in select list"
@@ -334,7 +339,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                         detail="Only result column names can be used, not expressions.",
                     )
                 keys.append(SortKey(idx, bool(o.args.get("desc"))))
-            node = Sort(node.schema, None, input=node, keys=keys)
+            node = Sort(node.schema, node.stream_key, input=node, keys=keys)
         return self._limit(node, q)
 
     def _limit(self, node: PlanNode, q: exp.Expression) -> PlanNode:

@@ -13,7 +13,17 @@ from typing import Any
 
 from engine.errors import not_supported
 from engine.expr import EvalContext
-from engine.plan.logical import Agg, Filter, Join, Limit, PlanNode, Project, Scan, Sort
+from engine.plan.logical import (
+    Agg,
+    Filter,
+    Join,
+    Limit,
+    PlanNode,
+    Project,
+    Scan,
+    Sort,
+    UnionAll,
+)
 from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_time import watermark_transfer
 from engine.stream.build_time import build_time_op
@@ -88,6 +98,8 @@ def build_view_nodes(
                             list(right.stream_key or []))
         elif isinstance(p, (OverWindow, GroupTopN)):
             op = build_window_op(p, in_schema, alloc)
+        elif isinstance(p, UnionAll):
+            op = UnionOp(p.schema, len(p.children), list(p.stream_key or []))
         else:
             raise not_supported(
                 f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"
