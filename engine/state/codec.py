@@ -51,6 +51,7 @@ import struct
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from decimal import Context, Decimal
+from itertools import chain
 from math import copysign as _copysign
 from types import EllipsisType
 from typing import Any
@@ -114,6 +115,20 @@ def encode_value(value: tuple[Any, ...]) -> bytes:
         if type(v) not in _PLAIN:
             return _encode_slow(value, False)
     return _dumps(value, _MARSHAL_VERSION)
+
+
+def encode_keys(keys: list[tuple[Any, ...]]) -> list[bytes]:
+    """`encode_key` of many keys; one C-level type scan picks marshal for all at once."""
+    if set(map(type, chain.from_iterable(keys))) <= _PLAIN_NO_FLOAT:
+        return [_dumps(k, _MARSHAL_VERSION) for k in keys]
+    return [encode_key(k) for k in keys]
+
+
+def encode_values(values: list[tuple[Any, ...]]) -> list[bytes]:
+    """`encode_value` of many values; one C-level type scan picks marshal for all at once."""
+    if set(map(type, chain.from_iterable(values))) <= _PLAIN:
+        return [_dumps(v, _MARSHAL_VERSION) for v in values]
+    return [encode_value(v) for v in values]
 
 
 def _encode_slow(t: tuple[Any, ...], canonical: bool) -> bytes:

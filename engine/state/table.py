@@ -107,15 +107,21 @@ class StateTable:
             return 0
         prefix = self._prefix
         data = self._data
-        enc_k = codec.encode_key
-        enc_v = codec.encode_value
-        for k in self._dirty:
-            v = data.get(k, _TOMBSTONE)
-            kb = prefix + enc_k(k)
-            if v is _TOMBSTONE:
-                batch.delete(kb)
-            else:
-                batch.put(kb, enc_v(v))
+        keys = list(self._dirty)
+        get = data.get
+        vals = [get(k, _TOMBSTONE) for k in keys]
+        kbs = codec.encode_keys(keys)
+        if _TOMBSTONE in vals:
+            put, delete = batch.put, batch.delete
+            for kb, v in zip(kbs, vals, strict=True):
+                if v is _TOMBSTONE:
+                    delete(prefix + kb)
+                else:
+                    put(prefix + kb, codec.encode_value(v))
+        else:
+            put = batch.put
+            for kb, vb in zip(kbs, codec.encode_values(vals), strict=True):
+                put(prefix + kb, vb)
         self._dirty.clear()
         return n
 
