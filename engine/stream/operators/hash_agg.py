@@ -101,8 +101,10 @@ class HashAggOp(Operator):
       `(sum, non_null_count)`; bool_and/or: `(true_count, non_null_count)`; min/max:
       `(current_extreme,)`). Sums are exact Python ints / Decimals (floats for float
       arguments).
-    * `minmax_<i>` for a min/max call i: `(*group_key, value) -> (count,)`, the multiset
-      of counted (FILTER true, non-NULL) values of each group.
+    * `minmax_<i>` for the first min/max call i over each (argument, FILTER) pair:
+      `(*group_key, value) -> (count,)`, the multiset of counted (FILTER true, non-NULL)
+      values of each group, shared by every min/max call over the same pair (so
+      `min(v), max(v)` keep one multiset).
     * `distinct_<i>` for a DISTINCT additive call i: `(*group_key, value) -> (count,)`;
       a value enters the aggregate when its count goes 0 -> >0 and leaves at >0 -> 0.
     """
@@ -141,9 +143,16 @@ class HashAggOp(Operator):
         self._init_state: tuple[Any, ...] = tuple(init)
         # value tables: min/max multisets and DISTINCT dedup tables
         self._value_tables: dict[int, StateTable] = {}
+        # min/max calls over the same (argument, FILTER) share one multiset: the first
+        # such call owns table `minmax_<i>` and its index; `_shared` maps each to its owner
+        self._shared: dict[int, int] = {}
+        owners: dict[tuple[int | None, int | None], int] = {}
         for i, (a, impl) in enumerate(zip(aggs, self._impls, strict=True)):
             if impl.uses_values:
-                self._value_tables[i] = alloc.table(f"minmax_{i}")
+                owner = owners.setdefault((a.arg, a.filter), i)
+                self._shared[i] = owner
+                if owner == i:
+                    self._value_tables[i] = alloc.table(f"minmax_{i}")
             elif a.distinct and a.arg is not None:
                 self._value_tables[i] = alloc.table(f"distinct_{i}")
         self._indexes: dict[int, dict[Key, dict[Any, int]]] | None = None
@@ -157,7 +166,7 @@ class HashAggOp(Operator):
         w = pl.col(WEIGHT)
         exprs: list[pl.Expr] = [w.sum().alias(_COUNT)]
         for i, (a, impl) in enumerate(zip(aggs, self._impls, strict=True)):
-            if i in self._value_tables:
+            if i in self._value_tables or i in self._shared:
                 continue
             x = None if a.arg is None else pl.col(col_name(a.arg))
             for j, e in enumerate(impl.delta_exprs(self._ok(a), x, w)):
@@ -228,11 +237,16 @@ class HashAggOp(Operator):
             vd = self._value_deltas(frame, i)
             impl = self._impls[i]
             if isinstance(impl, ExtremeImpl):
-                replaced[i] = self._apply_extreme(i, impl, vd)
+                self._update_multiset(i, vd)
+                for j, owner in self._shared.items():
+                    if owner == i:
+                        impl_j = self._impls[j]
+                        assert isinstance(impl_j, ExtremeImpl)
+                        replaced[j] = self._extremes(j, impl_j, vd)
             else:
                 deltas[i] = self._apply_distinct(i, impl, keys, vd)
         for i, impl in enumerate(self._impls):
-            if i not in self._value_tables:
+            if i not in self._value_tables and i not in self._shared:
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
 
         # merge old states with the deltas, column-wise
@@ -354,8 +368,8 @@ class HashAggOp(Operator):
         table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
         return news
 
-    def _apply_extreme(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
-        """Update call i's multiset; return the new extreme of every touched group."""
+    def _update_multiset(self, i: int, vd: _ValueDelta) -> None:
+        """Apply the value deltas to min/max multiset i (table and per-group index)."""
         assert self._indexes is not None
         news = self._update_counts(i, vd)
         idx = self._indexes[i]
@@ -367,6 +381,11 @@ class HashAggOp(Operator):
                 d[v] = c
             else:
                 del d[v]
+
+    def _extremes(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
+        """The new extreme of call i in every touched group (multiset already updated)."""
+        assert self._indexes is not None
+        idx = self._indexes[self._shared[i]]
         # best newly added value per group, vectorised
         x = pl.col(vd.xname)
         pick = x.min() if impl.is_min else x.max()
@@ -385,6 +404,7 @@ class HashAggOp(Operator):
         get = self._groups.data.get
         is_min = impl.is_min
         result: dict[Key, Any] = {}
+        last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         for g in dict.fromkeys(vd.gkeys):
             d = idx[g]
             st = get(g)
@@ -396,7 +416,7 @@ class HashAggOp(Operator):
                 a = added.get(g)
                 if a is not None and ((a < new) if is_min else (a > new)):
                     new = a
-            if not d:
+            if not d and last:  # the last call sharing the multiset drops empty groups
                 del idx[g]
             result[g] = new
         return result
