@@ -278,7 +278,10 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             depends_on=[r.id for r in planner.dependencies],
         )
         if materialized:
+            from engine.handlers.sink import derived_append_only
             from engine.plan.plan_time import watermark_columns
+
+            rel.append_only = eowc or derived_append_only(plan)  # what sinks on it may assume
 
             rel.extra["watermark_columns"] = sorted(watermark_columns(plan))
             if eowc:

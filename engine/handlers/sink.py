@@ -30,7 +30,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.plan.logical import Filter as PlanFilter
-from engine.plan.logical import Join, PlanNode, Project, Scan
+from engine.plan.logical import Join, PlanNode, Project, Scan, UnionAll
 from engine.plan.planner import check_unique_names
 from engine.sql.create_sink import CreateSink
 from engine.sql.parser import Statement, parse_one
@@ -45,14 +45,17 @@ def _quote(name: str) -> str:
 
 
 def derived_append_only(plan: PlanNode) -> bool:
-    """True if the plan's output never retracts: append-only inputs through filters,
-    projections and inner joins (aggregations and top-N update their rows)."""
+    """True if the plan's output never retracts: append-only inputs (sources, APPEND ONLY
+    tables, append-only materialized views) through filters, projections, time windows,
+    UNION ALL and inner joins (aggregations and top-N update their rows)."""
     if isinstance(plan, Scan):
         rel = plan.relation
         return rel.kind is RelationKind.SOURCE or bool(rel.append_only)
-    if isinstance(plan, (PlanFilter, Project)):
-        return derived_append_only(plan.input)
-    if isinstance(plan, Join) and str(getattr(plan, "kind", "")).lower() == "inner":
+    if isinstance(plan, (PlanFilter, Project)) or type(plan).__name__ == "TimeWindow":
+        return derived_append_only(plan.inputs()[0])
+    if isinstance(plan, UnionAll) or (
+        isinstance(plan, Join) and str(getattr(plan, "kind", "")).lower() == "inner"
+    ):
         return all(derived_append_only(c) for c in plan.inputs())
     return False
 

@@ -292,3 +292,15 @@ def test_sink_status_system_table(db: SwellDatabase) -> None:
         "last_commit_epoch IS NOT NULL, detail->>'discarded' FROM rw_sink_status",
     )[0]
     assert r.rows == [("s", "blackhole", "append-only", "running", 2, 0, True, "2")]
+
+
+def test_append_only_view_over_append_only_input_needs_no_force(db: SwellDatabase) -> None:
+    run(db, "CREATE TABLE t (a INT, b VARCHAR) APPEND ONLY")
+    run(db, "CREATE MATERIALIZED VIEW v AS SELECT a, upper(b) AS b FROM t WHERE a > 0")
+    run(db, "CREATE MATERIALIZED VIEW agg AS SELECT a, count(*) AS n FROM t GROUP BY a")
+    run(db, "CREATE SINK s FROM v WITH (connector = 'recording') FORMAT PLAIN ENCODE JSON")
+    e = err(db, "CREATE SINK s2 FROM agg WITH (connector = 'recording') FORMAT PLAIN ENCODE JSON")
+    assert "force_append_only" in str(e)
+    run(db, "INSERT INTO t VALUES (1, 'x'), (-1, 'y')")
+    run(db, "FLUSH")
+    assert writes("s") == [("INSERT", (1, "X"))]
