@@ -78,7 +78,11 @@ def _sources(ctx: SystemContext) -> list[tuple[Any, ...]]:
 
 def _sinks(ctx: SystemContext) -> list[tuple[Any, ...]]:
     return [
-        (*_base(ctx, r), r.options.get("connector"), r.options.get("type"))
+        (
+            *_base(ctx, r),
+            r.extra.get("sink", {}).get("connector") or r.options.get("connector"),
+            r.extra.get("sink", {}).get("sink_type") or r.options.get("type"),
+        )
         for r in _of_kind(ctx, RelationKind.SINK)
     ]
 

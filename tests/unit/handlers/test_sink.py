@@ -304,3 +304,14 @@ def test_append_only_view_over_append_only_input_needs_no_force(db: SwellDatabas
     run(db, "INSERT INTO t VALUES (1, 'x'), (-1, 'y')")
     run(db, "FLUSH")
     assert writes("s") == [("INSERT", (1, "X"))]
+
+
+def test_rw_sinks_shows_connector_and_type(db: SwellDatabase) -> None:
+    run(db, "CREATE TABLE t (a INT)")
+    run(
+        db,
+        "CREATE SINK s FROM t WITH (connector = 'blackhole') "
+        "FORMAT PLAIN ENCODE JSON (force_append_only = 'true')",
+    )
+    rows = run(db, "SELECT name, connector, sink_type FROM rw_catalog.rw_sinks")[0].rows
+    assert rows == [("s", "blackhole", "force-append-only")]
