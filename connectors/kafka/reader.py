@@ -10,7 +10,9 @@ matches the chunks handed over, which it commits with the state they produce.
 Position format (JSON, kept in checkpoints): `{"offsets": {partition: next offset},
 "start": {partition: first offset delivered}}`. On start, a partition in `offsets` is
 assigned at that offset; any other partition starts at the startup options
-(`scan.startup.timestamp.millis`, else `scan.startup.mode` earliest/latest). `start` lets a
+(`scan.startup.timestamp.millis`, else `scan.startup.mode` earliest/latest). Tansu answers
+every offsets_for_times with 0, so with a startup timestamp the reader also drops each
+partition's messages older than it until the first one at or after it. `start` lets a
 new view on a running source be backfilled with exactly the messages delivered before it.
 
 Every `discovery_interval_s` the thread re-reads the topic's metadata and assigns new
@@ -66,6 +68,7 @@ class KafkaReader:
         self._buf_rows = 0
         self._stop = threading.Event()
         self._assigned: set[int] = set()
+        self._ts_floor: set[int] = set()  # partitions still before scan.startup.timestamp
         self._logged: set[str] = set()
         self.consumer = Consumer(self.opts.consumer_config(f"{rel.name}-{uuid.uuid4().hex[:8]}"))
         self._thread = threading.Thread(
@@ -156,6 +159,9 @@ class KafkaReader:
         if not first:  # a partition added while running: read it from its beginning
             return out + [TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo]
         if self.opts.startup_timestamp_ms is not None:
+            # brokers that ignore the time index (Tansu answers offset 0) are covered by
+            # dropping earlier messages until a partition reaches the timestamp
+            self._ts_floor.update(todo)
             found = self.consumer.offsets_for_times(
                 [TopicPartition(topic, p, self.opts.startup_timestamp_ms) for p in todo],
                 timeout=10,
@@ -174,7 +180,18 @@ class KafkaReader:
                 self._log_once(f"err{err.code()}", f"kafka source {self.rel.name}: {err}")
         if not good:
             return
-        batch, deletes, errors = self.decoder.decode(good)
+        todo = good
+        if self._ts_floor:
+            floor = self.opts.startup_timestamp_ms or 0
+            todo = []
+            for m in good:
+                p = m.partition()
+                if p in self._ts_floor:
+                    if m.timestamp()[1] < floor:
+                        continue
+                    self._ts_floor.discard(p)
+                todo.append(m)
+        batch, deletes, errors = self.decoder.decode(todo)
         self.stats.record_errors(errors)
         # position: the last offset per partition among all messages (bad ones included)
         parts = np.fromiter((m.partition() for m in good), np.int64, len(good))
@@ -185,6 +202,9 @@ class KafkaReader:
         first = np.r_[True, sp[1:] != sp[:-1]]
         ends = dict(zip(sp[last].tolist(), (so[last] + 1).tolist()))
         starts = dict(zip(sp[first].tolist(), so[first].tolist()))
+        if todo is not good:  # skipped (pre-timestamp) messages are not part of the stream
+            kept = {m.partition() for m in todo}
+            starts = {p: min(m.offset() for m in todo if m.partition() == p) for p in kept}
         if deletes is not None and deletes.any():
             ops = pa.array(np.where(deletes, int(Op.DELETE), int(Op.INSERT)).astype(np.int8))
             chunk = StreamChunk(ops, batch)

@@ -26,7 +26,13 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from connectors.kafka.config import KafkaOptions
 from connectors.kafka.decode import HIDDEN, OFFSET_COL, PARTITION_COL, TS_COL, Decoder
@@ -119,6 +125,14 @@ class KafkaSourceConnector:
 
     # -- bounded read ----------------------------------------------------------------------
     def read_now(
+        self, rel: Relation, upto: dict[str, Any] | None, bounds: SeekBounds | None
+    ) -> pa.Table:
+        try:
+            return self._read_now(rel, upto, bounds)
+        except KafkaException as e:
+            raise ConnectorError(f"kafka source {rel.name}: {e}") from e
+
+    def _read_now(
         self, rel: Relation, upto: dict[str, Any] | None, bounds: SeekBounds | None
     ) -> pa.Table:
         opts = KafkaOptions.parse(rel.options)

@@ -133,7 +133,7 @@ def test_adhoc_bounds_include_and_bad_messages(
         wait_for(lambda: rows(conn, "SELECT n FROM inc_n"), [(41,)])
         errs = rows(
             conn,
-            "SELECT topic, partition, \"offset\", error_kind FROM rw_catalog.rw_source_errors "
+            'SELECT topic, partition, "offset", error_kind FROM rw_catalog.rw_source_errors '
             "WHERE source_name = 's_inc' ORDER BY \"offset\"",
         )
         assert errs == [
@@ -143,7 +143,7 @@ def test_adhoc_bounds_include_and_bad_messages(
         ]
         lag = rows(
             conn,
-            "SELECT partition, \"offset\", messages, errors FROM rw_catalog.rw_source_lag "
+            'SELECT partition, "offset", messages, errors FROM rw_catalog.rw_source_lag '
             "WHERE source_name = 's_inc' ORDER BY partition",
         )
         assert lag == [(0, 23, 43, 3), (1, 20, 43, 3)]
@@ -229,6 +229,32 @@ def test_partitions_appearing_while_running_are_read(
         conn.execute("DROP SOURCE s_grow CASCADE")
 
 
+def test_startup_timestamp_and_show_create(
+    conn: psycopg.Connection[Any], kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(partitions=2)
+    kafka_broker.produce(topic, [{"v": 1}] * 10, timestamp_ms=1_600_000_000_000)
+    kafka_broker.produce(topic, [{"v": 100}] * 5, timestamp_ms=1_700_000_000_000)
+    ddl = f"""CREATE SOURCE s_ts (v INT) WITH (connector = 'kafka', topic = '{topic}',
+        properties.bootstrap.server = '{kafka_broker.bootstrap}',
+        scan.startup.timestamp.millis = '1650000000000') FORMAT PLAIN ENCODE JSON"""
+    conn.execute(ddl)
+    try:
+        conn.execute(
+            "CREATE MATERIALIZED VIEW ts_sum AS SELECT count(*) AS n, sum(v) AS s FROM s_ts"
+        )
+        wait_for(lambda: rows(conn, "SELECT n, s FROM ts_sum"), [(5, 500)])
+        # ad hoc reads the whole topic, and seeks by timestamp when asked
+        assert rows(conn, "SELECT count(*) FROM s_ts") == [(15,)]
+        assert rows(
+            conn,
+            "SELECT count(*) FROM s_ts WHERE _rw_kafka_timestamp >= '2022-01-01 00:00:00+00'",
+        ) == [(5,)]
+        assert rows(conn, "SHOW CREATE SOURCE s_ts") == [("public.s_ts", ddl)]
+    finally:
+        conn.execute("DROP SOURCE s_ts CASCADE")
+
+
 def test_exactly_once_across_kill9(
     fresh_server: SwellServer, kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
@@ -241,6 +267,11 @@ def test_exactly_once_across_kill9(
     )
     c.execute(
         "CREATE MATERIALIZED VIEW ev_agg AS SELECT g, count(*) AS n, sum(v) AS s FROM ev GROUP BY g"
+    )
+    # a table with a connector stores what it reads, offsets committed with its rows
+    c.execute(
+        f"""CREATE TABLE ev_t (g VARCHAR, v BIGINT) WITH (connector = 'kafka', topic = '{topic}',
+        properties.bootstrap.server = '{kafka_broker.bootstrap}')"""
     )
     c.close()
     sent: list[dict[str, Any]] = []
@@ -280,4 +311,6 @@ def test_exactly_once_across_kill9(
         wait_for(lambda: rows(c, "SELECT g, n, s FROM ev_agg ORDER BY g"), want, timeout=60)
         # the ad-hoc query over all messages agrees with the view
         assert rows(c, "SELECT g, count(*), sum(v) FROM ev GROUP BY g ORDER BY g") == want
+        total = (len(sent), sum(m["v"] for m in sent))
+        wait_for(lambda: rows(c, "SELECT count(*), sum(v) FROM ev_t"), [total])
     assert sum(Counter(m["g"] for m in sent).values()) == 30000
