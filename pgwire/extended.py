@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from engine.api import PreparedStatement, QueryResult
 from engine.errors import InvalidCursorName, InvalidPreparedStatement, ProtocolViolation
 from engine.types import Field, SqlType, TypeKind, type_from_oid
-from pgwire import codecs, shims
+from pgwire import codecs
 from pgwire import messages as msg
 from pgwire.errors import (
     DuplicateCursor,
@@ -132,9 +132,7 @@ class ExtendedProtocol:
         client_types = [type_from_oid(o) for o in oids]
         session = self.conn.session
         assert session is not None
-        prepared: PreparedStatement | None = shims.match(sql)
-        if prepared is None:
-            prepared = await self.conn.call(session.prepare, sql, client_types)
+        prepared: PreparedStatement = await self.conn.call(session.prepare, sql, client_types)
         self.statements[name] = Statement(name, sql, prepared, client_types)
         self.conn.send(msg.parse_complete())
 
@@ -236,8 +234,6 @@ class ExtendedProtocol:
     async def _portal_columns(self, portal: Portal) -> list[Field] | None:
         if portal.result is not None:
             return portal.result.columns
-        if isinstance(portal.stmt.prepared, shims.ShimStatement):
-            return portal.stmt.prepared.description.columns
         if not portal.described:
             session = self.conn.session
             assert session is not None
@@ -265,10 +261,7 @@ class ExtendedProtocol:
             session = conn.session
             assert session is not None
             prepared = portal.stmt.prepared
-            if isinstance(prepared, shims.ShimStatement):
-                portal.result = prepared.run(portal.params)
-            else:
-                portal.result = await conn.call(session.execute, prepared, portal.params)
+            portal.result = await conn.call(session.execute, prepared, portal.params)
             for notice in portal.result.notices:
                 conn.send(notice_response(notice))
         result = portal.result

@@ -137,7 +137,14 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     v = col.filter(ok_nn)
     if spec.distinct:
         v = v.unique()
-    fn = {"sum": v.sum(), "avg": v.mean(), "min": v.min(), "max": v.max()}[spec.kind]
+    fn = {
+        "sum": v.sum(),
+        "avg": v.mean(),
+        "min": v.min(),
+        "max": v.max(),
+        "bool_and": v.all(),
+        "bool_or": v.any(),
+    }[spec.kind]
     return pl.when(ok_nn.any()).then(fn).otherwise(None).alias(f"a{i}")
 
 

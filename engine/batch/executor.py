@@ -18,12 +18,15 @@ from engine.plan.logical import (
     Limit,
     PlanNode,
     Project,
+    ProjectSet,
+    RecursiveUnion,
     Scan,
     Sort,
     SystemScan,
     TableFunction,
     UnionAll,
     Values,
+    WorkTable,
 )
 from engine.plan.logical_window import OverWindow
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
@@ -70,6 +73,21 @@ class _Exec:
             raise not_supported(f"reading {p.relation.schema}.{p.relation.name} here")
         t: pa.Table = p.table
         return t
+
+    def _worktable(self, p: WorkTable) -> pa.Table:
+        t: pa.Table = p.table
+        return t
+
+    def _recursiveunion(self, p: RecursiveUnion) -> pa.Table:
+        from engine.batch.table_functions import run_recursive_union
+
+        return run_recursive_union(p, self.run)
+
+    def _projectset(self, p: ProjectSet) -> pa.Table:
+        from engine.batch.table_functions import run_project_set
+
+        t = self.run(p.input)
+        return run_project_set(p, t, self._batch(t), self.ctx)
 
     def _tablefunction(self, p: TableFunction) -> pa.Table:
         from engine.batch.table_functions import run_table_function

@@ -6,12 +6,15 @@ pyarrow, generate_series builds the range with numpy.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InvalidParameterValue
 from engine.expr import EvalContext
+from engine.expr.core import as_array
 from engine.plan.logical import TableFunction
 from engine.types import arrow_schema
 
@@ -21,6 +24,9 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
     vals = [a.eval(one, ctx)[0] for a in p.args]
     schema = arrow_schema(p.schema)
     cols: list[pa.Array]
+    if p.name == "scalar":
+        return pa.Table.from_arrays([pa.array([vals[0].as_py()], schema.field(0).type)],
+                                    schema=schema)  # fmt: skip
     if p.name == "generate_series":
         start, stop = vals[0].as_py(), vals[1].as_py()
         step = vals[2].as_py() if len(vals) > 2 else 1
@@ -44,4 +50,97 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-_ = pc
+def _srf_columns(
+    name: str, args: list[pa.Array], n: int
+) -> tuple[np.ndarray, list[tuple[pa.Array, np.ndarray]]]:
+    """Per input row: the number of rows the call yields, and for each output column the
+    flat values plus each row's offset into them."""
+    if name == "generate_series":
+        start = pc.fill_null(args[0], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        stop = pc.fill_null(args[1], -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        valid = pc.and_(pc.is_valid(args[0]), pc.is_valid(args[1])).to_numpy(zero_copy_only=False)
+        lens = np.where(valid, np.maximum(stop - start + 1, 0), 0)
+        offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
+        total = int(lens.sum())
+        within = np.arange(total) - np.repeat(offs, lens)
+        flat = pa.array(np.repeat(start, lens) + within)
+        return lens, [(flat, offs)]
+    lists = args[0]
+    lens = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    lens = lens.astype(np.int64)
+    offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
+    if name == "generate_subscripts":
+        total = int(lens.sum())
+        flat = pa.array((np.arange(total) - np.repeat(offs, lens) + 1).astype(np.int32))
+        return lens, [(flat, offs)]
+    flat = pc.list_flatten(lists)
+    if name == "_pg_expandarray":
+        total = int(lens.sum())
+        nums = pa.array((np.arange(total) - np.repeat(offs, lens) + 1).astype(np.int32))
+        return lens, [(flat, offs), (nums, offs)]
+    return lens, [(flat, offs)]
+
+
+def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext) -> pa.Table:
+    n = t.num_rows
+    schema = arrow_schema(p.schema)
+    per_call = []
+    for name, args in p.srfs:
+        vals = [as_array(a.eval(batch, ctx), n) for a in args]
+        per_call.append(_srf_columns(name, vals, n))
+    lens = np.zeros(n, dtype=np.int64)
+    for ln, _ in per_call:
+        lens = np.maximum(lens, ln)
+    parent = np.repeat(np.arange(n), lens)
+    row_off = np.concatenate([[0], np.cumsum(lens)])[:-1]
+    pos = np.arange(int(lens.sum())) - np.repeat(row_off, lens)
+    out = [c.take(pa.array(parent, pa.int64())) for c in t.columns]
+    for ln, columns in per_call:
+        ok = pos < ln[parent]
+        for flat, offs in columns:
+            idx = np.where(ok, offs[parent] + pos, 0)
+            taken = flat.take(pa.array(idx, pa.int64())) if len(flat) else pa.nulls(len(idx))
+            mask = pa.array(~ok)
+            out.append(pc.if_else(mask, pa.scalar(None, taken.type), taken))
+    cols = [c.cast(f.type) for c, f in zip(out, schema, strict=True)]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+MAX_RECURSION = 10_000
+
+
+def run_recursive_union(p: Any, run: Any) -> pa.Table:
+    """Iterate a recursive CTE (engine.plan.logical.RecursiveUnion) to its fixpoint."""
+    schema = arrow_schema(p.schema)
+    vis = [i for i, f in enumerate(p.anchor.schema) if not f.hidden]
+
+    def visible(t: pa.Table, node: Any) -> pa.Table:
+        idx = [i for i, f in enumerate(node.schema) if not f.hidden]
+        return pa.Table.from_arrays([t.column(i) for i in idx], schema=schema)
+
+    first = visible(run(p.anchor), p.anchor)
+    seen: set[tuple[Any, ...]] = set()
+
+    def fresh(t: pa.Table) -> pa.Table:
+        if not p.distinct:
+            return t
+        keep = []
+        for i, row in enumerate(zip(*[c.to_pylist() for c in t.columns], strict=True)):
+            key = tuple(tuple(v) if isinstance(v, list) else v for v in row)
+            if key not in seen:
+                seen.add(key)
+                keep.append(i)
+        return t.take(pa.array(keep, pa.int64())) if len(keep) != t.num_rows else t
+
+    work = fresh(first)
+    parts = [work]
+    for _ in range(MAX_RECURSION):
+        if work.num_rows == 0:
+            break
+        p.work.table = work
+        work = fresh(visible(run(p.step), p.step))
+        parts.append(work)
+    else:
+        raise InvalidParameterValue("recursive query did not finish after 10000 iterations")
+    _ = vis
+    return pa.concat_tables(parts)

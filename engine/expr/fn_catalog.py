@@ -176,7 +176,9 @@ def relation_visible(ctx: EvalContext, oid: int | None) -> bool | None:
     r = catalog_model(ctx).by_oid.get(oid)
     if r is None:
         return None
-    path = search_path(ctx)
+    # rw_catalog resolves unqualified names but, like information_schema, its relations
+    # are not listed as visible (tools would show them among the user's tables)
+    path = search_path(ctx)[:-1]
     if r.schema not in path:
         return False
     # visible unless an earlier schema on the path has a relation of the same name
@@ -345,7 +347,13 @@ define(
     ctx_arg=True,
 )
 define(("pg_table_is_visible",), [[OID]], BOOLEAN, relation_visible, ctx_arg=True)
-define(("pg_type_is_visible", "pg_function_is_visible"), [[OID]], BOOLEAN, lambda o: True)
+define(
+    ("pg_type_is_visible", "pg_function_is_visible", "pg_collation_is_visible",
+     "pg_conversion_is_visible", "pg_operator_is_visible", "pg_opclass_is_visible"),
+    [[OID]],
+    BOOLEAN,
+    lambda o: True,
+)  # fmt: skip
 
 
 def _indexdef(ctx: EvalContext, oid: int, *rest: Any) -> str | None:

@@ -100,6 +100,8 @@ def target_type(to: exp.Expression) -> SqlType:
                 name = '"char"'
         elif getattr(to.this, "name", None) == "NAME":
             name = "name"
+        elif to.this == exp.DataType.Type.TEXT:
+            name = "text"
     if name is not None:
         if name in _ALIAS_TYPES:
             return _ALIAS_TYPES[name]
@@ -107,7 +109,7 @@ def target_type(to: exp.Expression) -> SqlType:
             et = _ALIAS_TYPES[name[:-2]]
             return SqlType(K.LIST, et, _ARRAYS.get(name[:-2]))
         if name == "text":
-            return VARCHAR
+            return TEXT
     if isinstance(to, exp.DataType):
         return parse_data_type(to)
     raise not_supported(f"type {to.sql('postgres')}")
@@ -122,7 +124,10 @@ def _bind_cast(b: Any, node: exp.Cast) -> Expr | None:
     if src.pg in REG_TYPES and target.kind is K.VARCHAR:
         return _reg_to_text(inner, src.pg)
     out = cast(inner, SqlType(target.kind, target.elem))
-    if target.pg is not None:
+    if target.pg != out.type.pg or (
+        target.elem is not None and out.type.elem is not None and target.elem.pg != out.type.elem.pg
+    ):
+        # same storage, different PostgreSQL identity (name::text, x::oid): retype
         return Func("cast", (out,), target, lambda a, n, c: a[0])
     return out
 
@@ -254,6 +259,8 @@ def _bind_collate(b: Any, node: exp.Collate) -> Expr | None:
 
 def _bind_dot(b: Any, node: exp.Dot) -> Expr | None:
     this, inner = node.this, node.expression
+    if isinstance(this, exp.Paren):
+        return _bind_field_access(b, node)
     schemas = ("pg_catalog", "information_schema", "rw_catalog", "public")
     if (
         isinstance(this, exp.Identifier)
@@ -262,6 +269,59 @@ def _bind_dot(b: Any, node: exp.Dot) -> Expr | None:
     ):
         return b._bind(inner)  # type: ignore[no-any-return]
     return None
+
+
+def _bind_field_access(b: Any, node: exp.Dot) -> Expr | None:
+    """`(composite).field`: a composite expanded into `<name>.<field>` columns
+    (engine.plan.plan_srf)."""
+    this, field = node.this, node.expression
+    if not isinstance(this, exp.Paren) or not isinstance(this.this, exp.Column):
+        return None
+    col = this.this
+    table = col.table or None
+    name = col.name if col.this.args.get("quoted") else col.name.lower()
+    fname = field.name.lower() if isinstance(field, exp.Identifier) else str(field).lower()
+    ref = exp.column(
+        exp.to_identifier(f"{name}.{fname}", quoted=True),
+        table=exp.to_identifier(table.lower()) if table else None,
+    )
+    return b._bind(ref)  # type: ignore[no-any-return]
+
+
+def _bind_user_keyword(b: Any, node: exp.Column) -> Expr | None:
+    """`user` (no table, unquoted) is current_user unless a column of that name exists."""
+    ident = node.this
+    if node.table or not isinstance(ident, exp.Identifier) or ident.args.get("quoted"):
+        return None
+    if ident.name.lower() not in ("user", "current_role"):
+        return None
+    if any(c.name == ident.name.lower() for c in b.scope.columns):
+        return None
+    return Func("current_user", (), NAME,
+                lambda a, n, c: pa.array([c.session.user if c.session else "root"] * n),
+                volatile=True)  # fmt: skip
+
+
+def _parse_ident(s: str, strict: bool = True) -> list[str]:
+    parts: list[str] = []
+    cur, quoted, was_quoted = "", False, False
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch == '"':
+            if quoted and i + 1 < len(s) and s[i + 1] == '"':
+                cur += '"'
+                i += 2
+                continue
+            quoted, was_quoted = not quoted, True
+        elif ch == "." and not quoted:
+            parts.append(cur if was_quoted else cur.strip().lower())
+            cur, was_quoted = "", False
+        else:
+            cur += ch
+        i += 1
+    parts.append(cur if was_quoted else cur.strip().lower())
+    return parts
 
 
 def _bind_escape_string(b: Any, node: exp.ByteString) -> Expr | None:
@@ -387,6 +447,40 @@ def _bind_array_concat(b: Any, node: exp.DPipe) -> Expr | None:
         return [x] + (y or [])
 
     return Func("array_cat", (la, ra), t, cat.rowwise(cat2, t, strict=False), op="||")
+
+
+_BITWISE = {
+    exp.BitwiseAnd: ("&", "bit_wise_and"),
+    exp.BitwiseOr: ("|", "bit_wise_or"),
+    exp.BitwiseXor: ("#", "bit_wise_xor"),
+    exp.BitwiseLeftShift: ("<<", "shift_left"),
+    exp.BitwiseRightShift: (">>", "shift_right"),
+}
+
+
+def _bind_bitwise(b: Any, node: exp.Expression) -> Expr | None:
+    op, kernel_name = _BITWISE[type(node)]
+    left, right = b._bind(node.this), b._bind(node.expression)
+    ints = (K.SMALLINT, K.INT, K.BIGINT)
+    lt = INT if is_untyped(left) else left.type
+    rt = INT if is_untyped(right) else right.type
+    if lt.kind not in ints or rt.kind not in ints:
+        from engine.expr.ops import no_operator
+
+        raise no_operator(op, lt, rt)
+    t = lt if op in ("<<", ">>") else common_type([lt, rt])
+    la = implicit_cast(left, t)
+    ra = implicit_cast(right, t if op not in ("<<", ">>") else INT)
+    assert la is not None and ra is not None
+    fn = getattr(pc, kernel_name)
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        x, y = a
+        if op in ("<<", ">>"):
+            y = pc.cast(y, t.arrow)
+        return fn(x, y)
+
+    return Func(kernel_name, (la, ra), SqlType(t.kind), kernel, op=op)
 
 
 def _array_dims(ret: SqlType, fn: Any) -> Any:
@@ -580,6 +674,7 @@ define(
     lambda e: {0: "SQL_ASCII", 6: "UTF8"}.get(e, ""),
 )
 define(("quote_ident",), [[TEXT]], TEXT, cat.quote_ident)
+define(("parse_ident",), [[TEXT], [TEXT, BOOLEAN]], SqlType(K.LIST, TEXT, "_text"), _parse_ident)
 define(("obj_description",), [[OID], [OID, NAME]], TEXT, lambda *a: None, strict=False)
 define(("shobj_description",), [[OID, NAME]], TEXT, lambda *a: None, strict=False)
 define(("col_description",), [[OID, INT]], TEXT, lambda *a: None, strict=False)
@@ -631,12 +726,71 @@ define(
 )
 
 
+def _pg_format(fmt: str | None, *args: Any) -> str | None:
+    """format(): %s (text, NULL as empty), %I (identifier), %L (literal), %%."""
+    if fmt is None:
+        return None
+    out: list[str] = []
+    i = 0
+    argi = 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch != "%" or i + 1 >= len(fmt):
+            out.append(ch)
+            i += 1
+            continue
+        spec = fmt[i + 1]
+        i += 2
+        if spec == "%":
+            out.append("%")
+            continue
+        v = args[argi] if argi < len(args) else None
+        argi += 1
+        if spec == "s":
+            out.append("" if v is None else str(v))
+        elif spec == "I":
+            if v is None:
+                from engine.errors import InvalidParameterValue
+
+                raise InvalidParameterValue("null values cannot be formatted as an SQL identifier")
+            out.append(cat.quote_ident(str(v)))
+        elif spec == "L":
+            out.append("NULL" if v is None else "'" + str(v).replace("'", "''") + "'")
+        else:
+            from engine.errors import InvalidParameterValue
+
+            raise InvalidParameterValue(f'unrecognized format() type specifier "{spec}"')
+    return "".join(out)
+
+
+@register("format")
+def _format(args: list[Expr]) -> Expr:
+    if not args:
+        raise no_function("format", args)
+    bound = [implicit_cast(a, VARCHAR) if is_untyped(a) else a for a in args]
+    if any(b is None for b in bound):
+        raise no_function("format", args)
+    fmt_arg = bound[0]
+    assert fmt_arg is not None
+    if fmt_arg.type.kind is not K.VARCHAR:
+        raise no_function("format", args)
+    return Func(
+        "format",
+        tuple(b for b in bound if b is not None),
+        TEXT,
+        cat.rowwise(_pg_format, TEXT, strict=False),
+    )
+
+
 @register("json_build_object")
 def _json_build_object(args: list[Expr]) -> Expr:
     return call("jsonb_build_object", args)
 
 
 NODE_BINDERS[exp.Cast] = _bind_cast
+NODE_BINDERS[exp.Column] = _bind_user_keyword
+for _bw in _BITWISE:
+    NODE_BINDERS[_bw] = _bind_bitwise
 NODE_BINDERS[exp.DPipe] = _bind_array_concat
 NODE_BINDERS[exp.ByteString] = _bind_escape_string
 NODE_BINDERS[exp.Operator] = _bind_operator
@@ -647,6 +801,7 @@ NODE_BINDERS[exp.Dot] = _bind_dot
 NODE_BINDERS[exp.Bracket] = _bind_bracket
 NODE_BINDERS[exp.CurrentSchemas] = _bind_current_schemas
 NODE_BINDERS[exp.ArrayToString] = _typed_func("array_to_string", ("this", "expression", "null"))
+NODE_BINDERS[exp.Format] = _typed_func("format", ("this", "expressions"))
 NODE_BINDERS[exp.StringToArray] = _typed_func("string_to_array", ("this", "expression", "null"))
 NODE_BINDERS[exp.ArraySize] = _typed_func("array_length", ("this", "expression"))
 for _cls, _op in (

@@ -146,7 +146,9 @@ def _name_of(e: exp.Expression, i: int) -> str:
 
 def _output_name(it: exp.Expression) -> str:
     if isinstance(it, exp.Alias):
-        return it.alias
+        ident = it.args.get("alias")
+        quoted = isinstance(ident, exp.Identifier) and ident.args.get("quoted")
+        return it.alias if quoted else it.alias.lower()
     node = it
     while isinstance(node, exp.Paren):
         node = node.this
@@ -167,6 +169,10 @@ def _output_name(it: exp.Expression) -> str:
         return _output_name(node.this)
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
+    if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier):
+        return _output_name(node.expression)  # pg_catalog.format_type(...)
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+        return node.expression.name.lower()  # (composite).field
     if isinstance(node, (exp.JSONExtract, exp.JSONExtractScalar, exp.Dot)):
         return "?column?"
     if isinstance(node, exp.Case):

@@ -110,6 +110,48 @@ class TableFunction(PlanNode):
         return f"TableFunction {{ {self.name}({', '.join(str(a) for a in self.args)}) }}"
 
 
+@dataclass(eq=False)
+class ProjectSet(PlanNode):
+    """Input columns plus the rows of set-returning calls in the select list
+    (engine.plan.plan_srf): each input row repeats once per element of its longest call."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    srfs: list[tuple[str, list[Any]]] = field(default_factory=list)
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        calls = ", ".join(f"{n}({', '.join(str(a) for a in args)})" for n, args in self.srfs)
+        return f"ProjectSet {{ {calls} }}"
+
+
+@dataclass(eq=False)
+class WorkTable(PlanNode):
+    """The rows of the previous iteration of a recursive CTE (engine.plan.plan_recursive)."""
+
+    table: Any = None  # pyarrow.Table, set by the executor
+
+    def describe(self) -> str:
+        return "WorkTable"
+
+
+@dataclass(eq=False)
+class RecursiveUnion(PlanNode):
+    """WITH RECURSIVE: `anchor`, then `step` over `work` until no new rows."""
+
+    anchor: PlanNode = None  # type: ignore[assignment]
+    step: PlanNode = None  # type: ignore[assignment]
+    work: WorkTable = None  # type: ignore[assignment]
+    distinct: bool = False
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.anchor, self.step]
+
+    def describe(self) -> str:
+        return f"RecursiveUnion {{ distinct: {str(self.distinct).lower()} }}"
+
+
 def load_system_scans(node: PlanNode, ctx: Any) -> None:
     """Compute every system relation `node` reads (call under the runtime lock)."""
     stack = [node]

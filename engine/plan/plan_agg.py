@@ -42,6 +42,8 @@ AGG_CLASSES: dict[type, str] = {
     exp.Min: "min",
     exp.Max: "max",
     exp.GroupConcat: "string_agg",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
     exp.ArrayAgg: "array_agg",
 }
 
@@ -65,7 +67,9 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
             return DOUBLE
         if k is TypeKind.INTERVAL:
             return arg
-    elif kind in ("min", "max") and k is not TypeKind.JSONB:
+    elif (kind in ("min", "max") and k is not TypeKind.JSONB) or (
+        kind in ("bool_and", "bool_or") and k is TypeKind.BOOLEAN
+    ):
         return arg
     elif kind in ("string_agg", "array_agg"):
         from engine.batch.agg_batch import ordered_agg_type

@@ -134,6 +134,20 @@ class FromPlannerMixin:
                 residual.append(self._bind(conj, scope))
         elif kind != "cross" and jkind != "inner":
             raise SqlSyntaxError("syntax error: JOIN requires an ON or USING clause")
+        if not self.streaming:
+            # batch: equalities between different types (int2 = int4) become residual
+            # conditions, compared after the usual numeric promotion
+            for i in reversed(range(len(lkeys))):
+                lf, rf = left.schema[lkeys[i]], right.schema[rkeys[i]]
+                if lf.type != rf.type:
+                    residual.append(
+                        ex.ops.bind_compare(
+                            "=",
+                            ex.InputRef(lkeys[i], lf.type, lf.name),
+                            ex.InputRef(rkeys[i] + nl, rf.type, rf.name),
+                        )
+                    )
+                    del lkeys[i], rkeys[i]
         cond = _and_all(residual)
         if self.streaming and not lkeys:
             raise not_supported(

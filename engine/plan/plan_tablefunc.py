@@ -30,6 +30,8 @@ def _fn_name(fn: exp.Expression) -> str:
         return "generate_series"
     if isinstance(fn, exp.Anonymous):
         return str(fn.this).lower()
+    if isinstance(fn, exp.StringToArray):
+        return "string_to_array"
     return fn.sql_name().lower() if isinstance(fn, exp.Func) else ""
 
 
@@ -45,7 +47,15 @@ def _fn_args(fn: exp.Expression) -> list[exp.Expression]:
 def is_table_function(item: exp.Expression) -> bool:
     if isinstance(item, exp.Unnest):
         return True
-    return isinstance(item, exp.Table) and _fn_name(item.this) in TABLE_FUNCTIONS
+    if not isinstance(item, exp.Table) or not isinstance(item.this, (exp.Func, exp.Anonymous)):
+        return False
+    name = _fn_name(item.this)
+    if name in TABLE_FUNCTIONS:
+        return True
+    # a scalar function in FROM is a one-row table (string_to_array(...) AS s)
+    from engine.expr.registry import FUNCTIONS
+
+    return name in FUNCTIONS or isinstance(item.this, exp.StringToArray)
 
 
 def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
@@ -55,6 +65,16 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
         ordinality = item.args.get("offset") not in (None, False)
     else:
         name, arg_nodes = _fn_name(item.this), _fn_args(item.this)
+    if name not in TABLE_FUNCTIONS:
+        value = planner._bind(item.this, ex.Scope([]))
+        alias_node = item.args.get("alias")
+        has_alias = isinstance(alias_node, exp.TableAlias) and bool(alias_node.name)
+        col = alias_node.name if has_alias else name
+        if isinstance(alias_node, exp.TableAlias) and alias_node.columns:
+            col = alias_node.columns[0].name
+        f = Field(col, value.type)
+        node = TableFunction([f], None, name="scalar", args=[value])
+        return node, [_Col(f.name, f.type, alias_node.name if alias_node else name)]
     args = [planner._bind(a, ex.Scope([])) for a in arg_nodes]
     fields = _result_fields(name, args)
     alias_node = item.args.get("alias")

@@ -99,6 +99,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             self.ctes.append(scope)
             pushed = True
             for cte in with_.expressions:
+                if with_.args.get("recursive"):
+                    from engine.plan.plan_recursive import is_recursive, plan_recursive_cte
+
+                    if is_recursive(cte):
+                        scope[cte.alias_or_name.lower()] = plan_recursive_cte(self, cte, scope)
+                        continue
                 scope[cte.alias_or_name.lower()] = self._rename(
                     self.plan_query(cte.this), cte.args.get("alias")
                 )
@@ -227,6 +233,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 node = Filter(node.schema, node.stream_key, input=node, predicate=pred)
                 if self.streaming:
                     node = self._maybe_group_topn(node)
+
+        from engine.plan.plan_srf import has_select_srfs, plan_select_srfs
+
+        if has_select_srfs(q):  # unnest(...) / generate_series(...) in the select list
+            q, node, cols = plan_select_srfs(self, q, node, cols)
+            scope = self._scope(cols)
 
         select_items = self._expand_star(q.expressions, cols)
         group = q.args.get("group")
@@ -377,7 +389,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 raise InvalidColumnReference(f"ORDER BY position {n} is not in select list")
             return visible[n - 1]
         if isinstance(node, exp.Column) and not node.table:
-            matches = [i for i, f in enumerate(fields) if f.name == node.name and not f.hidden]
+            cname = node.name if node.this.args.get("quoted") else node.name.lower()
+            matches = [i for i, f in enumerate(fields) if f.name == cname and not f.hidden]
             if len(matches) == 1:
                 return matches[0]
         if exprs is not None and bind_out is not None:

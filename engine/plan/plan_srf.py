@@ -1,0 +1,133 @@
+"""Set-returning functions in the select list (PostgreSQL's ProjectSet).
+
+`SELECT unnest(i.indkey) AS attnum, generate_subscripts(i.indkey, 1) AS ord FROM pg_index i`
+(SQLAlchemy) and `SELECT (information_schema._pg_expandarray(i.indkey)).n,
+information_schema._pg_expandarray(i.indkey) AS keys ...` (pgjdbc) expand each input row
+into as many rows as its longest set-returning call yields; shorter ones are padded with
+NULLs (PostgreSQL 10+ semantics). Identical calls are evaluated once.
+
+The planner calls `plan_select_srfs` after FROM/WHERE: each call is replaced in the select
+list by a column of a `ProjectSet` node placed under the projection. `_pg_expandarray`
+returns a composite (x, n): it becomes two columns `<name>.x` and `<name>.n`; field access
+`(expr).x` binds to them (engine.expr.fn_system), also through a subquery alias
+(`(result.keys).x`). Ad-hoc queries only; materialized views refuse (0A000).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from engine import expr as ex
+from engine.errors import not_supported
+from engine.plan.helpers import _Col
+from engine.plan.logical import PlanNode, ProjectSet
+from engine.types import BIGINT, INT, Field, SqlType, TypeKind
+
+_NAMES = ("unnest", "generate_series", "generate_subscripts", "_pg_expandarray")
+
+
+def _srf_name(n: exp.Expression) -> str | None:
+    if isinstance(n, exp.Explode):
+        return "unnest"
+    if isinstance(n, (exp.ExplodingGenerateSeries, exp.GenerateSeries)):
+        return "generate_series"
+    if isinstance(n, exp.Anonymous) and str(n.this).lower() in _NAMES:
+        return str(n.this).lower()
+    return None
+
+
+def _srf_args(n: exp.Expression) -> list[exp.Expression]:
+    if isinstance(n, (exp.ExplodingGenerateSeries, exp.GenerateSeries)):
+        return [a for a in (n.args.get(k) for k in ("start", "end", "step")) if a is not None]
+    if isinstance(n, exp.Anonymous):
+        return list(n.expressions)
+    return ([n.this] if n.this is not None else []) + list(n.expressions)
+
+
+def _find(node: exp.Expression, out: list[exp.Expression]) -> None:
+    if isinstance(node, (exp.Subquery, exp.Select)):
+        return
+    if _srf_name(node) is not None:
+        out.append(node)
+        return
+    for child in node.iter_expressions():
+        _find(child, out)
+
+
+def _outer(n: exp.Expression) -> exp.Expression:
+    """The node to replace: `information_schema.f(...)` is a Dot around the call."""
+    p = n.parent
+    if isinstance(p, exp.Dot) and p.expression is n and isinstance(p.this, exp.Identifier):
+        return p
+    return n
+
+
+def has_select_srfs(q: exp.Select) -> bool:
+    found: list[exp.Expression] = []
+    for item in q.expressions:
+        _find(item, found)
+    return bool(found)
+
+
+def _fields(name: str, args: list[ex.Expr], base: str) -> list[Field]:
+    if name == "generate_series":
+        kinds = {a.type.kind for a in args}
+        return [Field(base, BIGINT if TypeKind.BIGINT in kinds else INT)]
+    if name == "generate_subscripts":
+        return [Field(base, INT)]
+    if not args or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
+        raise not_supported(f"{name} of {args[0].type.display if args else 'nothing'}")
+    elem = args[0].type.elem
+    if name == "_pg_expandarray":
+        return [Field(f"{base}.x", SqlType(elem.kind, elem.elem)), Field(f"{base}.n", INT)]
+    return [Field(base, elem)]
+
+
+def plan_select_srfs(
+    planner: Any, q: exp.Select, node: PlanNode, cols: list[_Col]
+) -> tuple[exp.Select, PlanNode, list[_Col]]:
+    """Rewrite `q`'s select list over a ProjectSet (see module docstring)."""
+    if planner.streaming:
+        raise not_supported("set-returning functions in the select list of a materialized view")
+    q = q.copy()
+    calls: list[exp.Expression] = []
+    for item in q.expressions:
+        _find(item, calls)
+    scope = planner._scope(cols)
+    srfs: list[tuple[str, list[ex.Expr]]] = []
+    new_fields: list[Field] = []
+    by_sql: dict[str, str] = {}
+    composite: dict[str, str] = {}
+    for call in calls:
+        key = call.sql()
+        base = by_sql.get(key)
+        if base is None:
+            base = f"__srf{len(by_sql)}"
+            by_sql[key] = base
+            name = _srf_name(call)
+            assert name is not None
+            args = [planner._bind(a, scope) for a in _srf_args(call)]
+            srfs.append((name, args))
+            new_fields.extend(_fields(name, args, base))
+            if name == "_pg_expandarray":
+                composite[base] = name
+        target = _outer(call)
+        target.replace(exp.column(exp.to_identifier(base, quoted=True)))
+    # a bare composite in the select list becomes its two fields
+    items: list[exp.Expression] = []
+    for item in q.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(inner, exp.Column) and inner.name in composite:
+            alias = item.alias if isinstance(item, exp.Alias) else "_pg_expandarray"
+            for f in ("x", "n"):
+                col = exp.column(exp.to_identifier(f"{inner.name}.{f}", quoted=True))
+                items.append(
+                    exp.alias_(col, exp.to_identifier(f"{alias.lower()}.{f}", quoted=True))
+                )
+            continue
+        items.append(item)
+    q.set("expressions", items)
+    ps = ProjectSet(list(node.schema) + new_fields, None, input=node, srfs=srfs)
+    return q, ps, cols + [_Col(f.name, f.type, None) for f in new_fields]
