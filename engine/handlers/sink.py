@@ -27,6 +27,7 @@ from engine.errors import (
     InvalidParameterValue,
     SqlSyntaxError,
     UndefinedColumn,
+    WrongObjectType,
     not_supported,
 )
 from engine.plan.logical import Filter as PlanFilter
@@ -140,11 +141,9 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
             options = sink_into_options(into, options)
             connector = options.get("connector") or into.extra.get("sink_into_connector")
             if connector is None:
-                raise not_supported(
-                    "CREATE SINK ... INTO a table without a table engine",
-                    hint="Sinks INTO work for ENGINE = iceberg tables; use a materialized "
-                    "view to keep query results in a table.",
-                )
+                if into.kind is not RelationKind.TABLE:
+                    raise WrongObjectType(f'"{into.name}" is not a table')
+                connector = "table"  # engine.stream.sink_into_table
         else:
             connector = options.get("connector")
             if connector is None:

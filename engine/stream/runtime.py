@@ -82,6 +82,7 @@ class Runtime:
         self.sinks: dict[int, SinkFlow] = {}
         self.data_dir: str | None = None  # set by the database; sinks may keep files there
         self._meta_extra: dict[str, bytes] = {}
+        self.fed_tables = False  # a sink INTO a table queued rows at the last commit
         self._commit_cut: int | None = None  # WAL cut of a stepped epoch a sink holds back
         # connector-fed relations (engine.stream.source): SOURCEs and TABLEs with a connector
         self.sources: dict[int, SourceFlow] = {}
@@ -184,6 +185,9 @@ class Runtime:
             gc.freeze()
             self.last_barrier_ms = (time.perf_counter() - t0) * 1000
             self.barriers += 1
+            if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
+                self.fed_tables = False
+                return self.barrier(force=True)
             return self.epoch
 
     def _commit(self, wal_cut: int, block: bool = True) -> None:
@@ -285,7 +289,9 @@ class Runtime:
 
     def _add_sink(self, rel: Relation, plan: PlanNode, load: bool) -> SinkFlow:
         alloc = self._alloc(rel, load)
-        flow = build_sink_flow(rel, plan, alloc, self.ctx, self.catalog, self.data_dir)
+        flow = build_sink_flow(
+            rel, plan, alloc, self.ctx, self.catalog, self.data_dir, runtime=self
+        )
         flow.stopping = self._stop
         self.sinks[rel.id] = flow
         return flow
@@ -296,8 +302,9 @@ class Runtime:
             self.barrier()  # acknowledged DML counts as existing data (snapshot = 'false')
             flow: SinkFlow | None = None
             try:
+                alloc = self._alloc(rel, False)
                 flow = build_sink_flow(
-                    rel, plan, self._alloc(rel, False), self.ctx, self.catalog, self.data_dir
+                    rel, plan, alloc, self.ctx, self.catalog, self.data_dir, runtime=self
                 )
                 flow.writer.validate()
                 flow.writer.open()

@@ -107,6 +107,8 @@ class SinkSpec:
     key_encode: str | None = None
     data_dir: str | None = None  # a directory the writer may use for its own files
     into: int | None = None  # target relation id of `CREATE SINK ... INTO t`
+    into_columns: list[str] = field(default_factory=list)  # `INTO t (a, b)`
+    runtime: Any = None  # the engine's Runtime (built-in writers that feed tables use it)
     status: SinkStatus = field(default_factory=SinkStatus)
 
 
@@ -382,6 +384,7 @@ def spec_from_relation(rel: Relation, catalog: Catalog, data_dir: str | None) ->
         key_encode=d.get("key_encode"),
         data_dir=wdir,
         into=d.get("into"),
+        into_columns=list(d.get("into_columns", [])),
     )
 
 
@@ -392,13 +395,16 @@ def build_sink_flow(
     ctx: EvalContext,
     catalog: Catalog,
     data_dir: str | None,
+    runtime: Any = None,
 ) -> SinkFlow:
     """Operators for the sink's plan plus its connector's writer (not yet validated/opened)."""
     spec = spec_from_relation(rel, catalog, data_dir)
+    spec.runtime = runtime
     factory = sink_connector(spec.connector)
     nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
     visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
     return SinkFlow(spec, ViewFlow(rel, nodes, tables=alloc.tables), factory(spec), visible)
 
 
+import engine.stream.sink_into_table  # noqa: E402,F401  (registers the "table" writer)
 import engine.stream.sink_status  # noqa: E402,F401  (registers rw_catalog.rw_sink_status)

@@ -315,3 +315,42 @@ def test_rw_sinks_shows_connector_and_type(db: SwellDatabase) -> None:
     )
     rows = run(db, "SELECT name, connector, sink_type FROM rw_catalog.rw_sinks")[0].rows
     assert rows == [("s", "blackhole", "force-append-only")]
+
+
+def test_sink_into_table_upserts_and_survives_restart(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    d = SwellDatabase(Config(data_dir=data, barrier_interval_ms=60_000))
+    run(d, "CREATE TABLE src (k INT, v INT)")
+    run(d, "CREATE TABLE totals (k INT PRIMARY KEY, total BIGINT, note VARCHAR)")
+    run(d, "CREATE TABLE log (v INT)")
+    run(d, "INSERT INTO src VALUES (1, 10), (2, 5)")
+    run(d, "CREATE SINK s INTO totals (k, total) AS SELECT k, sum(v) FROM src GROUP BY k")
+    e = err(d, "CREATE SINK bad INTO log AS SELECT sum(v) FROM src")
+    assert "Only append-only sinks can sink to a table without primary keys" in str(e)
+    run(
+        d,
+        "CREATE SINK s2 INTO log AS SELECT v FROM src WITH (type = 'append-only', "
+        "force_append_only = 'true')",
+    )
+    run(d, "FLUSH")
+    q = "SELECT k, total, note FROM totals ORDER BY k"
+    assert run(d, q)[0].rows == [(1, 10, None), (2, 5, None)]
+    run(d, "INSERT INTO src VALUES (1, 1)")
+    run(d, "DELETE FROM src WHERE k = 2")
+    run(d, "FLUSH")
+    assert run(d, q)[0].rows == [(1, 11, None)]
+    assert sorted(run(d, "SELECT v FROM log")[0].rows) == [(1,), (5,), (10,)]
+    run(d, "INSERT INTO src VALUES (1, 100)")
+    d.runtime.barrier()  # the sink's rows are in this checkpoint, not yet in the table
+    d.runtime._stop.set()  # crash
+    d.wal.close()
+    d.store.close()
+    d2 = SwellDatabase(Config(data_dir=data, barrier_interval_ms=60_000))
+    try:
+        run(d2, "FLUSH")
+        assert run(d2, q)[0].rows == [(1, 111, None)]
+        assert sorted(run(d2, "SELECT v FROM log")[0].rows) == [(1,), (5,), (10,), (100,)]
+        e = err(d2, "DROP TABLE totals")
+        assert "sink s depends on table totals" in (e.detail or "")
+    finally:
+        d2.close()
