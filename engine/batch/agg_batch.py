@@ -5,8 +5,7 @@ sensitive aggregates are computed here instead, for batch queries only (client c
 queries use them: psql's `\\d`, asyncpg's type introspection). A GROUP BY with one of them
 is evaluated entirely with one polars group-by: every aggregate of the query becomes a
 polars expression over the group, `ORDER BY` inside an aggregate sorts by a precomputed
-rank. Materialized views refuse these aggregates (0A000) until the streaming operator has
-them.
+rank. Materialized views run the same kernel per touched group (`CollectAggOp`).
 
 Lifecycle: `plan_ordered_agg` (called by the planner's aggregation mixin) binds the
 argument, separator, ORDER BY keys and FILTER into the pre-projection; the executor calls
@@ -57,11 +56,6 @@ def plan_ordered_agg(
     pre: list[ex.Expr],
     filt: exp.Expression | None,
 ) -> AggSpec:
-    if planner.streaming:
-        raise not_supported(
-            f"{kind} in materialized views is not supported yet",
-            hint="Query the view and aggregate ad hoc.",
-        )
     arg = node.this
     order: list[exp.Ordered] = []
     if isinstance(arg, exp.Order):

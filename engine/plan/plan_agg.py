@@ -45,6 +45,8 @@ AGG_CLASSES: dict[type, str] = {
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
     exp.ArrayAgg: "array_agg",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
 }
 
 
@@ -71,6 +73,8 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
         kind in ("bool_and", "bool_or") and k is TypeKind.BOOLEAN
     ):
         return arg
+    elif kind in ("bool_and", "bool_or") and k in (TypeKind.BOOLEAN, TypeKind.UNKNOWN):
+        return SqlType(TypeKind.BOOLEAN)
     elif kind in ("string_agg", "array_agg"):
         from engine.batch.agg_batch import ordered_agg_type
 

@@ -39,6 +39,8 @@ from engine.stream.operators import (
     UnionOp,
 )
 
+COLLECT_KINDS = ("string_agg", "array_agg")
+
 
 def build_window_op(p: OverWindow | GroupTopN, in_schema: list[Any], alloc: Allocator) -> Any:
     """OverWindowOp for a window node, TopNOp (per group, with rank) for a group top-N."""
@@ -88,6 +90,10 @@ def build_view_nodes(
             op = FilterOp(in_schema, p.predicate, ctx, key)
         elif isinstance(p, Project):
             op = ProjectOp(in_schema, p.exprs, [f.name for f in p.schema], ctx, key)
+        elif isinstance(p, Agg) and any(a.kind in COLLECT_KINDS for a in p.aggs):
+            from engine.stream.operators.collect_agg import CollectAggOp
+
+            op = CollectAggOp(in_schema, p, alloc)
         elif isinstance(p, Agg):
             calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
             op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
