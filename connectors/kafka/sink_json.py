@@ -36,7 +36,7 @@ import polars as pl
 import pyarrow as pa
 
 from engine.errors import InvalidParameterValue
-from engine.types import Field, TypeKind
+from engine.types import Field, SqlType, TypeKind
 
 DAYS_FROM_CE_1970 = 719163  # chrono's num_days_from_ce() of 1970-01-01
 
@@ -92,29 +92,37 @@ class JsonRowEncoder:
 
     # -- per-type conversion to JSON-ready polars columns ----------------------------------
     def _column(self, arr: pa.Array, f: Field) -> pl.Series:
-        k = f.type.kind
-        if k is TypeKind.INTERVAL:
+        if f.type.kind is TypeKind.INTERVAL:
             return pl.Series(f.name, [_interval_iso(v) for v in arr.to_pylist()], pl.String)
         s = pl.Series(f.name, pl.from_arrow(arr))  # type: ignore[arg-type]
+        e = self._convert(pl.col(f.name), f.type)
+        return s if e is None else s.to_frame().select(e)[f.name]
+
+    def _convert(self, e: pl.Expr, t: SqlType) -> pl.Expr | None:
+        """The expression turning values of type `t` into JSON-ready ones (None: as is)."""
+        k = t.kind
         if k is TypeKind.NUMERIC:
-            return s.cast(pl.String).str.replace(r"(\.\d*?)0+$", "${1}").str.strip_suffix(".")
+            return e.cast(pl.String).str.replace(r"(\.\d*?)0+$", "${1}").str.strip_suffix(".")
         if k is TypeKind.BYTEA:
-            return s.bin.encode("base64").str.strip_chars_end("=")
+            return e.bin.encode("base64").str.strip_chars_end("=")
         if k is TypeKind.DATE:
-            return s.cast(pl.Int32) + DAYS_FROM_CE_1970
+            return e.cast(pl.Int32) + DAYS_FROM_CE_1970
         if k is TypeKind.TIME:
-            return s.cast(pl.Int64) // 1_000_000_000 * 1000
+            return e.cast(pl.Int64) // 1_000_000_000 * 1000
         if k is TypeKind.TIMESTAMP:
-            return s.dt.strftime("%Y-%m-%d %H:%M:%S%.6f")
+            return e.dt.strftime("%Y-%m-%d %H:%M:%S%.6f")
         if k is TypeKind.TIMESTAMPTZ:
-            s = s.dt.convert_time_zone("UTC")
+            e = e.dt.convert_time_zone("UTC")
             if self.tz_mode == "utc_string":
-                return s.dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+                return e.dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
             if self.tz_mode == "utc_without_suffix":
-                return s.dt.strftime("%Y-%m-%d %H:%M:%S%.6f")
-            us = s.dt.replace_time_zone(None).cast(pl.Datetime("us")).cast(pl.Int64)
+                return e.dt.strftime("%Y-%m-%d %H:%M:%S%.6f")
+            us = e.dt.replace_time_zone(None).cast(pl.Datetime("us")).cast(pl.Int64)
             return us if self.tz_mode == "micro" else us // 1000
-        return s
+        if k is TypeKind.LIST and t.elem is not None:
+            inner = self._convert(pl.element(), t.elem)
+            return None if inner is None else e.list.eval(inner)
+        return None
 
     def frame(self, batch: pa.RecordBatch) -> pl.DataFrame:
         return pl.DataFrame(

@@ -170,3 +170,19 @@ def test_option_errors() -> None:
     spec = SinkSpec(1, "s", "kafka", FIELDS2, [], APPEND_ONLY, {"topic": "t"})
     with pytest.raises(EngineError, match="properties.bootstrap.server not specified"):
         KafkaSinkWriter(spec)
+
+
+def test_array_elements_use_the_element_encoding() -> None:
+    f = [Field("lt", list_of(TIMESTAMPTZ)), Field("ln", list_of(NUMERIC))]
+    b = pa.RecordBatch.from_arrays(
+        [
+            pa.array(
+                [[dt.datetime(2020, 1, 1, tzinfo=dt.UTC)]], pa.list_(pa.timestamp("us", "UTC"))
+            ),
+            pa.array([[decimal.Decimal("1.50"), None]], pa.list_(pa.decimal128(38, 10))),
+        ],
+        names=["lt", "ln"],
+    )
+    assert JsonRowEncoder(f).encode(b).to_list() == [
+        '{"lt":["2020-01-01T00:00:00.000000Z"],"ln":["1.5",null]}'
+    ]
