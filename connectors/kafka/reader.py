@@ -10,7 +10,9 @@ matches the chunks handed over, which it commits with the state they produce.
 Position format (JSON, kept in checkpoints): `{"offsets": {partition: next offset},
 "start": {partition: first offset delivered}}`. On start, a partition in `offsets` is
 assigned at that offset; any other partition starts at the startup options
-(`scan.startup.timestamp.millis`, else `scan.startup.mode` earliest/latest). Tansu answers
+(`scan.startup.timestamp.millis`, else `scan.startup.mode` earliest/latest; with latest,
+what arrives before a partition's first EOF event is skipped, as Tansu's end offset is
+too low, and the EOF offset becomes the partition's position). Tansu answers
 every offsets_for_times with 0, so with a startup timestamp the reader also drops each
 partition's messages older than it until the first one at or after it. `start` lets a
 new view on a running source be backfilled with exactly the messages delivered before it.
@@ -69,6 +71,7 @@ class KafkaReader:
         self._stop = threading.Event()
         self._assigned: set[int] = set()
         self._ts_floor: set[int] = set()  # partitions still before scan.startup.timestamp
+        self._until_eof: set[int] = set()  # 'latest' partitions that have not reached EOF
         self._logged: set[str] = set()
         self.consumer = Consumer(self.opts.consumer_config(f"{rel.name}-{uuid.uuid4().hex[:8]}"))
         self._thread = threading.Thread(
@@ -167,7 +170,12 @@ class KafkaReader:
                 timeout=10,
             )
             return out + [TopicPartition(topic, tp.partition, tp.offset) for tp in found]
-        where = OFFSET_END if self.opts.startup_mode == "latest" else OFFSET_BEGINNING
+        if self.opts.startup_mode == "latest":
+            # OFFSET_END comes from the high watermark, which Tansu reports too low: skip
+            # what arrives before the partition's first EOF, which marks the real end
+            self._until_eof.update(todo)
+            return out + [TopicPartition(topic, p, OFFSET_END) for p in todo]
+        where = OFFSET_BEGINNING
         return out + [TopicPartition(topic, p, where) for p in todo]
 
     def _handle(self, msgs: list[Any]) -> None:
@@ -175,8 +183,18 @@ class KafkaReader:
         for m in msgs:
             err = m.error()
             if err is None:
-                good.append(m)
-            elif err.code() != KafkaError._PARTITION_EOF:
+                if m.partition() not in self._until_eof:
+                    good.append(m)
+            elif err.code() == KafkaError._PARTITION_EOF:
+                p = m.partition()
+                if p in self._until_eof:
+                    self._until_eof.discard(p)
+                    with self._lock:  # 'latest' resolved: the position starts here
+                        self.offsets.setdefault(p, m.offset())
+                        self.start.setdefault(p, m.offset())
+                    with self.stats.lock:
+                        self.stats.offsets.setdefault(p, m.offset())
+            else:
                 self._log_once(f"err{err.code()}", f"kafka source {self.rel.name}: {err}")
         if not good:
             return

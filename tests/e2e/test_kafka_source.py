@@ -255,6 +255,32 @@ def test_startup_timestamp_and_show_create(
         conn.execute("DROP SOURCE s_ts CASCADE")
 
 
+def test_startup_latest(
+    conn: psycopg.Connection[Any], kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    topic = kafka_topic(partitions=2)
+    kafka_broker.produce(topic, ({"v": 1} for _ in range(3000)), partition=lambda i, _v: i % 2)
+    conn.execute(
+        f"""CREATE SOURCE s_latest (v INT) WITH (connector = 'kafka', topic = '{topic}',
+        properties.bootstrap.server = '{kafka_broker.bootstrap}', scan.startup.mode = 'latest')"""
+    )
+    try:
+        conn.execute("CREATE MATERIALIZED VIEW latest_sum AS SELECT count(*) AS n FROM s_latest")
+        # the reader has found the end of both partitions
+        wait_for(
+            lambda: rows(
+                conn,
+                'SELECT partition, "offset" FROM rw_catalog.rw_source_lag '
+                "WHERE source_name = 's_latest' ORDER BY partition",
+            ),
+            [(0, 1500), (1, 1500)],
+        )
+        kafka_broker.produce(topic, [{"v": 2}] * 7)
+        wait_for(lambda: rows(conn, "SELECT n FROM latest_sum"), [(7,)])
+    finally:
+        conn.execute("DROP SOURCE s_latest CASCADE")
+
+
 def test_exactly_once_across_kill9(
     fresh_server: SwellServer, kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
 ) -> None:
