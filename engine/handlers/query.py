@@ -143,6 +143,12 @@ def explain(session: Any, st: Statement) -> QueryResult:
             "Stream" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Stream", 1)
             for ln in _indent(plan.explain(1))
         ]
+        if st.args.get("verbose"):
+            from engine.handlers.explain_stream import operator_lines
+
+            name = inner.ast.this.name if isinstance(inner.ast.this, exp.Table) else None
+            with session.db.runtime.lock:
+                lines += operator_lines(session, plan, name)
     elif inner.kind == "select":
         assert inner.ast is not None
         plan = plan_select(session, inner.ast, None)

@@ -290,9 +290,11 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         name = body.split(None, 1)[1].strip()
         return Statement("describe", text, args={"name": name})
     if head == "EXPLAIN":
+        m = re.match(r"^EXPLAIN\s*(\([^)]*\))?\s*(VERBOSE\s+)?", body, flags=re.I)
+        verbose = bool(m and (m.group(2) or re.search(r"verbose", m.group(1) or "", re.I)))
         inner = re.sub(r"^EXPLAIN\s*(\([^)]*\))?\s*", "", body, flags=re.I)
         inner = re.sub(r"^(VERBOSE|ANALYZE)\s+", "", inner, flags=re.I)
-        return Statement("explain", text, args={"inner": inner})
+        return Statement("explain", text, args={"inner": inner, "verbose": verbose})
     return None
 
 
