@@ -100,13 +100,17 @@ class DynamicFilterOp(Operator):
         w = chunk.weights()
         cols = [c.to_pylist() for c in data.columns]
         rows = list(zip(*cols, strict=True))
-        sk = self.stream_key
-        for row, wt in zip(rows, w.tolist(), strict=True):  # state by key: per row
-            key = tuple(row[j] for j in sk)
-            if wt > 0:
-                self._rows.put(key, row)
-            else:
-                self._rows.delete(key)
+        sk = self.stream_key or list(range(len(cols)))
+        keys = list(zip(*[cols[j] for j in sk], strict=True))
+        pos = w > 0
+        if pos.all():
+            self._rows.put_many(keys, rows)
+        else:  # in order: an update's delete comes before its insert
+            for key, row, ins in zip(keys, rows, pos.tolist(), strict=True):
+                if ins:
+                    self._rows.put(key, row)
+                else:
+                    self._rows.delete(key)
         mask = self._mask(data, thr)
         if mask.any():
             parts.append(StreamChunk.from_weights(data.filter(pa.array(mask)), w[mask]))
