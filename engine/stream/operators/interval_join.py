@@ -135,7 +135,10 @@ class IntervalJoinOp(Operator):
                 table.put((int(t[~old].min()), self._seq()), (_encode(rest),))
             parts.append(batch.filter(pa.array(old)))
         expired = pa.Table.from_batches(parts).combine_chunks()
-        expired = _live(expired, self._rows_table(side), self.keys[side], self.idents[side])
+        rows = self._rows_table(side)
+        if rows is None:  # the join's state layout is not the documented one: do not clean
+            return None
+        expired = _live(expired, rows, self.keys[side], self.idents[side])
         if expired.num_rows == 0:
             return None
         self.cleaned[side] += expired.num_rows
@@ -154,7 +157,7 @@ class IntervalJoinOp(Operator):
 
 def _live(t: pa.Table, rows: Any, keys: list[int], ident: list[int]) -> pa.Table:
     """The rows of `t` still present in the join's rows table (deleted ones are skipped)."""
-    if rows is None or t.num_rows == 0:
+    if t.num_rows == 0:
         return t
     ident = ident or list(range(t.num_columns))
     cols = [t.column(i).to_pylist() for i in [*keys, *ident]]

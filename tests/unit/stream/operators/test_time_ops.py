@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pyarrow.compute as pc
 from unit.stream.operators.helpers import assert_chunk, chunk
 
 from engine import expr as ex
@@ -18,7 +19,7 @@ from engine.stream.operators.eowc import EowcAggOp
 from engine.stream.operators.temporal_filter import TemporalFilterOp
 from engine.stream.operators.time_window import TimeWindowOp
 from engine.stream.operators.watermark import propagate
-from engine.types import BIGINT, Field
+from engine.types import BIGINT, BOOLEAN, Field
 
 F = [Field("id", BIGINT), Field("ts", BIGINT)]
 W = [*F, Field("window_start", BIGINT), Field("window_end", BIGINT)]
@@ -136,3 +137,27 @@ def test_temporal_filter_state_survives_restart() -> None:
     assert_chunk(op2.step([None]), f"+ 2 {base + 3 * US}")
     ctx.now = T0 + timedelta(seconds=10)  # 1 leaves once now - 10s > its ts (>= is inclusive)
     assert_chunk(op2.step([None]), f"- 1 {base - US}")
+
+
+def test_interval_join_cleans_state_by_watermark() -> None:
+    from engine.stream.operators import HashJoinOp
+    from engine.stream.operators.interval_join import IntervalJoinOp
+
+    fields = [Field("id", BIGINT), Field("k", BIGINT), Field("t", BIGINT)]
+    cond = ex.Func(  # left.t >= right.t  (lo = 0, no upper bound)
+        "greater_equal",
+        (ex.InputRef(2, BIGINT, "t"), ex.InputRef(5, BIGINT, "t")),
+        BOOLEAN,
+        lambda a, n, c: pc.greater_equal(a[0], a[1]),
+    )
+    alloc = LocalStateAllocator()
+    join = HashJoinOp(fields, fields, "inner", [1], [1], cond, EvalContext(), alloc, [0], [0])
+    op = IntervalJoinOp(join, (2, 2), 0, None, ([1], [1]), ([0], [0]), alloc)
+    assert op._rows_table(0) is not None and op._rows_table(1) is not None
+    out = op.step([chunk("+ 1 7 10\n+ 2 7 30", fields), chunk("+ 9 7 20", fields)])
+    assert_chunk(out, "+ 2 7 30 9 7 20")
+    # the right watermark reaches 25: left rows with t < 25 can never match again
+    op.input_watermarks = [{}, {2: 25}]
+    assert op.step([None, None]) is None
+    assert op.cleaned == [1, 0]
+    assert len(join.state_tables()[0]) == 1
