@@ -49,7 +49,8 @@ class QueryResult:
     # rows in binary format even in the simple protocol (FETCH from a BINARY cursor)
     binary: bool = False
     # COPY ... TO STDOUT: the rows go out as CopyData with these options (format 'text' or
-    # 'csv', header, delimiter, null, quote, escape) instead of RowDescription/DataRow
+    # 'csv', header, delimiter, null, quote, escape) instead of RowDescription/DataRow;
+    # with direction 'in' (COPY FROM STDIN) pgwire collects rows for `columns` instead
     copy: dict[str, Any] | None = None
 
 
@@ -106,6 +107,15 @@ class Session(Protocol):
 
     def cancel(self) -> None:
         """Ask the running statement to stop (CancelRequest); it raises QueryCanceled."""
+        ...
+
+    def copy_in_rows(self, rows: list[tuple[Any, ...]]) -> QueryResult:
+        """Insert the rows of the COPY FROM STDIN whose statement returned a result with
+        `copy["direction"] == "in"` (values already parsed to the columns' types)."""
+        ...
+
+    def copy_in_abort(self) -> None:
+        """Forget a pending COPY FROM STDIN (CopyFail or bad data)."""
         ...
 
     def close(self) -> None: ...

@@ -115,6 +115,7 @@ class SwellSession:
         self.in_transaction = False
         self.savepoints: list[str] = []  # engine/handlers/txn.py
         self.cursors: dict[str, Any] = {}
+        self.pending_copy: Any = None  # COPY FROM STDIN waiting for its rows (copy_in.py)
         self._cancel = threading.Event()
         self._running = False
         self.closed = False
@@ -206,6 +207,15 @@ class SwellSession:
 
     def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:
         return stmt.description.columns
+
+    def copy_in_rows(self, rows: list[tuple[Any, ...]]) -> QueryResult:
+        """The rows of the pending COPY FROM STDIN (parsed by pgwire): insert them."""
+        from engine.handlers.copy_in import insert_rows
+
+        return insert_rows(self, rows)
+
+    def copy_in_abort(self) -> None:
+        self.pending_copy = None
 
     def describe_cursor(self, name: str) -> tuple[list[Any], bool]:
         """Columns and binary flag of SQL cursor `name` (Describe P of a DECLAREd cursor)."""

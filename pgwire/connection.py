@@ -36,6 +36,7 @@ from engine.errors import (
     InvalidAuthorization,
     InvalidPassword,
     ProtocolViolation,
+    QueryCanceled,
 )
 from pgwire import codecs, copy
 from pgwire import messages as msg
@@ -321,6 +322,9 @@ class Connection:
             if result.empty:
                 self.send(msg.empty_query_response())
                 continue
+            if result.copy is not None and result.copy.get("direction") == "in":
+                self.send(msg.command_complete(await self.copy_in(result, tz)))
+                continue
             if result.copy is not None:
                 await self.send_copy(result, tz)
             elif result.columns is not None:
@@ -343,6 +347,40 @@ class Connection:
             if len(self.out) >= FLUSH_THRESHOLD:
                 await self.flush()
         self.send(copy.copy_done())
+
+    async def copy_in(self, result: QueryResult, tz: tzinfo) -> str:
+        """COPY FROM STDIN: CopyInResponse, collect CopyData until CopyDone (or CopyFail),
+        parse, hand the rows to the session; returns the `COPY n` tag."""
+        assert result.columns is not None and result.copy is not None
+        session = self.session
+        assert session is not None
+        self.send(copy.copy_in_response(len(result.columns)))
+        await self.flush()
+        chunks: list[bytes] = []
+        try:
+            while True:
+                kind, body = await self.read_message()
+                if kind == b"d":
+                    chunks.append(body)
+                elif kind == b"c":
+                    break
+                elif kind == b"f":
+                    reason = msg.Reader(body).cstring()
+                    raise QueryCanceled(f"COPY from stdin failed: {reason}")
+                elif kind in (b"H", b"S"):
+                    continue  # Flush/Sync during COPY IN are ignored, as PostgreSQL does
+                else:
+                    raise ProtocolViolation(
+                        f"unexpected message type 0x{kind[0]:02x} during COPY from stdin"
+                    )
+            data = b"".join(chunks).decode()
+            parse = copy.parse_csv if result.copy.get("format") == "csv" else copy.parse_text
+            rows = copy.convert_rows(parse(data, result.copy), result, tz)
+        except BaseException:
+            await self.call(session.copy_in_abort)
+            raise
+        done = await self.call(session.copy_in_rows, rows)
+        return done.tag
 
     def send_status(self, result: QueryResult) -> None:
         for name, value in result.status.items():

@@ -268,6 +268,11 @@ class ExtendedProtocol:
         if result.empty:
             conn.send(msg.empty_query_response())
             return
+        if result.copy is not None and result.copy.get("direction") == "in":
+            if not portal.done:
+                portal.done = True
+                conn.send(msg.command_complete(await conn.copy_in(result, conn.timezone())))
+            return
         if result.copy is not None and not portal.done:
             await conn.send_copy(result, conn.timezone())
         if result.columns is None or result.copy is not None:

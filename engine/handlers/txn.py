@@ -45,6 +45,7 @@ KINDS = frozenset(
         "fetch",
         "close",
         "copy",
+        "copy_in",
         "discard",
     )
 )
@@ -237,7 +238,14 @@ def _copy(session: Any, st: Statement, params: ParamContext | None) -> QueryResu
     )
 
 
+def _copy_in(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
+    from engine.handlers import copy_in
+
+    return copy_in.begin(session, st)
+
+
 _HANDLERS = {
+    "copy_in": _copy_in,
     "begin": _begin,
     "commit": _finish("COMMIT"),
     "rollback": _finish("ROLLBACK"),

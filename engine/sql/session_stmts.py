@@ -1,7 +1,7 @@
 """Parsers for the session-level statements clients send around their queries.
 
 Transaction control beyond BEGIN/COMMIT (SAVEPOINT, RELEASE, ROLLBACK TO), cursors
-(DECLARE, FETCH, MOVE, CLOSE) and COPY ... TO STDOUT. sqlglot does not parse these, and
+(DECLARE, FETCH, MOVE, CLOSE) and COPY ... TO STDOUT / FROM STDIN. sqlglot does not parse these, and
 they wrap a query rather than being one, so each becomes a `Statement` whose `args` name
 what to do; DECLARE and COPY (query) keep the inner query as its own parsed `Statement`
 (`args["query"]`), which the session runs with the normal SELECT path.
@@ -166,9 +166,16 @@ def _parse_copy(body: str, text: str) -> Any:
     if not m:
         raise SqlSyntaxError('syntax error at or near "COPY"')
     if m["dir"].upper() == "FROM":
-        raise FeatureNotSupported(
-            "Not supported: COPY FROM",
-            hint="Use INSERT (or the webhook and Kafka sources) to load rows.",
+        if m["target"].upper() != "STDIN" or m["query"] is not None:
+            raise FeatureNotSupported(
+                "Not supported: COPY FROM a file or program",
+                hint="Use COPY table FROM STDIN (psql: \\copy table from 'file').",
+            )
+        cols = [ident(c) for c in m["cols"].split(",")] if m["cols"] else None
+        return Statement(
+            "copy_in",
+            text,
+            args={"table": m["table"], "columns": cols, "options": copy_options(m["opts"])},
         )
     if m["target"].upper() != "STDOUT":
         raise FeatureNotSupported(

@@ -1,4 +1,4 @@
-"""Transaction blocks, savepoints, cursors, COPY TO STDOUT and the pool-reset statements,
+"""Transaction blocks, savepoints, cursors, COPY TO/FROM and the pool-reset statements,
 driven by real clients against a real server.
 
 The psql script's expected output (tests/clients/sql/session_stmts.expected) is what
@@ -200,6 +200,12 @@ public class TxCheck {
             long n = c.unwrap(PGConnection.class).getCopyAPI()
                 .copyOut("COPY (SELECT id FROM jdbc_tx ORDER BY id) TO STDOUT WITH CSV HEADER", w);
             System.out.println("copied " + n + ": " + w.toString().replace("\\n", "|"));
+            long m = c.unwrap(PGConnection.class).getCopyAPI()
+                .copyIn("COPY jdbc_tx FROM STDIN", new java.io.StringReader("3\\n4\\n"));
+            st.execute("FLUSH");
+            ResultSet cnt = st.executeQuery("SELECT count(*) FROM jdbc_tx");
+            cnt.next();
+            System.out.println("copied in " + m + ", now " + cnt.getLong(1));
             st.execute("DROP TABLE jdbc_tx");
         }
     }
@@ -217,4 +223,47 @@ public class TxCheck {
         "error 22012",
         "after rollback to savepoint 7",
         "copied 2: id|1|2|",
+        "copied in 2, now 4",
     ]
+
+
+def test_copy_from_stdin_psycopg_and_asyncpg(server: SwellServer, tmp_path: Path) -> None:
+    with server.connect() as c:
+        c.execute("DROP TABLE IF EXISTS copy_in_t")
+        c.execute("CREATE TABLE copy_in_t (id INT PRIMARY KEY, name VARCHAR, score DOUBLE)")
+        try:
+            with c.cursor() as cu:
+                with cu.copy("COPY copy_in_t (id, name, score) FROM STDIN") as cp:
+                    cp.write_row((1, "tab\tand\\back", 1.5))
+                    cp.write_row((2, None, None))
+                assert cu.statusmessage == "COPY 2"
+                with pytest.raises(RuntimeError, match="client gave up"):
+                    with cu.copy("COPY copy_in_t FROM STDIN") as cp:
+                        cp.write_row((3, "never", 0.0))
+                        raise RuntimeError("client gave up")  # psycopg sends CopyFail
+                with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+                    with cu.copy("COPY copy_in_t FROM STDIN") as cp:
+                        cp.write(b"x\ty\t1\n")
+
+            async def via_asyncpg() -> str:
+                src = tmp_path / "rows.csv"
+                src.write_text('id,name,score\n4,"a,""b",2.5\n5,,\n')
+                conn = await asyncpg.connect(server.dsn, timeout=10)
+                try:
+                    return await conn.copy_to_table(
+                        "copy_in_t", source=str(src), format="csv", header=True
+                    )
+                finally:
+                    await conn.close()
+
+            assert asyncio.run(via_asyncpg()) == "COPY 2"
+            c.execute("FLUSH")
+            rows = c.execute("SELECT id, name, score FROM copy_in_t ORDER BY id").fetchall()
+            assert rows == [
+                (1, "tab\tand\\back", 1.5),
+                (2, None, None),
+                (4, 'a,"b', 2.5),
+                (5, None, None),
+            ]
+        finally:
+            c.execute("DROP TABLE copy_in_t")

@@ -1,0 +1,87 @@
+"""COPY table [(columns)] FROM STDIN: the engine half.
+
+The exchange has two steps because the rows arrive after the statement: `begin` (the
+statement itself) checks the target table and remembers it on the session, returning a
+`QueryResult` whose `copy` has `direction = "in"` and whose `columns` are the target
+columns; pgwire then sends CopyInResponse, collects the CopyData, parses it (text or CSV,
+with the column types) and calls `Session.copy_in_rows(rows)`, which inserts the rows
+like one INSERT (one WAL record, durable before `COPY n` is answered) and forgets the
+pending COPY. A CopyFail or a parse error ends it with `Session.copy_in_abort()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from engine.api import QueryResult
+from engine.chunk import StreamChunk
+from engine.errors import InvalidTransactionState, UndefinedColumn
+from engine.sql.parser import Statement
+from engine.types import Field, arrow_schema
+
+
+@dataclass
+class PendingCopy:
+    relation_id: int
+    columns: list[int]  # indexes into the relation's fields
+
+
+def begin(session: Any, st: Statement) -> QueryResult:
+    from sqlglot import exp
+
+    from engine.handlers.dml import _target
+
+    table = exp.to_table(st.args["table"], dialect="postgres")
+    rt = session.db.runtime
+    with rt.lock:
+        rel = _target(session, table, "copy to")
+        visible = [i for i, f in enumerate(rel.fields) if not f.hidden]
+        if st.args["columns"] is None:
+            cols = visible
+        else:
+            by_name = {rel.fields[i].name: i for i in visible}
+            cols = []
+            for name in st.args["columns"]:
+                if name not in by_name:
+                    raise UndefinedColumn(
+                        f'column "{name}" of relation "{rel.name}" does not exist'
+                    )
+                cols.append(by_name[name])
+    session.pending_copy = PendingCopy(rel.id, cols)
+    fields = [Field(rel.fields[i].name, rel.fields[i].type) for i in cols]
+    opts = dict(st.args["options"], direction="in")
+    return QueryResult("COPY 0", fields, [], copy=opts)
+
+
+def insert_rows(session: Any, rows: list[tuple[Any, ...]]) -> QueryResult:
+    from engine.handlers.dml import _check_not_null
+
+    pending: PendingCopy | None = session.pending_copy
+    session.pending_copy = None
+    if pending is None:
+        raise InvalidTransactionState("no COPY FROM STDIN in progress")
+    n = len(rows)
+    if n == 0:
+        return QueryResult("COPY 0")
+    rt = session.db.runtime
+    with rt.lock:
+        rel = session.db.catalog.by_id(pending.relation_id)
+        given = {c: j for j, c in enumerate(pending.columns)}
+        full = []
+        for i, f in enumerate(rel.fields):
+            if i in given:
+                j = given[i]
+                full.append(pa.array([r[j] for r in rows], type=f.type.arrow))
+            elif i == rel.row_id_index:
+                full.append(pa.array(rt.row_ids.take(n), pa.int64()))
+            else:
+                full.append(pa.nulls(n, f.type.arrow))
+        batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))
+        _check_not_null(rel, batch)
+        seq = rt.write(rel.id, StreamChunk.inserts(batch))
+    # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
+    result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))
+    return result
