@@ -173,6 +173,8 @@ class KafkaSourceConnector:
                     b, deletes, _errors = dec.decode(good)
                     if deletes is not None and deletes.any():
                         b = b.filter(pa.array(~deletes))
+                    if bounds is not None and bounds.row_filter is not None:
+                        b = bounds.row_filter(b)
                     batches.append(b)
             return pa.Table.from_batches(batches, schema=dec.schema)
         finally:

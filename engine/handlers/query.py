@@ -75,7 +75,7 @@ def run_plan(
         if r.kind is RelationKind.SOURCE:
             from engine.stream.source_scan import read_source_now
 
-            snaps[r.id] = read_source_now(r, plan)
+            snaps[r.id] = read_source_now(r, plan, session.eval_ctx())
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
 

@@ -41,6 +41,7 @@ view is backfilled with `read_now(upto=position)` while the reader runs).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -91,6 +92,8 @@ class SeekBounds:
     lo_offset: int | None = None
     hi_offset: int | None = None
     partitions: set[int] | None = None
+    # applied by the connector to each decoded batch (rows the query's filter would drop)
+    row_filter: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 
 
 def is_connector_relation(rel: Relation) -> bool:

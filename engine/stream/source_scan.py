@@ -10,7 +10,11 @@ with a constant into `SeekBounds`:
     _rw_kafka_partition  =                 (-> only that partition)
 
 The Filter still runs on the decoded rows, so the bounds only need to be conservative.
-Projection happens after decoding (the JSON decoder works on whole batches).
+The same Filter's predicate (when it uses neither now() nor volatile functions) is also
+applied to each decoded poll batch (`SeekBounds.row_filter`), so a selective query over a
+large topic never holds the rows it discards. Projection to the declared columns happens in
+the JSON decoder (undeclared fields are never materialised); the query's own projection runs
+after.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import datetime as dt
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.catalog import Relation
 from engine.expr import EvalContext
@@ -32,9 +37,25 @@ PARTITION_COL = "_rw_kafka_partition"
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
-def read_source_now(rel: Relation, plan: PlanNode) -> pa.Table:
+def read_source_now(rel: Relation, plan: PlanNode, ctx: EvalContext | None = None) -> pa.Table:
     bounds = seek_bounds(rel, plan)
+    preds = _find_filters(plan, rel)
+    if len(preds) == 1 and _stable(preds[0]):
+        pred, ectx = preds[0], ctx or EvalContext()
+
+        def row_filter(b: pa.RecordBatch) -> pa.RecordBatch:
+            return b.filter(pc.fill_null(pred.eval(b, ectx), False))
+
+        bounds = bounds or SeekBounds()
+        bounds.row_filter = row_filter
     return connector_for(rel).read_now(rel, None, bounds)
+
+
+def _stable(e: Expr) -> bool:
+    """No now() and no volatile function anywhere in `e` (safe to evaluate twice)."""
+    if isinstance(e, Func) and (e.uses_now or e.volatile):
+        return False
+    return all(_stable(c) for c in e.children())
 
 
 def _find_filters(plan: PlanNode, rel: Relation) -> list[Expr]:
