@@ -338,6 +338,9 @@ class Field:
     name: str
     type: SqlType
     hidden: bool = False  # hidden columns (e.g. `_row_id`) are left out of `SELECT *`
+    # (table OID, attnum) of the relation column a result column reads unchanged, for
+    # pgwire's RowDescription; not part of equality
+    origin: tuple[int, int] | None = field(default=None, compare=False)
 
 
 Schema = list[Field]

@@ -100,7 +100,8 @@ def wire_oid(kind_oid: int, kind: TypeKind) -> int:
 def row_description(
     columns: Sequence[Field], formats: Sequence[int], oids: Sequence[int] | None = None
 ) -> bytes:
-    """RowDescription: name, table oid 0, attnum 0, type oid, typlen, typmod -1, format.
+    """RowDescription: name, table oid and attnum (when the column reads a relation column
+    unchanged, else 0), type oid, typlen, typmod -1, format.
 
     `oids` overrides the announced type OIDs (driver shims answer with catalog types such
     as `oid[]` that have no engine SqlType)."""
@@ -109,7 +110,8 @@ def row_description(
         t = col.type
         oid = oids[i] if oids is not None else wire_oid(t.oid, t.kind)
         parts.append(cstr(col.name))
-        parts.append(struct.pack(">ihihih", 0, 0, oid, t.typlen, -1, fmt))
+        table_oid, attnum = getattr(col, "origin", None) or (0, 0)
+        parts.append(struct.pack(">ihihih", table_oid, attnum, oid, t.typlen, -1, fmt))
     return frame(b"T", b"".join(parts))
 
 

@@ -41,6 +41,13 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
         if not arr.is_valid:
             return schema.empty_table()
         values = pa.array(arr.values) if arr.values is not None else pa.array([])
+        if p.name == "pg_options_to_table":
+            pairs = [str(v).partition("=") for v in values.to_pylist() if v is not None]
+            cols = [
+                pa.array([k for k, _, _ in pairs], pa.string()),
+                pa.array([v for _, _, v in pairs], pa.string()),
+            ]
+            return pa.Table.from_arrays(cols, schema=schema)
         values = values.cast(schema.field(0).type)
         cols = [values]
         if p.name == "_pg_expandarray":

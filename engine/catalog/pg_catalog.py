@@ -622,6 +622,61 @@ def _pg_stat_user_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[s
     ]
 
 
+# -- sources as foreign tables --------------------------------------------------------------------
+FDW_OID = 13600  # the one foreign-data wrapper: "swell"
+SERVER_OID_BASE = 13610  # one foreign server per source connector kind
+_SECRET_WORDS = ("password", "secret", "key", "token", "credential")
+
+
+def _servers(ctx: SystemContext) -> dict[str, int]:
+    kinds = sorted(
+        {
+            r.options.get("connector", "unknown")
+            for r in ctx.catalog.relations.values()
+            if r.kind is RelationKind.SOURCE
+        }
+    )
+    return {k: SERVER_OID_BASE + i for i, k in enumerate(kinds)}
+
+
+def _pg_foreign_data_wrapper(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [{"oid": FDW_OID, "fdwname": "swell", "fdwowner": SUPERUSER_OID}]
+
+
+def _pg_foreign_server(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {"oid": oid, "srvname": name, "srvowner": SUPERUSER_OID, "srvfdw": FDW_OID}
+        for name, oid in _servers(ctx).items()
+    ]
+
+
+def source_options(rel: Relation) -> list[str]:
+    """A source's WITH options as `key=value` (secret-looking values redacted)."""
+    out = []
+    for k, v in sorted(rel.options.items()):
+        if k == "connector":
+            continue
+        shown = "[REDACTED]" if any(w in k.lower() for w in _SECRET_WORDS) else v
+        out.append(f"{k}={shown}")
+    return out
+
+
+def _pg_foreign_table(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    servers = _servers(ctx)
+    return [
+        {
+            "ftrelid": relation_oid(r),
+            "ftserver": servers.get(r.options.get("connector", "unknown"), 0),
+            "ftoptions": source_options(r),
+        }
+        for r in ctx.catalog.ordered()
+        if r.kind is RelationKind.SOURCE
+    ]
+
+
+_register("pg_foreign_data_wrapper", _pg_foreign_data_wrapper)
+_register("pg_foreign_server", _pg_foreign_server)
+_register("pg_foreign_table", _pg_foreign_table)
 _register("pg_namespace", _pg_namespace)
 _register("pg_database", _pg_database)
 _register("pg_class", _pg_class)
@@ -657,9 +712,6 @@ for _name in (
     "pg_inherits",
     "pg_rewrite",
     "pg_partitioned_table",
-    "pg_foreign_table",
-    "pg_foreign_server",
-    "pg_foreign_data_wrapper",
     "pg_user_mapping",
     "pg_event_trigger",
     "pg_default_acl",

@@ -674,6 +674,12 @@ define(
     lambda e: {0: "SQL_ASCII", 6: "UTF8"}.get(e, ""),
 )
 define(("quote_ident",), [[TEXT]], TEXT, cat.quote_ident)
+define(
+    ("quote_literal",),
+    [[TEXT]],
+    TEXT,
+    lambda v: ("E'" if "\\" in v else "'") + v.replace("\\", "\\\\").replace("'", "''") + "'",
+)
 define(("parse_ident",), [[TEXT], [TEXT, BOOLEAN]], SqlType(K.LIST, TEXT, "_text"), _parse_ident)
 define(("obj_description",), [[OID], [OID, NAME]], TEXT, lambda *a: None, strict=False)
 define(("shobj_description",), [[OID, NAME]], TEXT, lambda *a: None, strict=False)

@@ -7,6 +7,8 @@ ON condition into equality keys and a residual condition.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlglot import exp
 
 from engine import expr as ex
@@ -67,7 +69,7 @@ class FromPlannerMixin:
                 raise not_supported(f'cannot read from sink "{rel.name}"')
             if all(r.id != rel.id for r in self.dependencies):
                 self.dependencies.append(rel)
-            node = Scan(list(rel.fields), list(rel.pk), relation=rel)
+            node = Scan(_with_origin(rel), list(rel.pk), relation=rel)
             tname = item.alias or rel.name
             cols = [_Col(f.name, f.type, tname, f.hidden) for f in rel.fields]
             alias_node = item.args.get("alias")
@@ -190,3 +192,19 @@ class FromPlannerMixin:
                     cols[nl + rk].name, cols[nl + rk].type, cols[nl + rk].table, True
                 )
         return node, cols
+
+
+def _with_origin(rel: Any) -> list[Field]:
+    """The relation's fields, each visible one tagged with (pg_class oid, attnum)."""
+    from engine.catalog.system import relation_oid
+
+    oid = relation_oid(rel)
+    out = []
+    n = 0
+    for f in rel.fields:
+        if f.hidden:
+            out.append(f)
+            continue
+        n += 1
+        out.append(Field(f.name, f.type, f.hidden, origin=(oid, n)))
+    return out

@@ -16,6 +16,7 @@ from engine.catalog.system import SYSTEM_SCHEMAS, resolve_system
 from engine.errors import UndefinedTable, not_supported
 from engine.plan.helpers import _Col, _pos
 from engine.plan.logical import PlanNode, SystemScan
+from engine.types import Field
 
 
 def plan_system_from(
@@ -40,7 +41,10 @@ def plan_system_from(
             f'materialized view on system relation "{rel.schema}.{rel.name}"',
             hint="System relations describe the catalog; query them ad hoc instead.",
         )
-    node = SystemScan(list(rel.fields), None, relation=rel)
+    fields = [
+        Field(f.name, f.type, f.hidden, origin=(rel.oid, i + 1)) for i, f in enumerate(rel.fields)
+    ]
+    node = SystemScan(fields, None, relation=rel)
     tname = item.alias or rel.name
     cols = [_Col(f.name, f.type, tname, f.hidden) for f in rel.fields]
     alias_node = item.args.get("alias")

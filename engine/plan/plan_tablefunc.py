@@ -20,7 +20,7 @@ from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, TableFunction
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
 
-TABLE_FUNCTIONS = ("unnest", "generate_series", "_pg_expandarray")
+TABLE_FUNCTIONS = ("unnest", "generate_series", "_pg_expandarray", "pg_options_to_table")
 
 
 def _fn_name(fn: exp.Expression) -> str:
@@ -107,6 +107,11 @@ def _result_fields(name: str, args: list[ex.Expr]) -> list[Field]:
     if len(args) != 1 or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
         raise not_supported(f"{name} of {args[0].type.display if args else 'nothing'}")
     elem = args[0].type.elem
+    if name == "pg_options_to_table":
+        from engine.types import pg_alias
+
+        text = pg_alias(elem, "text")
+        return [Field("option_name", text), Field("option_value", text)]
     if name == "_pg_expandarray":
         return [Field("x", SqlType(elem.kind, elem.elem)), Field("n", INT)]
     return [Field(name, elem)]

@@ -278,7 +278,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             if e.type.kind is TypeKind.UNKNOWN:
                 e = ex.cast(e, SqlType(TypeKind.VARCHAR))
             exprs.append(e)
-            fields.append(Field(name, e.type))
+            src = (
+                node.schema[e.index]
+                if isinstance(e, ex.InputRef) and bind_hook is None and e.index < len(node.schema)
+                else None
+            )
+            fields.append(Field(name, e.type, origin=src.origin if src is not None else None))
         if plain and self._sq_node is not None:
             node = self._sq_node
         self._sq_node = self._sq_cols = None

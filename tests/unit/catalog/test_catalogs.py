@@ -163,3 +163,27 @@ def test_rw_catalog(sql: Sql, objects: None) -> None:
     ids = sql("SELECT r.id = c.oid FROM rw_relations r JOIN pg_class c ON c.relname = r.name")
     assert ids and all(r[0] for r in ids)
     assert len(sql("SHOW JOBS")) == 3
+
+
+def test_result_columns_carry_table_oid_and_attnum(result: Callable[[str], Any], sql: Sql) -> None:
+    sql("CREATE TABLE orig (a INT PRIMARY KEY, b VARCHAR)")
+    (oid,) = sql("SELECT 'orig'::regclass::oid")[0]
+    r = result("SELECT b, a, a + 1 AS c FROM orig")
+    assert [f.origin for f in r.columns] == [(oid, 2), (oid, 1), None]
+    r = result("SELECT relname FROM pg_class")
+    assert r.columns[0].origin == (1259, 2)
+
+
+def test_sources_are_foreign_tables(sql: Sql) -> None:
+    sql(
+        "CREATE SOURCE fsrc (a INT) WITH (connector = 'kafka', topic = 't1', "
+        "properties.bootstrap.server = '127.0.0.1:1') FORMAT PLAIN ENCODE JSON"
+    )
+    assert sql("SELECT relkind FROM pg_class WHERE relname = 'fsrc'") == [("f",)]
+    rows = sql(
+        "SELECT s.srvname, array_to_string(ARRAY(SELECT quote_ident(option_name) || ' ' || "
+        "quote_literal(option_value) FROM pg_options_to_table(ftoptions)), ', ') "
+        "FROM pg_foreign_table f, pg_foreign_server s "
+        "WHERE f.ftrelid = 'fsrc'::regclass AND s.oid = f.ftserver"
+    )
+    assert rows == [("kafka", "\"properties.bootstrap.server\" '127.0.0.1:1', topic 't1'")]
