@@ -129,7 +129,10 @@ class Decoder:
                 deletes = deletes[ok] if deletes is not None else None
                 n = len(ok)
         cols: dict[str, pa.Array] = {f.name: a for (_, f), a in zip(self.value_cols, value_arrays)}
-        ts_arr = pa.array(ts * 1000, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+        no_ts = ts < 0  # TIMESTAMP_NOT_AVAILABLE: NULL
+        ts_arr = pa.array(ts * 1000, pa.int64(), mask=no_ts if no_ts.any() else None).cast(
+            pa.timestamp("us", tz="UTC")
+        )
         cols[PARTITION_COL] = pa.array(parts, pa.int32())
         cols[OFFSET_COL] = pa.array(offs, pa.int64())
         cols[TS_COL] = ts_arr
@@ -199,6 +202,13 @@ class Decoder:
             out = self._fast(vals)  # type: ignore[arg-type]
             if out is not None:
                 return out, None
+        elif self.fast and deletes is not None:  # upsert batch with tombstones
+            live = np.flatnonzero(~deletes)
+            out = self._fast([vals[i] for i in live])  # type: ignore[misc]
+            if out is not None:
+                pos = np.cumsum(~deletes) - 1  # row -> index among the live values
+                idx = pa.array(np.maximum(pos, 0), pa.int64(), mask=deletes)
+                return [a.take(idx) for a in out], None
         return self._slow(vals, parts, offs, errors)
 
     def _fast(self, vals: list[bytes]) -> list[pa.Array] | None:

@@ -185,3 +185,12 @@ def test_upsert_keeps_last_per_key_and_marks_tombstones() -> None:
     assert errors == []
     assert [(r["k"], r["v"]) for r in b.to_pylist()] == [(b"a", 3), (b"b", None)]
     assert deletes is not None and deletes.tolist() == [False, True]
+
+
+def test_missing_timestamp_is_null() -> None:
+    d = Decoder(rel([Field("id", BIGINT)]))
+    b, _, _ = d.decode([Msg(b'{"id": 1}', 0, ts=-1), Msg(b'{"id": 2}', 1)])
+    assert b.column("_rw_kafka_timestamp").to_pylist() == [
+        None,
+        dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC),
+    ]
