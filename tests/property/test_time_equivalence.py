@@ -231,7 +231,11 @@ def test_dynamic_filters_equal_recompute(batches: list[list[tuple]]) -> None:  #
             s.execute_simple("CREATE TABLE t2 (id INT PRIMARY KEY, v INT)")
             for name, q in DYN.items():
                 s.execute_simple(f"CREATE MATERIALIZED VIEW {name} AS {q}")
-            for batch in batches:
+            for i, batch in enumerate(batches):
+                if i == len(batches) // 2 and i:  # restart in the middle: state reloads
+                    db.close()
+                    db = open_database(Config(data_dir=Path(d), barrier_interval_ms=60_000))
+                    s = db.connect("root", "dev")
                 for o in batch:
                     s.execute_simple(_dyn_sql(o))
                 s.execute_simple("FLUSH")
