@@ -405,6 +405,12 @@ def _monotone(e: ex.Expr) -> tuple[int, WmFn] | None:
         if inner.type.kind in kinds and e.type.kind in kinds:
             return _monotone(inner)
         return None
+    if isinstance(e, ex.Func) and e.name == "date_trunc" and len(e.args) == 2:
+        unit, base = e.args
+        t = _monotone(base)
+        if not unit.is_constant() or t is None or base.type != e.type:
+            return None
+        return t[0], _eval_map(e, base, t[1])
     if isinstance(e, ex.Func) and e.name in ("add", "subtract") and len(e.args) == 2:
         base, c = e.args
         if not c.is_constant() or c.type.kind is not TypeKind.INTERVAL:
@@ -417,6 +423,23 @@ def _monotone(e: ex.Expr) -> tuple[int, WmFn] | None:
         f = t[1]
         return t[0], (lambda x: x + us) if f is None else (lambda x: f(x) + us)
     return None
+
+
+def _eval_map(e: ex.Func, base: ex.Expr, inner: WmFn) -> WmFn:
+    """A monotone function of its time argument, applied to a watermark by evaluating it
+    over a one-row batch (`date_trunc('minute', ts)` of the watermark)."""
+    import pyarrow as pa
+
+    arrow_t = base.type.arrow
+    fn = e.with_children([e.args[0], ex.InputRef(0, base.type, "wm")])
+
+    def apply(v: int) -> int:
+        x = v if inner is None else inner(v)
+        col = pa.array([x], pa.int64()).cast(arrow_t)
+        out = fn.eval(pa.RecordBatch.from_arrays([col], names=["wm"]), ex.EvalContext())
+        return int(out.cast(pa.int64())[0].as_py())
+
+    return apply
 
 
 def watermark_columns(p: PlanNode) -> set[int]:
