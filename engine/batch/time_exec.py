@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from engine.errors import not_supported
 from engine.plan.logical import Agg, PlanNode
 from engine.plan.plan_dynamic import DynamicFilter
-from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow
+from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow
 from engine.stream.operators.time_window import apply_windows
 from engine.types import arrow_schema
 
@@ -51,6 +51,8 @@ def run_time_node(ex: Any, p: PlanNode) -> pa.Table:
         )
         mask = p.predicate.eval(b, ex.ctx)
         return t.filter(pc.fill_null(mask, False))
+    if isinstance(p, EowcSort):
+        return ex.run(p.input)
     if isinstance(p, EowcAgg):
         return ex._agg(
             Agg(p.schema, p.stream_key, input=p.input, group_keys=p.group_keys, aggs=p.aggs)

@@ -124,6 +124,20 @@ class EowcAgg(Agg):
         return d[:-2] + f", emit_on_window_close: true, watermark_key: ${self.wm_key} }}"
 
 
+@dataclass(eq=False)
+class EowcSort(PlanNode):
+    """EOWC without aggregation: rows appear once, when the watermark passes `wm_col`."""
+
+    input: PlanNode = None  # type: ignore[assignment]
+    wm_col: int = 0
+
+    def inputs(self) -> list[PlanNode]:
+        return [self.input]
+
+    def describe(self) -> str:
+        return f"EowcSort {{ sort_column: ${self.wm_col} }}"
+
+
 # ==========================================================================================
 # TUMBLE / HOP
 # ==========================================================================================
@@ -342,6 +356,10 @@ def apply_eowc(plan: PlanNode) -> PlanNode:
                 return eo
             parent.input = eo  # type: ignore[attr-defined]
             return plan
+    if not isinstance(node, Agg):
+        wcols = watermark_columns(plan)
+        if wcols and plan.stream_key is not None:
+            return EowcSort(plan.schema, plan.stream_key, input=plan, wm_col=min(wcols))
     raise not_supported(
         "Emit-On-Window-Close mode requires a watermark column in GROUP BY.", hint=EOWC_HINT
     )
@@ -366,7 +384,7 @@ def relation_watermark_columns(rel: Any) -> dict[int, WmFn]:
 def watermark_transfer(p: PlanNode) -> Transfer:
     from engine.plan.plan_dynamic import DynamicFilter
 
-    if isinstance(p, (Filter, TemporalFilter, DynamicFilter)):
+    if isinstance(p, (Filter, TemporalFilter, DynamicFilter, EowcSort)):
         return [(i, [(0, i)], None) for i in range(len(p.schema))]
     if isinstance(p, Project):
         out: Transfer = []

@@ -10,7 +10,13 @@ from typing import Any
 
 from engine.plan.logical import Join, PlanNode
 from engine.plan.plan_dynamic import DynamicFilter
-from engine.plan.plan_time import EowcAgg, TemporalFilter, TimeWindow, interval_spec
+from engine.plan.plan_time import (
+    EowcAgg,
+    EowcSort,
+    TemporalFilter,
+    TimeWindow,
+    interval_spec,
+)
 from engine.stream.operator import Operator
 
 
@@ -68,6 +74,10 @@ def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
             (list(left.stream_key or []), list(right.stream_key or [])),
             alloc,
         )
+    if isinstance(p, EowcSort):
+        from engine.stream.operators.eowc import EowcSortOp
+
+        return EowcSortOp(list(p.schema), list(p.stream_key or []), alloc, p.wm_col)
     if isinstance(p, EowcAgg):
         from engine.stream.operators.agg_calls import AggCall
         from engine.stream.operators.eowc import EowcAggOp

@@ -154,6 +154,9 @@ class EowcAggOp(Operator):
         merged = StreamChunk.concat(parts)
         if merged is None:
             return None
+        return self._emit(merged)
+
+    def _emit(self, merged: StreamChunk) -> StreamChunk | None:
         agg = HashAggOp(
             self.input_schema,
             self.group_keys,
@@ -180,3 +183,49 @@ class EowcAggOp(Operator):
             f"StreamHashAgg {{ group_key: [{keys}], aggs: [{aggs}], "
             f"emit_on_window_close: true, watermark: ${self.wm_col} }}"
         )
+
+
+class EowcSortOp(EowcAggOp):
+    """`SELECT ... EMIT ON WINDOW CLOSE` without aggregation: each row is emitted once, as an
+    insert, when the watermark of column `wm_col` passes its value, ordered by it.
+
+    Same buffer and late-row handling as `EowcAggOp`; closing consolidates the buffered
+    Z-set rows (a row inserted and deleted before its window closed never appears).
+    """
+
+    def __init__(
+        self, schema: list[Field], stream_key: list[int], alloc: StateAllocator, wm_col: int
+    ) -> None:
+        self.input_schema = schema
+        self.schema = list(schema)
+        self.stream_key = list(stream_key)
+        self.wm_col = wm_col
+        self.wm_key = wm_col
+        self.group_keys = []
+        self.aggs = []
+        self._buffer = alloc.table("buffer")
+        self._meta = alloc.table("meta")
+        self._cache = {}
+        self.input_watermarks = [{}]
+        self.late_rows = 0
+
+    def _emit(self, merged: StreamChunk) -> StreamChunk | None:
+        data = merged.data
+        names = [f"c{i}" for i in range(data.num_columns)]
+        t = pa.Table.from_batches([data]).rename_columns(names)
+        t = t.append_column("__w", pa.array(merged.weights().astype(np.int64)))
+        g = t.group_by(names, use_threads=False).aggregate([("__w", "sum")])
+        w = g.column("__w_sum").to_numpy()
+        keep = w > 0
+        if not keep.any():
+            return None
+        rows = g.select(names).filter(pa.array(keep))
+        idx = np.repeat(np.arange(rows.num_rows), w[keep])
+        rows = rows.take(pa.array(idx)).combine_chunks()
+        order = np.argsort(as_int64(rows.column(self.wm_col)), kind="stable")
+        rows = rows.take(pa.array(order)).rename_columns(data.schema.names).cast(data.schema)
+        out = rows.to_batches()[0] if rows.num_rows else None
+        return None if out is None else StreamChunk.inserts(out)
+
+    def explain(self) -> str:
+        return f"StreamEowcSort {{ sort_column: ${self.wm_col} }}"

@@ -161,3 +161,15 @@ def test_interval_join_cleans_state_by_watermark() -> None:
     assert op.step([None, None]) is None
     assert op.cleaned == [1, 0]
     assert len(join.state_tables()[0]) == 1
+
+
+def test_eowc_sort_emits_rows_once_in_watermark_order() -> None:
+    from engine.stream.operators.eowc import EowcSortOp
+
+    op = EowcSortOp(A, [1], LocalStateAllocator(), 0)
+    op.input_watermarks = [{}]
+    assert op.step([chunk("+ 5 1\n+ 2 2\n+ 9 3\n+ 3 4", A)]) is None
+    op.input_watermarks = [{0: 6}]
+    assert_chunk(op.step([chunk("- 3 4", A)]), "+ 2 2\n+ 5 1")
+    assert op.step([chunk("+ 1 5", A)]) is None  # late: dropped
+    assert op.late_rows == 1
