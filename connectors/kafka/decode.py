@@ -69,7 +69,9 @@ _INT_RANGE = {
 class Decoder:
     """Decoding of one relation's messages; built once per reader or ad-hoc read."""
 
-    def __init__(self, rel: Relation) -> None:
+    def __init__(self, rel: Relation, columns: set[int] | None = None) -> None:
+        """`columns`: field indexes the reader needs (None = all); the other declared
+        columns come out NULL without being decoded (ad-hoc reads that use a few)."""
         meta = rel.extra["source"]
         self.fields = rel.fields
         self.schema = arrow_schema(rel.fields)
@@ -77,7 +79,9 @@ class Decoder:
         self.upsert = meta["format"] == "UPSERT"
         self.includes: dict[str, dict[str, Any]] = {m["column"]: m for m in meta["include"]}
         special = set(self.includes) | set(HIDDEN)
-        self.value_cols = [(i, f) for i, f in enumerate(rel.fields) if f.name not in special]
+        all_values = [(i, f) for i, f in enumerate(rel.fields) if f.name not in special]
+        self.value_cols = [(i, f) for i, f in all_values if columns is None or i in columns]
+        self.skipped = [f for i, f in all_values if columns is not None and i not in columns]
         self.need_key = self.upsert or any(m["what"] == "key" for m in meta["include"])
         self.need_headers = any(m["what"] == "header" for m in meta["include"])
         self.fast = self.encode == "JSON" and all(f.type.kind in _FAST for _, f in self.value_cols)
@@ -129,6 +133,8 @@ class Decoder:
                 deletes = deletes[ok] if deletes is not None else None
                 n = len(ok)
         cols: dict[str, pa.Array] = {f.name: a for (_, f), a in zip(self.value_cols, value_arrays)}
+        for f in self.skipped:
+            cols[f.name] = pa.nulls(n, f.type.arrow)
         no_ts = ts < 0  # TIMESTAMP_NOT_AVAILABLE: NULL
         ts_arr = pa.array(ts * 1000, pa.int64(), mask=no_ts if no_ts.any() else None).cast(
             pa.timestamp("us", tz="UTC")

@@ -136,7 +136,7 @@ class KafkaSourceConnector:
         self, rel: Relation, upto: dict[str, Any] | None, bounds: SeekBounds | None
     ) -> pa.Table:
         opts = KafkaOptions.parse(rel.options)
-        dec = Decoder(rel)
+        dec = Decoder(rel, bounds.columns if bounds is not None else None)
         c = Consumer(opts.consumer_config(f"{rel.name}-read-{uuid.uuid4().hex[:8]}"))
         try:
             plan = self._plan_read(c, opts, upto, bounds)

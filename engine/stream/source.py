@@ -94,6 +94,8 @@ class SeekBounds:
     partitions: set[int] | None = None
     # applied by the connector to each decoded batch (rows the query's filter would drop)
     row_filter: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
+    # field indexes the query reads (None = all); connectors may leave the others NULL
+    columns: set[int] | None = None
 
 
 def is_connector_relation(rel: Relation) -> bool:

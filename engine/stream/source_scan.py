@@ -12,13 +12,14 @@ with a constant into `SeekBounds`:
 The Filter still runs on the decoded rows, so the bounds only need to be conservative.
 The same Filter's predicate (when it uses neither now() nor volatile functions) is also
 applied to each decoded poll batch (`SeekBounds.row_filter`), so a selective query over a
-large topic never holds the rows it discards. Projection to the declared columns happens in
-the JSON decoder (undeclared fields are never materialised); the query's own projection runs
-after.
+large topic never holds the rows it discards. Projection: when the scan feeds a projection or an
+aggregation (through filters), only the columns they use are decoded
+(`SeekBounds.columns`; the others are NULL), and undeclared fields never are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -28,12 +29,13 @@ import pyarrow.compute as pc
 from engine.catalog import Relation
 from engine.expr import EvalContext
 from engine.expr.core import Expr, Func, InputRef
-from engine.plan.logical import Filter, PlanNode, Scan
+from engine.plan.logical import Agg, AggSpec, Filter, PlanNode, Project, Scan
 from engine.stream.source import SeekBounds, connector_for
 
 TS_COL = "_rw_kafka_timestamp"
 OFFSET_COL = "_rw_kafka_offset"
 PARTITION_COL = "_rw_kafka_partition"
+_AGG_FIELDS = {"kind", "arg", "type", "distinct", "filter", "separator", "order"}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
@@ -48,7 +50,49 @@ def read_source_now(rel: Relation, plan: PlanNode, ctx: EvalContext | None = Non
 
         bounds = bounds or SeekBounds()
         bounds.row_filter = row_filter
+    cols = columns_read(rel, plan)
+    if cols is not None:
+        bounds = bounds or SeekBounds()
+        bounds.columns = cols
     return connector_for(rel).read_now(rel, None, bounds)
+
+
+def columns_read(rel: Relation, plan: PlanNode) -> set[int] | None:
+    """Fields of `rel` the query uses, when the source is scanned once and consumed by a
+    projection or an aggregation (through filters); None = all fields."""
+    chains: list[tuple[PlanNode | None, list[Filter]]] = []
+
+    def visit(p: PlanNode, parent: PlanNode | None, filters: list[Filter]) -> None:
+        if isinstance(p, Scan) and p.relation.id == rel.id:
+            chains.append((parent, filters))
+            return
+        for c in p.inputs():
+            if isinstance(p, Filter):
+                visit(c, parent, [*filters, p])
+            else:
+                visit(c, p, [])
+
+    visit(plan, None, [])
+    if len(chains) != 1:
+        return None
+    parent, filters = chains[0]
+    used: set[int] = set()
+    for f in filters:
+        used |= f.predicate.input_refs()
+    if isinstance(parent, Project):
+        for e in parent.exprs:
+            used |= e.input_refs()
+    elif isinstance(parent, Agg):
+        if {f.name for f in dataclasses.fields(AggSpec)} != _AGG_FIELDS:
+            return None  # an aggregate shape this function does not know: read everything
+        used |= set(parent.group_keys)
+        for a in parent.aggs:
+            used |= {a.arg} if a.arg is not None else set()
+            used |= {a.filter} if a.filter is not None else set()
+            used |= {i for i, _d, _n in a.order}
+    else:
+        return None
+    return used
 
 
 def _stable(e: Expr) -> bool:
