@@ -50,15 +50,8 @@ def build_window_op(p: OverWindow | GroupTopN, in_schema: list[Any], alloc: Allo
     key = list(p.input.stream_key or [])
     if isinstance(p, GroupTopN):
         return TopNOp(
-            in_schema,
-            order,
-            p.limit,
-            p.offset,
-            list(p.group_keys),
-            alloc,
-            key,
-            with_rank_column=True,
-            rank_name=p.schema[-1].name,
+            in_schema, order, p.limit, p.offset, list(p.group_keys), alloc, key,
+            with_rank_column=True, rank_name=p.schema[-1].name,
         )
     out = p.schema[len(in_schema) :]
     return OverWindowOp(
@@ -82,9 +75,8 @@ def build_view_nodes(
             ins = [visit(src)]
             alloc.prefix = f"n{len(nodes)}."
             order = [(k.index, k.desc, k.effective_nulls_first) for k in p.input.keys]
-            op: Any = TopNOp(
-                src.schema, order, p.limit, p.offset, [], alloc, list(src.stream_key or [])
-            )
+            op: Any = TopNOp(src.schema, order, p.limit, p.offset, [], alloc,
+                             list(src.stream_key or []))
             nodes.append(Node(op, ins))
             return ("node", len(nodes) - 1)
         ins = [visit(c) for c in p.inputs()]
@@ -107,18 +99,9 @@ def build_view_nodes(
             op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
         elif isinstance(p, Join):
             left, right = p.inputs()
-            op = HashJoinOp(
-                left.schema,
-                right.schema,
-                p.kind,
-                p.left_keys,
-                p.right_keys,
-                p.condition,
-                ctx,
-                alloc,
-                list(left.stream_key or []),
-                list(right.stream_key or []),
-            )
+            op = HashJoinOp(left.schema, right.schema, p.kind, p.left_keys, p.right_keys,
+                            p.condition, ctx, alloc, list(left.stream_key or []),
+                            list(right.stream_key or []))
         elif isinstance(p, (OverWindow, GroupTopN)):
             op = build_window_op(p, in_schema, alloc)
         elif isinstance(p, UnionAll):

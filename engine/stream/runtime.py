@@ -143,11 +143,12 @@ class Runtime:
                     self._commit(self._commit_cut, block=force)
                 except SinkNotReady:
                     return self.epoch
-            has_work = (
-                any(t.pending for t in self.tables.values())
-                or any(s.backlog or s.wants_checkpoint() for s in self.sinks.values())
-                or any(v.time_driven for v in self.views.values())
-                or any(s.has_data() for s in self.sources.values())
+            has_work = any(t.pending for t in self.tables.values()) or any(
+                s.backlog or s.wants_checkpoint() for s in self.sinks.values()
+            ) or any(
+                v.time_driven for v in self.views.values()
+            ) or any(
+                s.has_data() for s in self.sources.values()
             )
             if not has_work and not force and not self._dirty_catalog and not self._dropped:
                 return self.epoch

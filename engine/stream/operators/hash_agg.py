@@ -84,7 +84,6 @@ def _objects(values: list[Any]) -> np.ndarray:
     arr[:] = values
     return arr
 
-
 Key = tuple[Any, ...]
 _COUNT = "__cnt"
 
@@ -312,13 +311,11 @@ class HashAggOp(Operator):
         if not (ins_i.size or del_i.size or upd_i.size):
             return None
         idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
-        ops = np.concatenate(
-            [
-                np.full(ins_i.size, Op.INSERT, dtype=np.int8),
-                np.full(del_i.size, Op.DELETE, dtype=np.int8),
-                np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
-            ]
-        )
+        ops = np.concatenate([
+            np.full(ins_i.size, Op.INSERT, dtype=np.int8),
+            np.full(del_i.size, Op.DELETE, dtype=np.int8),
+            np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
+        ])
         arrow = arrow_schema(self.schema)
         nk = len(self.group_keys)
         take_idx = pa.array(idx)
