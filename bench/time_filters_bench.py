@@ -5,7 +5,8 @@ Usage: .venv/bin/python bench/time_filters_bench.py [rows] [rows_per_epoch]
 * `hop`: HOP(1 min slide, 5 min size) expansion (5 output rows per input row);
 * `temporal filter`: `ts > now() - 10 min` with the clock advancing 1 s per epoch, so rows
   enter and expire continuously;
-* `dynamic filter`: `v > (SELECT max(v) ...)`, the right value changing every epoch;
+* `dynamic filter`: `v > (SELECT max(v) ...)`, the right value moving by 0.1% of the value
+  range every epoch;
 * `interval join`: inner equi-join on one of 1,000 keys with a 10 s band
   (`l.ts BETWEEN r.ts AND r.ts + 10 s`), both sides watermarked, state cleaned every epoch.
 """
@@ -103,11 +104,20 @@ def main() -> None:
             lambda a, n, c: pc.greater(a[0], a[1]),
             op=">",
         )
-        op = DynamicFilterOp(F, pred, BIGINT, 0, EvalContext(), [0], LocalStateAllocator())
+        op = DynamicFilterOp(
+            F,
+            pred,
+            BIGINT,
+            0,
+            EvalContext(),
+            [0],
+            LocalStateAllocator(),
+            ex.InputRef(2, BIGINT, "v"),
+        )
         for i, b in enumerate(batches):
             right = StreamChunk.inserts(
                 pa.RecordBatch.from_arrays(
-                    [pa.array([500_000 + (i % 7) * 50_000])], schema=arrow_schema(thr_field)
+                    [pa.array([500_000 + i * 1_000])], schema=arrow_schema(thr_field)
                 )
             )
             op.step([StreamChunk.inserts(b), right])

@@ -36,6 +36,7 @@ class DynamicFilter(PlanNode):
     right: PlanNode = None  # type: ignore[assignment]
     right_col: int = 0  # the value's column in the right plan
     predicate: Any = None  # engine.expr.Expr; column len(left.schema) is the right value
+    left_expr: Any = None  # the compared expression over the left columns
 
     def inputs(self) -> list[PlanNode]:
         return [self.left, self.right]
@@ -113,7 +114,13 @@ def _dynamic(
 
     pred = ops.bind_compare(cmp, lhs, ex.InputRef(index=n, type=t, name="$subquery"))
     return DynamicFilter(
-        node.schema, node.stream_key, left=node, right=right, right_col=vis[0], predicate=pred
+        node.schema,
+        node.stream_key,
+        left=node,
+        right=right,
+        right_col=vis[0],
+        predicate=pred,
+        left_expr=lhs,
     )
 
 

@@ -43,7 +43,14 @@ def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
 
         t = p.right.schema[p.right_col].type
         return DynamicFilterOp(
-            p.left.schema, p.predicate, t, p.right_col, ctx, list(p.stream_key or []), alloc
+            p.left.schema,
+            p.predicate,
+            t,
+            p.right_col,
+            ctx,
+            list(p.stream_key or []),
+            alloc,
+            p.left_expr,
         )
     if isinstance(p, Join):
         spec = interval_spec(p)

@@ -14,9 +14,12 @@ threshold. Per step:
    value in one vectorised pass and the rows that flip are emitted (+ now passing,
    - no longer passing).
 
-Step 3 touches all stored rows when the threshold moves (rows are not kept sorted by the
-compared value); step 2 is proportional to the delta. State: `rows` and `meta` ("thr",)
--> (value,). Outputs are plain inserts and deletes.
+Step 3 looks only at rows whose compared value lies between the old and the new threshold:
+an in-memory index keeps the stored rows' values sorted (numeric and temporal values, as
+float64, with their keys), so a range lookup finds the candidates and the exact predicate
+decides. Other value types, or a threshold that was or becomes NULL, re-evaluate every
+stored row. State: `rows` and `meta` ("thr",) -> (value,); the index is rebuilt from `rows`
+after a restart or when many entries went stale. Outputs are plain inserts and deletes.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class DynamicFilterOp(Operator):
         ctx: Any,
         stream_key: list[int],
         alloc: StateAllocator,
+        left_expr: Any = None,
     ) -> None:
         self.schema = list(left_schema)
         self.predicate = predicate
@@ -57,6 +61,9 @@ class DynamicFilterOp(Operator):
         self._arrow = arrow_schema(self.schema)
         self._rows = alloc.table("rows")
         self._meta = alloc.table("meta")
+        self.left_expr = left_expr
+        self._index: _ValueIndex | None = None  # built on the first threshold change
+        self.scanned = 0  # rows re-evaluated by threshold changes (tests, tuning)
 
     def state_tables(self) -> list[Any]:
         return [self._rows, self._meta]
@@ -111,14 +118,75 @@ class DynamicFilterOp(Operator):
                     self._rows.put(key, row)
                 else:
                     self._rows.delete(key)
+        if self._index is not None:
+            self._index.stale += int((~pos).sum())  # deleted rows leave entries behind
+        if self._index is not None and pos.any():
+            vals = self._values(data)
+            if vals is None:
+                self._index = None
+            else:
+                sel = pos & ~np.isnan(vals)
+                self._index.add(vals[sel], [k for k, p in zip(keys, sel.tolist()) if p])
         mask = self._mask(data, thr)
         if mask.any():
             parts.append(StreamChunk.from_weights(data.filter(pa.array(mask)), w[mask]))
 
+    def _values(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """The compared expression as float64 (NaN for NULL), None if not numeric/temporal."""
+        if self.left_expr is None:
+            return None
+        return _as_float(self.left_expr.eval(batch, self.ctx))
+
+    def _candidates(self, old: Any, new: Any) -> list[Any] | None:
+        """Rows whose value lies between the two thresholds (None: scan everything)."""
+        if old is _NONE or old is None or new is None or self.left_expr is None:
+            return None
+        a = _as_float(pa.array([old], type=self.value_type.arrow))
+        b = _as_float(pa.array([new], type=self.value_type.arrow))
+        if a is None or b is None:
+            return None
+        if self._index is None:
+            rows = list(self._rows.values())
+            if not rows:
+                return []
+            batch = self._batch(rows)
+            vals = self._values(batch)
+            if vals is None:
+                return None
+            keep = ~np.isnan(vals)
+            sk = self.stream_key or list(range(len(self.schema)))
+            keys = [tuple(r[j] for j in sk) for r in rows]
+            self._index = _ValueIndex()
+            self._index.add(vals[keep], [k for k, p in zip(keys, keep.tolist()) if p])
+        lo, hi = min(a[0], b[0]), max(a[0], b[0])
+        eps = 1e-9 * max(1.0, abs(lo), abs(hi))
+        keys = self._index.between(lo - eps, hi + eps)
+        data = self._rows.data
+        out = []
+        seen: set[Any] = set()
+        for k in keys:  # candidates only: rows between the old and the new threshold
+            if k not in seen and k in data:
+                seen.add(k)
+                out.append(data[k])
+        if self._index.stale > len(data):
+            self._index = None  # many deleted entries: rebuild on the next change
+        return out
+
+    def _batch(self, rows: list[Any]) -> pa.RecordBatch:
+        cols = list(zip(*rows, strict=True))
+        return pa.RecordBatch.from_arrays(
+            [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)],
+            schema=self._arrow,
+        )
+
     def _flip(self, old: Any, new: Any, parts: list[StreamChunk]) -> None:
         if not len(self._rows):
             return
-        rows = list(self._rows.values())
+        cand = self._candidates(old, new)
+        rows = list(self._rows.values()) if cand is None else cand
+        if not rows:
+            return
+        self.scanned += len(rows)
         cols = list(zip(*rows, strict=True))
         batch = pa.RecordBatch.from_arrays(
             [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)],
@@ -135,3 +203,44 @@ class DynamicFilterOp(Operator):
 
     def explain(self) -> str:
         return f"StreamDynamicFilter {{ predicate: {self.predicate} }}"
+
+
+def _as_float(arr: pa.Array) -> np.ndarray | None:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    t = arr.type
+    try:
+        if pa.types.is_timestamp(t) or pa.types.is_date(t):
+            arr = arr.cast(pa.int64())
+        out = arr.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return out.fill_null(np.nan).to_numpy(zero_copy_only=False)
+
+
+class _ValueIndex:
+    """The stored rows' compared values, sorted, with their keys (for range lookups).
+
+    Deleted rows are not removed here (their keys are simply missing from the rows table
+    when looked up); `stale` counts them, so the owner can rebuild the index.
+    """
+
+    def __init__(self) -> None:
+        self.vals = np.empty(0, dtype=np.float64)
+        self.keys = np.empty(0, dtype=object)
+        self.stale = 0
+
+    def add(self, vals: np.ndarray, keys: list[Any]) -> None:
+        if not len(vals):
+            return
+        order = np.argsort(vals, kind="stable")
+        k = np.empty(len(keys), dtype=object)
+        k[:] = keys
+        pos = np.searchsorted(self.vals, vals[order])
+        self.vals = np.insert(self.vals, pos, vals[order])
+        self.keys = np.insert(self.keys, pos, k[order])
+
+    def between(self, lo: float, hi: float) -> list[Any]:
+        i = int(np.searchsorted(self.vals, lo, side="left"))
+        j = int(np.searchsorted(self.vals, hi, side="right"))
+        return list(self.keys[i:j])

@@ -173,3 +173,27 @@ def test_eowc_sort_emits_rows_once_in_watermark_order() -> None:
     assert_chunk(op.step([chunk("- 3 4", A)]), "+ 2 2\n+ 5 1")
     assert op.step([chunk("+ 1 5", A)]) is None  # late: dropped
     assert op.late_rows == 1
+
+
+def test_dynamic_filter_moves_only_rows_between_thresholds() -> None:
+    from engine.stream.operators.dynamic_filter import DynamicFilterOp
+
+    fields = [Field("id", BIGINT), Field("v", BIGINT)]
+    thr = [Field("m", BIGINT)]
+    pred = ex.Func(
+        "greater",
+        (ex.InputRef(1, BIGINT, "v"), ex.InputRef(2, BIGINT, "m")),
+        BOOLEAN,
+        lambda a, n, c: pc.greater(a[0], a[1]),
+    )
+    op = DynamicFilterOp(
+        fields, pred, BIGINT, 0, EvalContext(), [0], LocalStateAllocator(), ex.InputRef(1, BIGINT)
+    )
+    rows = "\n".join(f"+ {i} {i * 10}" for i in range(100))
+    op.step([chunk(rows, fields), chunk("+ 500", thr)])
+    op.step([None, chunk("U- 500\nU+ 520", thr)])  # builds the index: one full pass
+    op.scanned = 0
+    out = op.step([chunk("- 52 520\n+ 200 535", fields), chunk("U- 520\nU+ 550", thr)])
+    # 200 passes the old threshold, then leaves with the new one (nets out downstream)
+    assert_chunk(out, "+ 200 535\n- 200 535\n- 53 530\n- 54 540\n- 55 550")
+    assert op.scanned <= 4  # the rows between 520 and 550 (and the deleted one is skipped)
