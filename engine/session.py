@@ -58,6 +58,13 @@ DEFAULT_VARS: dict[str, str] = {
     "bytea_output": "hex",
     "jit": "off",
     "enable_seqscan": "on",
+    # read-only PostgreSQL settings tools ask for (SQLAlchemy, pgjdbc, DBeaver)
+    "default_table_access_method": "heap",
+    "max_identifier_length": "63",
+    "max_index_keys": "32",
+    "block_size": "8192",
+    "lc_collate": "C.UTF-8",
+    "lc_ctype": "C.UTF-8",
     "password_encryption": "scram-sha-256",
 }
 # display names for SHOW ALL / ParameterStatus

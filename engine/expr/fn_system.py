@@ -712,6 +712,12 @@ def _size_pretty(n: int) -> str:
 
 
 define(("pg_size_pretty",), [[BIGINT]], TEXT, _size_pretty)
+define(
+    ("pg_stat_get_numscans", "pg_stat_get_tuples_returned", "pg_stat_get_live_tuples"),
+    [[OID]],
+    BIGINT,
+    lambda oid: 0,
+)
 define(("pg_relation_is_publishable",), [[OID], [TEXT]], BOOLEAN, lambda r: False)
 define(("pg_get_ruledef",), [[OID], [OID, BOOLEAN]], TEXT, lambda *a: None, strict=False)
 define(("pg_get_triggerdef",), [[OID], [OID, BOOLEAN]], TEXT, lambda *a: None, strict=False)

@@ -120,7 +120,7 @@ class FromPlannerMixin:
                 rkeys.append(ri[0])
         elif on is not None:
             for conj in _conjuncts(on):
-                if isinstance(conj, exp.EQ):
+                if isinstance(conj, exp.EQ) and not isinstance(conj.expression, (exp.Any, exp.All)):
                     a = self._bind(conj.this, scope)
                     b = self._bind(conj.expression, scope)
                     ra, rb = a.input_refs(), b.input_refs()

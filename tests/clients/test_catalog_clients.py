@@ -92,3 +92,21 @@ def test_sqlalchemy_inspect(server: SwellServer, objects: Any) -> None:
     assert mv_cols == ["id", "tags"]
     assert pk["constrained_columns"] == ["id"] and pk["name"] == "cc_t_pkey"
     assert rows == []
+
+
+def test_sqlalchemy_psycopg_reflection(server: SwellServer, objects: Any) -> None:
+    """The sync psycopg dialect (savepoint around its hstore probe), Table reflection and a
+    Core query; get_indexes joins pg_constraint ON ... contype = ANY (ARRAY[...])."""
+    sa = pytest.importorskip("sqlalchemy")
+    eng = sa.create_engine(server.dsn.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        i = sa.inspect(eng)
+        assert "cc_mv" in i.get_materialized_view_names()
+        assert [ix["name"] for ix in i.get_indexes("cc_t")] == []
+        assert i.get_pk_constraint("cc_t")["constrained_columns"] == ["id"]
+        t = sa.Table("cc_t", sa.MetaData(), autoload_with=eng)
+        assert [c.name for c in t.columns] == ["id", "tags"]
+        with eng.connect() as c:
+            assert c.execute(sa.select(t).where(t.c.id == -1)).fetchall() == []
+    finally:
+        eng.dispose()
