@@ -87,6 +87,10 @@ class GroupingError(EngineError):
     sqlstate = "42803"
 
 
+class WindowingError(EngineError):
+    sqlstate = "42P20"
+
+
 class InvalidColumnReference(EngineError):
     sqlstate = "42P10"
 

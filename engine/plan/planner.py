@@ -474,6 +474,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 isinstance(n, exp.Filter) and isinstance(n.this, tuple(AGG_CLASSES))
             ):
                 raise GroupingError("aggregate functions are not allowed here", position=_pos(n))
+            if isinstance(n, exp.Window):  # the select-list binder maps windows itself
+                from engine.errors import WindowingError
+
+                raise WindowingError("window functions are not allowed here", position=_pos(n))
             return self._common_hook(n, binder_ref[0])
 
         binder = ex.ExprBinder(scope, self.params, full_hook)
