@@ -18,11 +18,11 @@ Lifecycle (driven by the sink framework, or by the `ENGINE = iceberg` table):
    epoch the summary already covers: `recover()` drops them. A crash before the Iceberg
    commit leaves orphan data files at most, and the entries are committed again.
 
-Upsert (merge by primary key) is copy-on-write through pyiceberg: a transaction deletes the
-keys the batch retracted (`DELETE`, `U-`) and appends each key's final row. When the sink's
-key is the upstream's stream key, a key inserted without a retraction cannot exist in the
-table yet, so the common insert-only batch is a plain append and rewrites no files (see
-bench/iceberg_sink_bench.py for the comparison with pyiceberg's `upsert`). pyiceberg can
+Upsert (merge by primary key) is copy-on-write through pyiceberg: one transaction deletes
+the batch's keys that the table already has (known from a key frame the writer maintains)
+and appends each key's final row, so the common insert-only batch of new keys is a plain
+append that rewrites no files (bench/iceberg_sink_bench.py --strategies compares this with
+pyiceberg's `Table.upsert`, which joins every batch against the table). pyiceberg can
 neither write nor read equality-delete files, which rules merge-on-read out here.
 """
 
@@ -111,7 +111,6 @@ class IcebergWriter:
         commit_interval: int = 60,
         create_if_not_exists: bool = False,
         partition_by: str | None = None,
-        pk_is_stream_key: bool = False,
         log_table: Any | None = None,
     ) -> None:
         self.cfg = cfg
@@ -123,7 +122,6 @@ class IcebergWriter:
         self.commit_interval = max(1, int(commit_interval))
         self.create_if_not_exists = create_if_not_exists
         self.partition_by = partition_by
-        self.pk_is_stream_key = pk_is_stream_key
         self.log = log_table if log_table is not None else MemoryLog()
         self.table: Any = None
         self.status = CommitStatus()
@@ -132,6 +130,7 @@ class IcebergWriter:
         self._lock = threading.Lock()
         self._keys: pl.DataFrame | None = None  # the table's primary keys (upsert only)
         self._pending_keys: tuple[pa.Table, pl.DataFrame] | None = None
+        self._keys_snapshot: int | None = None  # the table snapshot `_keys` describes
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
@@ -271,41 +270,38 @@ class IcebergWriter:
     def _net_upsert(self, changes: pa.Table) -> tuple[pa.Table, pa.Table]:
         """Each key's final row (if its last change inserts) and the keys to delete first.
 
-        A key must be deleted from the table if the batch retracted it, or if it is
-        inserted and already in the table (an upsert whose key is not the upstream's stream
-        key sees no retraction). The table's keys are kept in a polars frame (loaded once by
-        a key-only scan, then maintained per commit), so an insert-only batch of new keys
-        is a plain append that rewrites no data files.
+        The keys to delete are the keys the batch touched that the table already has, so
+        an insert-only batch of new keys is a plain append that rewrites no data files.
+        The table's keys are kept in a polars frame, loaded once by a key-only scan and
+        maintained per commit (reloaded if another writer committed in between); this also
+        handles a primary key that is not the upstream's stream key (no retraction seen).
         """
         df = pl.from_arrow(changes)
         assert isinstance(df, pl.DataFrame)
         df = df.with_row_index("__i")
-        ins = pl.col(OP).is_in(list(_INSERT_OPS))
-        last = df.group_by(self.pk_names, maintain_order=True).agg(
-            pl.all().sort_by("__i").last(), (~ins).any().alias("__retracted")
-        )
+        last = df.group_by(self.pk_names, maintain_order=True).agg(pl.all().sort_by("__i").last())
         final = last.filter(pl.col(OP).is_in(list(_INSERT_OPS)))
-        existing = self._existing_keys()
-        if self.pk_is_stream_key:
-            dels = last.filter(pl.col("__retracted"))
-        else:
-            dels = pl.concat(
-                [
-                    last.filter(pl.col("__retracted")).select(self.pk_names),
-                    final.select(self.pk_names).join(existing, on=self.pk_names, how="semi"),
-                ]
-            ).unique()
+        # delete exactly the touched keys the table has (the key frame is exact: it is
+        # reloaded whenever someone else committed to the table since our last commit)
+        touched = last.select(self.pk_names)
+        existing = self._existing_keys().cast(dict(touched.schema))
+        dels = touched.join(existing, on=self.pk_names, how="semi")
         rows = final.sort("__i").select(self.names).to_arrow()
         keys = dels.select(self.pk_names).to_arrow()
         self._pending_keys = (keys, final.select(self.pk_names))
         return rows, keys
 
     def _existing_keys(self) -> pl.DataFrame:
+        snap = self.table.current_snapshot()
+        if snap is not None and snap.snapshot_id != self._keys_snapshot:
+            self._keys = None  # another writer committed: our key frame may be stale
         if self._keys is None:
             t = self.table.scan(selected_fields=tuple(self.pk_names)).to_arrow()
             df = pl.from_arrow(t.select(self.pk_names))
             assert isinstance(df, pl.DataFrame)
             self._keys = df.unique()
+            snap = self.table.current_snapshot()
+            self._keys_snapshot = snap.snapshot_id if snap is not None else None
         return self._keys
 
     def _update_keys(self) -> None:
@@ -321,6 +317,8 @@ class IcebergWriter:
             keys = pl.concat([keys, inserted.cast(dict(keys.schema))]).unique()
         self._keys = keys
         self._pending_keys = None
+        snap = self.table.current_snapshot()
+        self._keys_snapshot = snap.snapshot_id if snap is not None else None
 
     def _key_filter(self, keys: pa.Table) -> Any:
         from pyiceberg.expressions import And, EqualTo, In, Or
