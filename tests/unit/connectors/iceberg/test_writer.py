@@ -174,3 +174,47 @@ def test_storage_catalog_conflict_detected(tmp_path: Any) -> None:
     with pytest.raises(CommitFailedException):
         cat._write_version(table_dir, 2, t1.metadata)
     assert (tmp_path / "wh/ns/t/metadata/version-hint.text").read_text() == "3"
+
+
+def test_jdbc_sqlite_uri_and_partition_by(tmp_path: Any) -> None:
+    from connectors.iceberg.config import jdbc_to_sqlalchemy
+
+    assert jdbc_to_sqlalchemy("jdbc:postgresql://h:5432/db?user=u&password=p", None, None) == (
+        "postgresql+psycopg://u:p@h:5432/db"
+    )
+    opts = {
+        "catalog.type": "jdbc",
+        "catalog.uri": f"jdbc:sqlite:{tmp_path}/jdbc.db",
+        "warehouse.path": f"file://{tmp_path}/wh",
+        "database.name": "ns",
+        "table.name": "p",
+    }
+    w = IcebergWriter(
+        IcebergConfig.parse(opts),
+        FIELDS,
+        [0],
+        mode="upsert",
+        sink_key="j",
+        commit_interval=1,
+        create_if_not_exists=True,
+        partition_by="bucket(4, id), name",
+    )
+    w.open()
+    w.recover()
+    spec = w.table.spec()
+    assert [str(f.transform) for f in spec.fields] == ["bucket[4]", "identity"]
+    w.write(1, _chunk("+ 1 a 1.0\n+ 2 b 2.0\n+ 3 a 3.0"))
+    assert w.after_checkpoint(1)
+    w.write(2, _chunk("- 2 b 2.0"))
+    assert w.after_checkpoint(2)
+    assert [r[0] for r in _rows(w)] == [1, 3]
+    with pytest.raises(InvalidParameterValue, match="partition_by"):
+        IcebergWriter(
+            IcebergConfig.parse({**opts, "table.name": "q"}),
+            FIELDS,
+            [0],
+            mode="upsert",
+            sink_key="j",
+            create_if_not_exists=True,
+            partition_by="bucket(4, nope)",
+        ).open()
