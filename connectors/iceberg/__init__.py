@@ -12,6 +12,8 @@ only through `engine.connector_registry` (`sink_connector("iceberg")`).
 from __future__ import annotations
 
 from connectors.iceberg.connector import IcebergConnector
-from engine.connector_registry import register_sink
+from engine.connector_registry import register_sink, register_source
 
-register_sink("iceberg", IcebergConnector())
+_CONNECTOR = IcebergConnector()
+register_sink("iceberg", _CONNECTOR)
+register_source("iceberg", _CONNECTOR)

@@ -28,11 +28,33 @@ from connectors.iceberg.schema import from_arrow_to_sql, sql_fields
 from connectors.iceberg.tables import resolve_table, scan
 
 
+class _NoStream:
+    def take(self) -> tuple[list[Any], dict[str, Any]]:
+        return [], {}
+
+    def has_data(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        return None
+
+
 class IcebergConnector:
     def __call__(self, spec: Any) -> Any:
         from connectors.iceberg.sink import IcebergSinkWriter
 
         return IcebergSinkWriter(spec)
+
+    # -- the source side (engine.stream.source.SourceConnector) -----------------------------
+    def check(self, rel: Any) -> None:
+        return None
+
+    def open_reader(self, rel: Any, position: Any, status: Any = None) -> Any:
+        return _NoStream()  # views over Iceberg sources are refused at CREATE
+
+    def read_now(self, rel: Any, upto: Any, bounds: Any) -> pa.Table:
+        opts = rel.extra["iceberg_source"]["options"]
+        return self.read(opts, rel.fields, None, [])
 
     def check_connection(self, options: dict[str, str]) -> None:
         IcebergConfig.parse(options, need_table=False)

@@ -260,6 +260,11 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
         parsed = parse_one(query_sql).ast
         assert parsed is not None
         plan = planner.plan_query(parsed)
+        if materialized and any(r.extra.get("iceberg_source") for r in planner.dependencies):
+            raise not_supported(
+                "materialized views over Iceberg sources",
+                hint="Iceberg sources serve ad-hoc SELECT; read them with a query instead.",
+            )
         eowc = bool(st.args.get("emit_on_window_close"))
         if eowc and not materialized:
             raise not_supported("EMIT ON WINDOW CLOSE on a view", hint="Use a materialized view.")

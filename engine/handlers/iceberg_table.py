@@ -151,6 +151,46 @@ def drop_engine_table(rel: Any) -> None:
         _connector().drop_table(ice["options"])
 
 
+# -- CREATE SOURCE ... WITH (connector = 'iceberg') -----------------------------------------
+def create_iceberg_source(session: Any, st: Any, name: str, schema: str | None) -> Any:
+    """An external Iceberg table for ad-hoc SELECT; columns come from the table itself."""
+    from engine.api import Notice, QueryResult
+    from engine.catalog import Relation, RelationKind
+    from engine.handlers.connection import expand_connection
+
+    clauses = st.args.get("clauses")
+    options = {k.lower(): v for k, v in (clauses.options if clauses is not None else {}).items()}
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        options = expand_connection(cat, options)
+        if cat.find(name, schema) is not None:
+            if st.ast is not None and st.ast.args.get("exists"):
+                return QueryResult(
+                    "CREATE_SOURCE", notices=[Notice(f'relation "{name}" already exists, skipping')]
+                )
+            cat.check_free(name, schema)
+        fields = _connector().source_fields(options)
+        rel = Relation(
+            id=cat.allocate_relation_id(),
+            name=name,
+            kind=RelationKind.SOURCE,
+            fields=fields,
+            pk=[],
+            definition=st.sql.strip(),
+            schema_name=schema or "public",
+            append_only=True,
+            options=options,
+            extra={
+                "iceberg_source": {"options": options},
+                "source": {"connector": "iceberg", "format": None, "encode": None, "include": []},
+            },
+        )
+        cat.add(rel)
+        rt.barrier(force=True)  # persists the catalog
+    return QueryResult("CREATE_SOURCE")
+
+
 # -- reads --------------------------------------------------------------------------------
 def is_iceberg_relation(rel: Any) -> bool:
     return bool(rel.extra.get("iceberg")) or bool(rel.extra.get("iceberg_source"))

@@ -72,7 +72,7 @@ def run_plan(
         load_system_scans(plan, _system_ctx(session))
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
     for r in rels:  # a source is read from its topic, outside the epoch lock
-        if r.kind is RelationKind.SOURCE:
+        if r.kind is RelationKind.SOURCE and not is_iceberg_relation(r):
             from engine.stream.source_scan import read_source_now
 
             snaps[r.id] = read_source_now(r, plan, session.eval_ctx())

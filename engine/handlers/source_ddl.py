@@ -123,6 +123,10 @@ def create_source(session: Any, st: Statement) -> QueryResult:
     sch = target.db or None
     if not options.get("connector"):
         raise SqlSyntaxError("missing required option: connector")
+    if options["connector"].lower() == "iceberg" and not fields:
+        from engine.handlers.iceberg_table import create_iceberg_source
+
+        return create_iceberg_source(session, st, name, sch)  # columns from the table
     if options["connector"].lower() == "webhook":
         raise not_supported(
             "webhook sources", hint="Use CREATE TABLE ... WITH (connector = 'webhook')."

@@ -217,3 +217,30 @@ def test_storage_catalog_on_moto(db: SwellDatabase, moto_s3: dict[str, Any]) -> 
     )
     t = load_catalog(cfg).load_table(("d", "t")).scan().to_arrow()
     assert sorted(t.column("id").to_pylist()) == [1, 2]
+
+
+def test_iceberg_source_ad_hoc(db: SwellDatabase, tmp_path: Path) -> None:
+    run(db, "CREATE TABLE src (id INT PRIMARY KEY, v VARCHAR)")
+    run(db, "INSERT INTO src VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+    run(
+        db,
+        f"CREATE SINK s FROM src WITH (connector = 'iceberg', type = 'upsert', "
+        f"primary_key = 'id', {sql_catalog(tmp_path)}, database.name = 'ns', "
+        f"table.name = 'ext', create_table_if_not_exists = 'true', "
+        f"commit_checkpoint_interval = 1)",
+    )
+    run(
+        db,
+        f"CREATE SOURCE ice WITH (connector = 'iceberg', {sql_catalog(tmp_path)}, "
+        f"database.name = 'ns', table.name = 'ext')",
+    )
+    assert rows(db, "SELECT v FROM ice WHERE id >= 2 ORDER BY v") == [("b",), ("c",)]
+    assert rows(db, "SELECT count(*) FROM ice") == [(3,)]
+    e = err(db, "CREATE MATERIALIZED VIEW mv_ice AS SELECT * FROM ice")
+    assert "Iceberg sources" in e.message
+    e = err(
+        db,
+        f"CREATE SOURCE ice2 WITH (connector = 'iceberg', {sql_catalog(tmp_path)}, "
+        f"database.name = 'ns', table.name = 'nope')",
+    )
+    assert "does not exist" in e.message
