@@ -25,12 +25,14 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.errors import not_supported
 from engine.plan.logical import Agg, AggSpec
-from engine.types import BYTEA, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
+from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
 TEXT = pg_alias(VARCHAR, "text")
 
 
 def ordered_agg_type(kind: str, arg: SqlType) -> SqlType:
+    if kind == "jsonb_agg":
+        return JSONB
     if kind == "string_agg":
         if arg.kind is TypeKind.BYTEA:
             return BYTEA
@@ -68,6 +70,8 @@ def plan_ordered_agg(
     bound = planner._bind(arg, scope)
     if ex.is_untyped(bound):
         bound = ex.cast(bound, VARCHAR)
+    if kind == "jsonb_agg":
+        bound = ex.call("to_jsonb", [bound])
     pre.append(bound)
     arg_idx = len(pre) - 1
     separator = None
@@ -120,7 +124,7 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     if spec.kind == "count":
         v = col.filter(ok_nn)
         return (v.n_unique() if spec.distinct else ok_nn.cast(pl.Int64).sum()).alias(f"a{i}")
-    if spec.kind in ("string_agg", "array_agg"):
+    if spec.kind in ("string_agg", "array_agg", "jsonb_agg"):
         keep = ok_nn if spec.kind == "string_agg" else ok
         v = col.filter(keep)
         if spec.order:
@@ -173,6 +177,14 @@ def run_agg_batch(p: Agg, t: pa.Table) -> pa.Table:
             sep = spec.separator or ""
             a = pa.array(
                 [None if not v else sep.join(v) for v in a.to_pylist()],
+                schema.field(len(p.group_keys) + i).type,
+            )
+        elif spec.kind == "jsonb_agg":
+            a = pa.array(
+                [
+                    "[" + ", ".join("null" if x is None else x for x in v) + "]" if v else None
+                    for v in a.to_pylist()
+                ],
                 schema.field(len(p.group_keys) + i).type,
             )
         elif spec.kind == "array_agg":

@@ -132,9 +132,16 @@ class AggPlannerMixin:
             if isinstance(a, exp.Filter):
                 filt = a.expression.this if isinstance(a.expression, exp.Where) else a.expression
                 spec_node = a.this
-            kind = AGG_CLASSES[type(spec_node)]
+            if _is_jsonb_agg(spec_node):
+                kind = "jsonb_agg"
+                if isinstance(spec_node, exp.Anonymous):
+                    if len(spec_node.expressions) != 1:
+                        raise UndefinedFunction("function jsonb_agg does not exist")
+                    spec_node = exp.JSONArrayAgg(this=spec_node.expressions[0])
+            else:
+                kind = AGG_CLASSES[type(spec_node)]
             arg = spec_node.this
-            if kind in ("string_agg", "array_agg"):
+            if kind in ("string_agg", "array_agg", "jsonb_agg"):
                 from engine.batch.agg_batch import plan_ordered_agg
 
                 spec = plan_ordered_agg(self, kind, spec_node, scope, pre, filt)
@@ -242,6 +249,13 @@ class AggPlannerMixin:
         return g
 
 
+def _is_jsonb_agg(n: exp.Expression) -> bool:
+    """`jsonb_agg(..)` (sqlglot has no class for it) or `json_agg(..)`."""
+    if isinstance(n, exp.JSONArrayAgg):
+        return True
+    return isinstance(n, exp.Anonymous) and str(n.this).lower() == "jsonb_agg"
+
+
 def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
     out: list[exp.Expression] = []
 
@@ -255,10 +269,12 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
             if node.args.get("order") is not None:
                 walk(node.args["order"])
             return
-        if isinstance(node, exp.Filter) and isinstance(node.this, tuple(AGG_CLASSES)):
+        if isinstance(node, exp.Filter) and (
+            isinstance(node.this, tuple(AGG_CLASSES)) or _is_jsonb_agg(node.this)
+        ):
             out.append(node)
             return
-        if isinstance(node, tuple(AGG_CLASSES)):
+        if isinstance(node, tuple(AGG_CLASSES)) or _is_jsonb_agg(node):
             out.append(node)
             return
         if isinstance(node, (exp.Subquery, exp.Select)):

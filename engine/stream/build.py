@@ -39,7 +39,7 @@ from engine.stream.operators import (
     UnionOp,
 )
 
-COLLECT_KINDS = ("string_agg", "array_agg")
+COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg")
 
 
 def build_window_op(p: OverWindow | GroupTopN, in_schema: list[Any], alloc: Allocator) -> Any:
