@@ -118,6 +118,9 @@ class SwellSession:
                 "search_path",
             ):
                 self.vars[k] = v
+        user_entry = db.catalog.users.find(user)
+        if user_entry is not None and not user_entry.superuser:
+            self.vars["is_superuser"] = "off"
         self.session_defaults = dict(self.vars)  # what RESET ALL returns to
         self.in_transaction = False
         self.savepoints: list[str] = []  # engine/handlers/txn.py

@@ -115,6 +115,25 @@ def test_alter_rename_drop_user(srv: SwellServer) -> None:
             root.execute("DROP USER root")
 
 
+def test_client_side_hashed_password_like_psql_password(srv: SwellServer) -> None:
+    """psql's \password hashes on the client (PQencryptPasswordConn, which first asks
+    SHOW password_encryption) and sends ALTER USER ... PASSWORD '<verifier>'."""
+    with srv.connect() as root:
+        root.execute("CREATE USER hashed_u")
+        try:
+            for algorithm in (None, b"md5"):
+                vf = root.pgconn.encrypt_password(
+                    b"pw-" + (algorithm or b"x"), b"hashed_u", algorithm
+                )
+                root.execute(f"ALTER USER hashed_u PASSWORD '{vf.decode()}'")
+                pw = "pw-" + (algorithm or b"x").decode()
+                with _connect(srv, "hashed_u", pw) as c:
+                    assert c.info.parameter_status("is_superuser") == "off"
+                assert _sqlstate(srv, "hashed_u", "wrong")[0] == "28P01"
+        finally:
+            root.execute("DROP USER hashed_u")
+
+
 def test_non_superuser_may_change_only_own_password(srv: SwellServer) -> None:
     with srv.connect() as root:
         root.execute("CREATE USER self_u PASSWORD 'a'")
