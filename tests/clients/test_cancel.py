@@ -8,8 +8,12 @@ query started. If cancelling did not work, the query would complete and the test
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -17,6 +21,10 @@ import pytest
 from harness.server import SwellServer
 
 pytestmark = pytest.mark.clients
+
+JAVA = shutil.which("java")
+JAR = Path("/usr/share/java/postgresql.jar")
+IN_CI = bool(os.environ.get("CI"))
 
 BRANCH = "SELECT count(*) AS n FROM generate_series(1, 3000) a, generate_series(1, 3000) b"
 SLOW = " UNION ALL ".join([BRANCH] * 40)
@@ -41,3 +49,41 @@ def test_cancel_stops_a_running_query(server: SwellServer) -> None:
         assert len(errors) == 1 and isinstance(errors[0], psycopg.errors.QueryCanceled), errors
         assert str(errors[0]).startswith("canceling statement due to user request")
         assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+def test_jdbc_query_timeout_cancels(server: SwellServer, tmp_path: Path) -> None:
+    """pgjdbc's setQueryTimeout (DBeaver's cancel button uses the same CancelRequest)."""
+    assert JAVA is not None
+    prog = tmp_path / "CancelCheck.java"
+    prog.write_text(
+        """
+import java.sql.*;
+public class CancelCheck {
+    public static void main(String[] a) throws Exception {
+        try (Connection c = DriverManager.getConnection(a[0]);
+             Statement st = c.createStatement()) {
+            st.setQueryTimeout(1);
+            try {
+                st.executeQuery(a[1]);
+                System.out.println("not cancelled");
+            } catch (SQLException e) {
+                System.out.println("cancelled " + e.getSQLState());
+            }
+            st.setQueryTimeout(0);
+            ResultSet rs = st.executeQuery("SELECT 3");
+            rs.next();
+            System.out.println("then " + rs.getInt(1));
+        }
+    }
+}
+"""
+    )
+    r = subprocess.run(
+        [JAVA, "-cp", str(JAR), str(prog), server.jdbc_url, SLOW],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["cancelled 57014", "then 3"]
