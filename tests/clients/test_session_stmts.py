@@ -267,3 +267,41 @@ def test_copy_from_stdin_psycopg_and_asyncpg(server: SwellServer, tmp_path: Path
             ]
         finally:
             c.execute("DROP TABLE copy_in_t")
+
+
+def test_close_frees_a_prepared_statement_name(server: SwellServer) -> None:
+    with server.connect() as c:
+        pg = c.pgconn
+        assert pg.prepare(b"stmt_a", b"SELECT 1").status == pq.ExecStatus.COMMAND_OK
+        dup = pg.prepare(b"stmt_a", b"SELECT 1")
+        assert dup.status == pq.ExecStatus.FATAL_ERROR
+        assert dup.error_field(pq.DiagnosticField.SQLSTATE) == b"42P05"
+        assert pg.close_prepared(b"stmt_a").status == pq.ExecStatus.COMMAND_OK
+        assert pg.prepare(b"stmt_a", b"SELECT 2").status == pq.ExecStatus.COMMAND_OK
+        res = pg.exec_prepared(b"stmt_a", [])
+        assert res.get_value(0, 0) == b"2"
+
+
+def test_sqlalchemy_nested_transactions(server: SwellServer) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://root@{server.host}:{server.port}/dev")
+    text = sqlalchemy.text
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("DROP TABLE IF EXISTS sa_tx"))
+            conn.execute(text("CREATE TABLE sa_tx (id INT PRIMARY KEY)"))
+            conn.commit()
+            with conn.begin_nested():  # SAVEPOINT ... RELEASE
+                conn.execute(text("INSERT INTO sa_tx VALUES (1)"))
+            nested = conn.begin_nested()
+            with pytest.raises(sqlalchemy.exc.DataError):
+                conn.execute(text("SELECT 1 / 0"))
+            nested.rollback()  # ROLLBACK TO SAVEPOINT leaves the block usable
+            assert conn.execute(text("SELECT 9")).scalar() == 9
+            conn.commit()
+            conn.execute(text("FLUSH"))
+            assert conn.execute(text("SELECT count(*) FROM sa_tx")).scalar() == 1
+            conn.execute(text("DROP TABLE sa_tx"))
+            conn.commit()
+    finally:
+        engine.dispose()
