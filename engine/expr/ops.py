@@ -122,6 +122,8 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
         if op == "%":
             if t.is_float:
                 raise no_operator("%", t, t)
+            # x % -1 is 0 for every x (PostgreSQL special-cases it: INT_MIN / -1 overflows)
+            b = pc.if_else(pc.equal(b, pa.scalar(-1, b.type)), pa.scalar(1, b.type), b)
             q = pc.divide_checked(a, b)
             return pc.subtract_checked(a, pc.multiply_checked(q, b))
         if t.is_float:

@@ -115,3 +115,14 @@ def test_division_matches_postgres(rows: list[tuple[Any, ...]],
             _ours(which[0], table.to_batches()[0])
         return
     _check(*which, rows)
+
+
+def test_int_min_modulo_minus_one_is_zero() -> None:
+    """PostgreSQL: INT_MIN % -1 = 0 (no overflow), while INT_MIN / -1 overflows."""
+    batch = pa.RecordBatch.from_pylist(
+        [{"a": -(2**31), "b": -1, "x": -(2**63), "s": None, "t": None}], schema=SCHEMA
+    )
+    assert _ours("a % b", batch) == [0]
+    assert _ours("x % b", batch) == [0]
+    with pytest.raises(NumericValueOutOfRange):
+        _ours("a / b", batch)
