@@ -55,6 +55,10 @@ class DuplicateCursor(InvalidCursorName):
     sqlstate = "42P03"
 
 
+class ActiveSqlTransaction(InvalidTransactionState):
+    sqlstate = "25001"
+
+
 @dataclass
 class Cursor:
     name: str
@@ -132,7 +136,7 @@ def _rollback_to(session: Any, st: Statement, params: ParamContext | None) -> Qu
 def _discard(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
     what = st.sql.split()[1].upper() if len(st.sql.split()) > 1 else ""
     if what == "ALL" and session.in_transaction:
-        raise InvalidTransactionState("DISCARD ALL cannot run inside a transaction block")
+        raise ActiveSqlTransaction("DISCARD ALL cannot run inside a transaction block")
     status: dict[str, str] = {}
     if what == "ALL":
         session.cursors.clear()

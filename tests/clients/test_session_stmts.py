@@ -90,6 +90,10 @@ def test_psycopg_transaction_status_and_failed_block(server: SwellServer) -> Non
         with pytest.raises(psycopg.errors.InvalidSavepointSpecification):
             c.execute("ROLLBACK TO SAVEPOINT nope")
         c.execute("ROLLBACK")
+        c.execute("BEGIN")
+        with pytest.raises(psycopg.errors.ActiveSqlTransaction):
+            c.execute("DISCARD ALL")
+        c.execute("ROLLBACK")
 
 
 def test_psycopg_server_side_cursors_and_copy(server: SwellServer) -> None:
