@@ -306,7 +306,9 @@ class Connection:
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. a value the codec cannot encode
                 error = exc
+            self.server.statements_total += len(results) + (error is not None)
             if error is not None:
+                self.server.errors_total += 1
                 self.tx.after_error()
                 self.send(error_response(error))
         self.send(msg.ready_for_query(self.tx.status))

@@ -106,6 +106,7 @@ class ExtendedProtocol:
         except ConnectionError:
             raise
         except Exception as exc:  # noqa: BLE001 - reported, then skip to Sync
+            self.conn.server.errors_total += 1
             self.conn.tx.after_error()
             self.conn.send(error_response(exc))
             self.ignore_till_sync = True
@@ -261,6 +262,7 @@ class ExtendedProtocol:
             session = conn.session
             assert session is not None
             prepared = portal.stmt.prepared
+            conn.server.statements_total += 1
             portal.result = await conn.call(session.execute, prepared, portal.params)
             for notice in portal.result.notices:
                 conn.send(notice_response(notice))

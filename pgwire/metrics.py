@@ -174,6 +174,8 @@ class SwellCollector(Collector):
             ("connections_total", "swell_pgwire_connections_accepted", "connections accepted"),
             ("auth_failures", "swell_pgwire_auth_failures", "failed authentications"),
             ("cancel_requests", "swell_pgwire_cancel_requests", "cancel requests received"),
+            ("statements_total", "swell_pgwire_statements", "statements executed"),
+            ("errors_total", "swell_pgwire_errors", "statements that failed"),
         ):
             v = _num(srv, attr)
             if v is not None:

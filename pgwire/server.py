@@ -42,6 +42,8 @@ class PgServer:
         self.connections_total = 0
         self.auth_failures = 0
         self.cancel_requests = 0
+        self.statements_total = 0  # statements executed (simple and extended)
+        self.errors_total = 0  # ErrorResponses for statements
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.host, self.port)

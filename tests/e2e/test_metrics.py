@@ -50,6 +50,8 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
                 assert resp.status == 200
             with pytest.raises(psycopg.OperationalError):
                 srv.connect(user="no_such_user").close()
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                c.execute("SELECT * FROM no_such_table_m")
             ctype, after = scrape(mport)
         assert ctype.startswith("text/plain; version=0.0.4")
 
@@ -69,6 +71,8 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
         assert v("swell_pgwire_connections") == 1  # the psycopg connection still open
         assert v("swell_pgwire_connections_accepted_total") >= 2
         assert v("swell_uptime_seconds") > 0
+        assert v("swell_pgwire_statements_total") >= 5  # 4 statements + the failed one
+        assert v("swell_pgwire_errors_total") == 1
     finally:
         srv.stop()
 
