@@ -15,6 +15,7 @@ the runtime lock when a query reads the relation.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,8 +142,14 @@ class CatalogModel:
 
     def namespaces(self) -> dict[str, int]:
         out = dict(NAMESPACE_OIDS)
-        for rel in self.ctx.catalog.relations.values():
-            out.setdefault(rel.schema_name, FIRST_USER_OID - 100 + len(out))
+        names = {rel.schema_name for rel in self.ctx.catalog.relations.values()}
+        names |= set(getattr(self.ctx.catalog, "schemas", None) or ())
+        for name in sorted(names - set(out)):
+            # stable per name, in the initdb range below user OIDs
+            oid = 14000 + zlib.crc32(name.encode()) % 2000
+            while oid in out.values():
+                oid += 1
+            out[name] = oid
         return out
 
     def user_name(self) -> str:

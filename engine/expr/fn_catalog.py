@@ -182,10 +182,15 @@ def relation_visible(ctx: EvalContext, oid: int | None) -> bool | None:
     if r.schema not in path:
         return False
     # visible unless an earlier schema on the path has a relation of the same name
-    for other in catalog_model(ctx).relations:
-        if other.name == r.name and other.schema in path:
-            return bool(other.schema == r.schema)
-    return True
+    first = getattr(ctx, "_first_on_path", None)
+    if first is None:
+        first = {}
+        for sch in path:
+            for other in catalog_model(ctx).relations:
+                if other.schema == sch:
+                    first.setdefault(other.name, sch)
+        ctx._first_on_path = first  # type: ignore[attr-defined]
+    return bool(first.get(r.name) == r.schema)
 
 
 def _split_qualified(text: str) -> tuple[str | None, str]:

@@ -423,7 +423,11 @@ def _bind_array_concat(b: Any, node: exp.DPipe) -> Expr | None:
     left, right = b._bind(node.this), b._bind(node.expression)
     lt, rt = left.type, right.type
     if lt.kind is not K.LIST and rt.kind is not K.LIST:
-        return None  # text, bytea, jsonb: the binder's own rules
+        # text, bytea, jsonb: the same rules as the binder's, on the children bound once
+        from engine.expr.fn_crypto import bytea_concat
+        from engine.expr.fn_string import bind_concat_op
+
+        return bytea_concat(left, right) or bind_concat_op(left, right)
     if lt.kind is K.LIST and rt.kind is K.LIST:
         t = common_type([lt, rt], "||")
         la, ra = implicit_cast(left, t), implicit_cast(right, t)
