@@ -152,6 +152,19 @@ class CatalogModel:
             out[name] = oid
         return out
 
+    def row_count(self, r: RelInfo) -> int | None:
+        """Live rows of a table or materialized view (its materialize operator's count)."""
+        if r.rel is None:
+            return None
+        rt = getattr(self.ctx.db, "runtime", None)
+        flow = None
+        if rt is not None:
+            flow = rt.tables.get(r.rel.id) or rt.views.get(r.rel.id)
+        try:
+            return len(flow.mat) if flow is not None else None
+        except TypeError:
+            return None
+
     def user_name(self) -> str:
         s = self.ctx.session
         return s.user if s is not None else "root"
@@ -263,7 +276,7 @@ def _pg_class(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
                 "relowner": SUPERUSER_OID,
                 "relam": am,
                 "relfilenode": r.oid if r.relkind in ("r", "m", "i") else 0,
-                "reltuples": -1.0,
+                "reltuples": float(n) if (n := m.row_count(r)) is not None else -1.0,
                 "relhasindex": bool(r.pk_attnums),
                 "relpersistence": "p",
                 "relkind": r.relkind,
@@ -623,7 +636,12 @@ def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str,
 def _pg_stat_user_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     m = CatalogModel.of(ctx)
     return [
-        {"relid": r.oid, "schemaname": r.schema, "relname": r.name}
+        {
+            "relid": r.oid,
+            "schemaname": r.schema,
+            "relname": r.name,
+            "n_live_tup": m.row_count(r) or 0,
+        }
         for r in m.relations
         if r.relkind in ("r", "m") and r.rel is not None
     ]

@@ -187,3 +187,11 @@ def test_sources_are_foreign_tables(sql: Sql) -> None:
         "WHERE f.ftrelid = 'fsrc'::regclass AND s.oid = f.ftserver"
     )
     assert rows == [("kafka", "\"properties.bootstrap.server\" '127.0.0.1:1', topic 't1'")]
+
+
+def test_row_counts(sql: Sql) -> None:
+    sql("CREATE TABLE cnt (a INT PRIMARY KEY)")
+    sql("INSERT INTO cnt VALUES (1), (2), (3)")
+    sql("FLUSH")
+    assert sql("SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'cnt'") == [(3,)]
+    assert sql("SELECT reltuples FROM pg_class WHERE relname = 'cnt'") == [(3.0,)]
