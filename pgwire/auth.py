@@ -3,7 +3,8 @@
 Which method a connection uses follows the user's stored verifier, as in PostgreSQL with
 `scram-sha-256`/`md5` in pg_hba.conf: no password means trust (the playground default),
 `md5...` means the MD5 challenge, `SCRAM-SHA-256$...` means a SASL exchange
-(RFC 5802 / 7677; no channel binding, so only `SCRAM-SHA-256` is offered, also over TLS).
+(RFC 5802 / 7677); over TLS `SCRAM-SHA-256-PLUS` with tls-server-end-point channel
+binding is offered too (libpq uses it by default there).
 An unknown user fails before any challenge with 28000 `role "x" does not exist`; a wrong
 password fails with 28P01 `password authentication failed for user "x"`.
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 SCRAM_PREFIX = "SCRAM-SHA-256$"
 MECHANISM = "SCRAM-SHA-256"
+MECHANISM_PLUS = "SCRAM-SHA-256-PLUS"
 
 
 def _failed(user: str) -> InvalidPassword:
@@ -75,20 +77,53 @@ def _attrs(message: str) -> dict[str, str]:
     return out
 
 
+def channel_binding_data(cert_der: bytes) -> bytes:
+    """tls-server-end-point (RFC 5929): the server certificate hashed with its signature's
+    hash, SHA-256 for MD5/SHA-1/SHA-256 signatures. The signature algorithm is found by
+    its OID in the DER (RSA and ECDSA with SHA-384/512), SHA-256 otherwise."""
+    if _OID_SHA512 & _oids(cert_der):
+        return hashlib.sha512(cert_der).digest()
+    if _OID_SHA384 & _oids(cert_der):
+        return hashlib.sha384(cert_der).digest()
+    return hashlib.sha256(cert_der).digest()
+
+
+_OID_SHA384 = {bytes.fromhex("2a864886f70d01010c"), bytes.fromhex("2a8648ce3d040303")}
+_OID_SHA512 = {bytes.fromhex("2a864886f70d01010d"), bytes.fromhex("2a8648ce3d040304")}
+
+
+def _oids(der: bytes) -> set[bytes]:
+    # the outer signatureAlgorithm is the last AlgorithmIdentifier before the signature
+    return {oid for oid in _OID_SHA384 | _OID_SHA512 if oid in der}
+
+
 async def _scram(conn: Connection, user: str, verifier: str) -> None:
     iterations, salt, stored_key, server_key = _parse_verifier(verifier)
-    conn.send(msg.frame(b"R", struct.pack(">i", 10) + msg.cstr(MECHANISM) + b"\x00"))
+    cert = conn.server.tls_cert_der if conn.tls else None
+    offered = msg.cstr(MECHANISM_PLUS) if cert else b""
+    offered += msg.cstr(MECHANISM) + b"\x00"
+    conn.send(msg.frame(b"R", struct.pack(">i", 10) + offered))
 
     r = msg.Reader(await _password_message(conn))
     mechanism = r.cstring()
-    if mechanism != MECHANISM:
+    if mechanism not in (MECHANISM, MECHANISM_PLUS) or (mechanism == MECHANISM_PLUS and not cert):
         raise ProtocolViolation("client selected an invalid SASL authentication mechanism")
     n = r.int32()
     client_first = r.data[r.pos : r.pos + n].decode() if n >= 0 else ""
-    # gs2 header: "n,," (no binding) or "y,," (client could bind; we offered none)
-    if not client_first.startswith(("n,", "y,")):
+    # gs2 header: "n,," (no binding), "y,," (client could bind but thinks we cannot) or
+    # "p=tls-server-end-point,," (binding, only with SCRAM-SHA-256-PLUS)
+    binding = b""
+    if mechanism == MECHANISM_PLUS:
+        if not client_first.startswith("p=tls-server-end-point,"):
+            raise ProtocolViolation("unsupported SCRAM channel-binding type")
+        assert cert is not None
+        binding = channel_binding_data(cert)
+    elif client_first.startswith("y,") and cert:
+        # the client believes we do not support binding, but we offered it: downgrade
+        raise ProtocolViolation("SCRAM channel binding negotiation error")
+    elif not client_first.startswith(("n,", "y,")):
         raise ProtocolViolation("malformed SCRAM message (channel binding not supported)")
-    header_end = client_first.index(",", 2) + 1
+    header_end = client_first.index(",", client_first.index(",") + 1) + 1
     gs2_header = client_first[:header_end]
     client_first_bare = client_first[header_end:]
     client_nonce = _attrs(client_first_bare).get("r")
@@ -103,7 +138,7 @@ async def _scram(conn: Connection, user: str, verifier: str) -> None:
     attrs = _attrs(client_final)
     if attrs.get("r") != nonce:
         raise ProtocolViolation("malformed SCRAM message (nonce mismatch)")
-    if attrs.get("c") != base64.b64encode(gs2_header.encode()).decode():
+    if attrs.get("c") != base64.b64encode(gs2_header.encode() + binding).decode():
         raise ProtocolViolation("malformed SCRAM message (unexpected channel-binding data)")
     proof_at = client_final.rfind(",p=")
     if proof_at < 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import signal
 import ssl
 import sys
@@ -111,6 +112,12 @@ def ssl_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
     return ctx
 
 
+def first_cert_der(pem: str) -> bytes | None:
+    """DER of the first certificate in a PEM file (the server's own, before its chain)."""
+    m = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", pem, re.S)
+    return ssl.PEM_cert_to_DER_cert(m.group(0)) if m else None
+
+
 async def _start_metrics(host: str, port: int, sources: MetricsSources) -> Any | None:
     try:
         server = await start_metrics_server(host, port, sources)
@@ -153,6 +160,8 @@ async def playground(args: argparse.Namespace) -> int:
         metrics = await _start_metrics(*args.prometheus_listener_addr, sources)
         host, port = args.listen_addr
         server = await serve(db, host, port, tls)
+        if tls is not None:
+            server.tls_cert_der = first_cert_der(args.ssl_cert.read_text())
         sources.pgwire = server
         if tls is not None:
             log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))

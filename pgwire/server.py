@@ -32,6 +32,8 @@ class PgServer:
     ) -> None:
         self.db = db
         self.ssl_context = ssl_context  # None: SSLRequest is answered `N`
+        # DER of the server certificate, for SCRAM channel binding (set by the CLI)
+        self.tls_cert_der: bytes | None = None
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None

@@ -57,7 +57,14 @@ def test_psycopg_sslmode_require(tls_server: SwellServer) -> None:
         assert c.pgconn.ssl_in_use
         assert c.execute("SELECT 40 + 2").fetchone() == (42,)
     with tls_server.connect(sslmode="require", user="tls_u", password="tls-pw") as c:
-        assert c.pgconn.ssl_in_use  # SCRAM-SHA-256 inside TLS
+        assert c.pgconn.ssl_in_use  # SCRAM inside TLS (libpq prefers SCRAM-SHA-256-PLUS)
+    kw = {"user": "tls_u", "password": "tls-pw", "sslmode": "require"}
+    with tls_server.connect(channel_binding="require", **kw) as c:
+        assert c.execute("SELECT current_user").fetchone() == ("tls_u",)
+    with tls_server.connect(channel_binding="disable", **kw) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        tls_server.connect(channel_binding="require", user="tls_u", password="bad").close()
     with tls_server.connect(sslmode="disable") as c:
         assert not c.pgconn.ssl_in_use  # plain TCP still accepted
 
@@ -107,3 +114,36 @@ def test_cli_rejects_half_configured_tls(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         ssl_context(tmp_path / "cert.pem", None)
     assert ssl_context(None, None) is None
+
+
+JAVA = shutil.which("java")
+JAR = Path("/usr/share/java/postgresql.jar")
+
+
+@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+def test_jdbc_tls_with_scram(tls_server: SwellServer, tmp_path: Path) -> None:
+    assert JAVA is not None
+    prog = tmp_path / "TlsCheck.java"
+    prog.write_text(
+        """
+import java.sql.*;
+public class TlsCheck {
+    public static void main(String[] a) throws Exception {
+        try (Connection c = DriverManager.getConnection(a[0]);
+             ResultSet rs = c.createStatement().executeQuery("SELECT current_user")) {
+            rs.next();
+            System.out.println("user " + rs.getString(1));
+        }
+    }
+}
+"""
+    )
+    url = (
+        f"jdbc:postgresql://{tls_server.host}:{tls_server.port}/dev"
+        "?sslmode=require&user=tls_u&password=tls-pw"
+    )
+    r = subprocess.run(
+        [JAVA, "-cp", str(JAR), str(prog), url], capture_output=True, text=True, timeout=90
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["user tls_u"]
