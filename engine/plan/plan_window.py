@@ -137,7 +137,8 @@ class WindowPlannerMixin:
             groups.setdefault(gk, (part, okeys, []))[2].append((_norm_sql(w), call))
 
         key = node.stream_key
-        node = Project(fields, key, input=node, exprs=exprs)
+        if len(exprs) > n_in:  # only when calls need computed arguments or keys
+            node = Project(fields, key, input=node, exprs=exprs)
         tiebreak = list(key) if key else list(range(len(fields)))
         mapping: dict[str, int] = {}
         for part, okeys, calls in groups.values():
