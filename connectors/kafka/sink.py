@@ -97,14 +97,14 @@ class KafkaSinkWriter(BaseSinkWriter):
         tz_mode = fo.get("timestamptz.handling.mode", spec.options.get("timestamptz.handling.mode"))
         jb_mode = fo.get("jsonb.handling.mode", spec.options.get("jsonb.handling.mode"))
         self.value_enc = JsonRowEncoder(
-            spec.fields, timestamptz_mode=tz_mode or "utc_string", jsonb_mode=jb_mode or "dynamic"
+            spec.fields, timestamptz_mode=tz_mode or "utc_string", jsonb_mode=jb_mode or "string"
         )
         self.key_enc = (
             JsonRowEncoder(
                 spec.fields,
                 spec.pk,
                 timestamptz_mode=tz_mode or "utc_string",
-                jsonb_mode=jb_mode or "dynamic",
+                jsonb_mode=jb_mode or "string",
             )
             if spec.pk
             else None

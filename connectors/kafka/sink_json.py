@@ -14,7 +14,7 @@ Per column type (RisingWave's `datum_to_json_object` defaults):
 | timestamp | string `2023-11-11 18:30:09.453000` |
 | timestamptz | string `2023-11-11T18:30:09.453000Z` (see `timestamptz.handling.mode`) |
 | interval | ISO 8601 string `P1Y1M2DT0H0M1S` |
-| jsonb | the JSON value itself, nested (`jsonb.handling.mode = 'string'`: a string) |
+| jsonb | string, the value's text (`jsonb.handling.mode`: `string`, the default, or `dynamic`) |
 | T[] | array |
 
 `timestamptz.handling.mode`: `utc_string` (default), `utc_without_suffix`, `micro`,
