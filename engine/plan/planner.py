@@ -331,6 +331,14 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 list(fields), list(range(n_out)), input=node, group_keys=list(range(n_out)), aggs=[]
             )
 
+        if (
+            self.streaming
+            and order_keys
+            and q.args.get("limit") is None
+            and q.args.get("offset") is None
+            and all(k.index < n_out for k in order_keys)
+        ):
+            order_keys = []  # allowed and ignored as in RisingWave: a view has no row order
         if order_keys or q.args.get("limit") or q.args.get("offset"):
             if self.streaming and (not order_keys or q.args.get("limit") is None):
                 raise not_supported(
