@@ -716,6 +716,14 @@ def _size_pretty(n: int) -> str:
 
 
 define(("pg_size_pretty",), [[BIGINT]], TEXT, _size_pretty)
+define(("pg_database_size",), [[NAME], [OID]], BIGINT, lambda d: 0)
+define(("pg_tablespace_location",), [[OID]], TEXT, lambda o: "")
+define(
+    ("pg_describe_object",),
+    [[OID, OID, INT]],
+    TEXT,
+    lambda classid, objid, sub: f"object {objid} of catalog {classid}",
+)
 define(
     ("pg_stat_get_numscans", "pg_stat_get_tuples_returned", "pg_stat_get_live_tuples"),
     [[OID]],

@@ -158,7 +158,13 @@ def load_system_scans(node: PlanNode, ctx: Any) -> None:
     while stack:
         n = stack.pop()
         if isinstance(n, SystemScan) and n.table is None:
-            n.table = n.relation.load(ctx)
+            t = n.relation.load(ctx)
+            if len(n.schema) > t.num_columns:  # the hidden tableoid column
+                import pyarrow as pa
+
+                t = t.append_column("tableoid", pa.repeat(pa.scalar(n.relation.oid, pa.int32()),
+                                                          t.num_rows))  # fmt: skip
+            n.table = t
         stack.extend(n.inputs())
 
 

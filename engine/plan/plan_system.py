@@ -16,7 +16,7 @@ from engine.catalog.system import SYSTEM_SCHEMAS, resolve_system
 from engine.errors import UndefinedTable, not_supported
 from engine.plan.helpers import _Col, _pos
 from engine.plan.logical import PlanNode, SystemScan
-from engine.types import Field
+from engine.types import INT, Field, pg_alias
 
 
 def plan_system_from(
@@ -44,9 +44,11 @@ def plan_system_from(
     fields = [
         Field(f.name, f.type, f.hidden, origin=(rel.oid, i + 1)) for i, f in enumerate(rel.fields)
     ]
+    # PostgreSQL's `tableoid` system column (psql's \dL joins on it)
+    fields.append(Field("tableoid", pg_alias(INT, "oid"), hidden=True))
     node = SystemScan(fields, None, relation=rel)
     tname = item.alias or rel.name
-    cols = [_Col(f.name, f.type, tname, f.hidden) for f in rel.fields]
+    cols = [_Col(f.name, f.type, tname, f.hidden) for f in fields]
     alias_node = item.args.get("alias")
     if isinstance(alias_node, exp.TableAlias) and alias_node.columns:
         for pos, c in enumerate(alias_node.columns[: len(cols)]):

@@ -87,3 +87,10 @@ def test_list_functions(server: SwellServer) -> None:
     assert out[-2] == "(0 rows)"
     out = meta(server, r"\df pg_catalog.format_type")
     assert " pg_catalog | format_type | text             | oid, integer        | func" in out
+
+
+def test_more_meta_commands(server: SwellServer, objects: None) -> None:
+    for command in (r"\l+", r"\dt+", r"\dm+", r"\di+", r"\dn+", r"\du+", r"\dx+", r"\dL", r"\db",
+                    r"\dE", r"\dT"):  # fmt: skip
+        meta(server, command)
+    assert meta(server, r"\db")[3].startswith(" pg_default | root")
