@@ -71,6 +71,14 @@ class DuplicateTable(EngineError):
     sqlstate = "42P07"
 
 
+class DuplicateSchema(EngineError):
+    sqlstate = "42P06"
+
+
+class InvalidSchemaName(EngineError):
+    sqlstate = "3F000"
+
+
 class DuplicateColumn(EngineError):
     sqlstate = "42701"
 

@@ -290,6 +290,10 @@ class SwellSession:
             from engine.handlers import connection
 
             return getattr(connection, k)(self, st)
+        if k in ("create_schema", "drop_schema"):
+            from engine.handlers import schema
+
+            return getattr(schema, k)(self, st)
         if k in ("create_secret", "drop_secret"):
             from engine.handlers import secret
 

@@ -140,6 +140,8 @@ class Catalog:
         self.users = Users()  # login roles (engine/catalog/users.py)
         # CREATE CONNECTION: name -> {"schema": ..., "options": {...}} (engine.handlers.connection)
         self.connections: dict[str, dict[str, Any]] = {}
+        # CREATE SCHEMA names (engine.handlers.schema); a relation's schema also exists
+        self.schemas: set[str] = set()
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -206,6 +208,7 @@ class Catalog:
                 "secrets": [[s.name, s.schema_name, s.value] for s in self.secrets.values()],
                 "users": self.users.to_json(),
                 "connections": self.connections,
+                "schemas": sorted(self.schemas),
             }
         ).encode()
 
@@ -222,6 +225,7 @@ class Catalog:
             cat.secrets[name] = Secret(name, value, schema)
         cat.users = Users.from_json(d.get("users"))
         cat.connections = dict(d.get("connections", {}))
+        cat.schemas = set(d.get("schemas", []))
         return cat
 
     # -- secrets -------------------------------------------------------------------------

@@ -244,6 +244,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         from engine.handlers.connection import parse_drop_connection
 
         return Statement("drop_connection", text, args=parse_drop_connection(body))
+    if head in ("CREATE", "DROP") and words[1:2] == ["SCHEMA"]:
+        from engine.handlers.schema import parse_schema_statement
+
+        return parse_schema_statement(head, body, text)
     if head == "DROP" and words[1:2] == ["SECRET"]:
         name, exists = parse_drop_secret(text)
         return Statement("drop_secret", text, args={"name": name, "if_exists": exists})

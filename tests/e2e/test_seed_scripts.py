@@ -463,13 +463,15 @@ def test_seed002_trino_kafka_queries(
         # the same query as a materialized view stays up to date (ORDER BY accepted and
         # ignored, as in RisingWave: a view has no row order)
         conn.execute("CREATE MATERIALIZED VIEW user_actions_per_minute AS " + QUERY1)
-        # CREATE SCHEMA is not supported yet: the "other source" payments.daily_summary is
-        # a table in public
-        conn.execute("CREATE TABLE daily_summary (event_minute TIMESTAMP, total_orders BIGINT)")
-        conn.execute("INSERT INTO daily_summary VALUES ('2026-01-01 00:00:00', 7)")
+        # the "other source" of query 2, payments.daily_summary, is a table in a schema
+        conn.execute("CREATE SCHEMA IF NOT EXISTS payments")
+        conn.execute(
+            "CREATE TABLE payments.daily_summary (event_minute TIMESTAMP, total_orders BIGINT)"
+        )
+        conn.execute("INSERT INTO payments.daily_summary VALUES ('2026-01-01 00:00:00', 7)")
         conn.execute("FLUSH")
         prev = datetime(2025, 12, 31, 23, 59)
-        got2 = conn.execute(QUERY2.replace("payments.daily_summary", "daily_summary")).fetchall()
+        got2 = conn.execute(QUERY2).fetchall()
         assert sorted(got2) == [(prev, 1, None), (m0, 2, 7), (m1, 1, None)]
         kafka_broker.produce(
             "user_actions",
@@ -492,5 +494,6 @@ def test_seed002_trino_kafka_queries(
         assert got, conn.execute("SELECT * FROM user_actions_per_minute ORDER BY 1").fetchall()
     finally:
         conn.execute("DROP MATERIALIZED VIEW IF EXISTS user_actions_per_minute")
-        conn.execute("DROP TABLE IF EXISTS daily_summary")
+        conn.execute("DROP TABLE IF EXISTS payments.daily_summary")
+        conn.execute("DROP SCHEMA IF EXISTS payments")
         conn.execute("DROP SOURCE IF EXISTS user_actions CASCADE")

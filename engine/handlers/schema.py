@@ -1,0 +1,129 @@
+"""CREATE SCHEMA / DROP SCHEMA.
+
+Relations already carry a schema name (`CREATE TABLE payments.daily_summary ...` works and
+the schema shows in pg_namespace), so a schema exists when it is built in (public and the
+system schemas), was created with CREATE SCHEMA (`Catalog.schemas`, persisted with the next
+checkpoint, which the handlers force) or holds a relation. These statements let scripts
+written for PostgreSQL/RisingWave (`CREATE SCHEMA IF NOT EXISTS payments`) run as written.
+
+Lifecycle: the parser hands `CREATE|DROP SCHEMA ...` to `parse_schema_statement`; the
+session dispatches to `create_schema` / `drop_schema`, which change the catalog under the
+runtime lock and force a barrier.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engine.api import Notice, QueryResult
+from engine.catalog.system import SYSTEM_SCHEMAS
+from engine.errors import (
+    DependentObjectsStillExist,
+    DuplicateSchema,
+    InvalidSchemaName,
+    SqlSyntaxError,
+    not_supported,
+)
+from engine.sql.parser import Statement
+
+_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
+_CREATE = re.compile(
+    rf"^CREATE\s+SCHEMA\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_IDENT})"
+    rf"(?:\s+AUTHORIZATION\s+{_IDENT})?\s*;?\s*$",
+    re.I | re.S,
+)
+_DROP = re.compile(
+    rf"^DROP\s+SCHEMA\s+(?P<ie>IF\s+EXISTS\s+)?(?P<names>{_IDENT}(?:\s*,\s*{_IDENT})*)"
+    r"(?:\s+(?P<mode>CASCADE|RESTRICT))?\s*;?\s*$",
+    re.I | re.S,
+)
+BUILTIN = ("public", *SYSTEM_SCHEMAS)
+
+
+def _ident(raw: str) -> str:
+    raw = raw.strip()
+    if raw.startswith('"'):
+        return raw[1:-1].replace('""', '"')
+    return raw.lower()
+
+
+def parse_schema_statement(head: str, body: str, text: str) -> Statement:
+    if head == "CREATE":
+        m = _CREATE.match(body)
+        if not m:
+            raise SqlSyntaxError(
+                'syntax error at or near "SCHEMA"',
+                detail="Swell supports CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].",
+            )
+        args = {"name": _ident(m["name"]), "if_not_exists": bool(m["ine"])}
+        return Statement("create_schema", text, args=args)
+    m = _DROP.match(body)
+    if not m:
+        raise SqlSyntaxError('syntax error at or near "SCHEMA"')
+    names = [_ident(n) for n in re.findall(_IDENT, m["names"])]
+    args = {
+        "names": names,
+        "if_exists": bool(m["ie"]),
+        "cascade": (m["mode"] or "").upper() == "CASCADE",
+    }
+    return Statement("drop_schema", text, args=args)
+
+
+def schema_exists(catalog: Any, name: str) -> bool:
+    return (
+        name in BUILTIN
+        or name in catalog.schemas
+        or any(r.schema_name == name for r in catalog.relations.values())
+    )
+
+
+def create_schema(session: Any, st: Statement) -> QueryResult:
+    name = st.args["name"]
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if schema_exists(cat, name):
+            if st.args["if_not_exists"]:
+                return QueryResult(
+                    "CREATE_SCHEMA", notices=[Notice(f'schema "{name}" already exists, skipping')]
+                )
+            raise DuplicateSchema(f'schema "{name}" already exists')
+        cat.schemas.add(name)
+        cat.version += 1
+        rt.barrier(force=True)  # persists the catalog
+    return QueryResult("CREATE_SCHEMA")
+
+
+def drop_schema(session: Any, st: Statement) -> QueryResult:
+    rt = session.db.runtime
+    notices: list[Notice] = []
+    with rt.lock:
+        cat = session.db.catalog
+        for name in st.args["names"]:
+            if name in BUILTIN:
+                raise not_supported(f'dropping schema "{name}"', hint="It is built in.")
+            if not schema_exists(cat, name):
+                if st.args["if_exists"]:
+                    notices.append(Notice(f'schema "{name}" does not exist, skipping'))
+                    continue
+                raise InvalidSchemaName(f'schema "{name}" does not exist')
+            members = [r for r in cat.ordered() if r.schema_name == name]
+            if members and st.args["cascade"]:
+                raise not_supported(
+                    "DROP SCHEMA ... CASCADE of a schema that holds relations",
+                    hint="Drop the schema's relations first.",
+                )
+            if members:
+                raise DependentObjectsStillExist(
+                    f"cannot drop schema {name} because other objects depend on it",
+                    detail="\n".join(
+                        f"{r.kind.value} {name}.{r.name} depends on schema {name}" for r in members
+                    ),
+                    hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                )
+        for name in st.args["names"]:
+            cat.schemas.discard(name)
+        cat.version += 1
+        rt.barrier(force=True)
+    return QueryResult("DROP_SCHEMA", notices=notices)
