@@ -116,7 +116,7 @@ def test_alter_rename_drop_user(srv: SwellServer) -> None:
 
 
 def test_client_side_hashed_password_like_psql_password(srv: SwellServer) -> None:
-    """psql's \password hashes on the client (PQencryptPasswordConn, which first asks
+    r"""psql's \password hashes on the client (PQencryptPasswordConn, which first asks
     SHOW password_encryption) and sends ALTER USER ... PASSWORD '<verifier>'."""
     with srv.connect() as root:
         root.execute("CREATE USER hashed_u")
