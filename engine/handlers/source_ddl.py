@@ -82,9 +82,10 @@ def connector_layout(
     return fields, pk, meta
 
 
-def _columns(schema: exp.Schema) -> tuple[list[Field], list[str]]:
+def _columns(schema: exp.Schema) -> tuple[list[Field], list[str], list[exp.Expression]]:
     fields: list[Field] = []
     pk_names: list[str] = []
+    watermarks: list[exp.Expression] = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             cname = item.name if item.this.args.get("quoted") else item.name.lower()
@@ -102,9 +103,11 @@ def _columns(schema: exp.Schema) -> tuple[list[Field], list[str]]:
                 c.name if isinstance(c, exp.Identifier) and c.args.get("quoted") else c.name.lower()
                 for c in item.expressions
             )
+        elif isinstance(item, exp.WatermarkColumnConstraint):
+            watermarks.append(item)
         else:
             raise not_supported(f"source element {item.sql(dialect='postgres')}")
-    return fields, pk_names
+    return fields, pk_names, watermarks
 
 
 def create_source(session: Any, st: Statement) -> QueryResult:
@@ -114,10 +117,10 @@ def create_source(session: Any, st: Statement) -> QueryResult:
     options: dict[str, str] = dict(clauses.options) if clauses is not None else {}
     target = ast.this
     if isinstance(target, exp.Schema):
-        fields, pk_names = _columns(target)
+        fields, pk_names, watermarks = _columns(target)
         target = target.this
     else:
-        fields, pk_names = [], []
+        fields, pk_names, watermarks = [], [], []
     assert isinstance(target, exp.Table)
     name = target.name if target.this.args.get("quoted") else target.name.lower()
     sch = target.db or None
@@ -159,6 +162,11 @@ def create_source(session: Any, st: Statement) -> QueryResult:
             options=options,
             extra={SOURCE_EXTRA: meta},
         )
+        from engine.stream.operators.watermark import define_watermark
+
+        watermark = define_watermark(watermarks, fields)
+        if watermark is not None:  # advanced from each epoch's messages (Runtime.barrier)
+            rel.extra["watermark"] = watermark
         from engine.stream.source import connector_for
 
         connector_for(rel).check(rel)

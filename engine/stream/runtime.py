@@ -163,6 +163,7 @@ class Runtime:
                 else:
                     deltas[sid] = source_delta(chunks)
                     self.rows_in += len(deltas[sid] or ())
+                    self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.ctx)
             for tid, flow in self.tables.items():
                 d = flow.drain()
                 if d is not None:

@@ -355,3 +355,45 @@ def test_exactly_once_across_kill9(
         total = (len(sent), sum(m["v"] for m in sent))
         wait_for(lambda: rows(c, "SELECT count(*), sum(v) FROM ev_t"), [total])
     assert sum(Counter(m["g"] for m in sent).values()) == 30000
+
+
+def test_source_watermark_drives_emit_on_window_close(
+    conn: psycopg.Connection[Any], kafka_broker: KafkaBroker, kafka_topic: Callable[..., str]
+) -> None:
+    """WATERMARK FOR on a Kafka source: an EOWC window view emits a window only once the
+    source's watermark (max event time - 5 s) passes its end, and drops late rows."""
+    topic = kafka_topic(partitions=1)
+    conn.execute(
+        f"CREATE SOURCE wm_src (k VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)"
+        f" WITH (connector = 'kafka', topic = '{topic}',"
+        f" properties.bootstrap.server = '{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
+    )
+    try:
+        conn.execute(
+            "CREATE MATERIALIZED VIEW wm_counts AS SELECT window_start, count(*) AS n "
+            "FROM TUMBLE(wm_src, ts, INTERVAL '1' MINUTE) GROUP BY window_start "
+            "EMIT ON WINDOW CLOSE"
+        )
+        kafka_broker.produce(
+            topic,
+            [{"k": "a", "ts": "2026-01-01 00:00:10"}, {"k": "b", "ts": "2026-01-01 00:00:50"}],
+        )
+        # the watermark (00:00:45) has not passed 00:01:00: nothing is emitted yet
+        wait_for(lambda: rows(conn, "SELECT count(*) FROM wm_src"), [(2,)])
+        conn.execute("FLUSH")
+        assert rows(conn, "SELECT * FROM wm_counts") == []
+        kafka_broker.produce(topic, [{"k": "c", "ts": "2026-01-01 00:01:30"}])
+        wait_for(
+            lambda: [(str(r[0]), r[1]) for r in rows(conn, "SELECT * FROM wm_counts")],
+            [("2026-01-01 00:00:00", 2)],
+        )
+        # a late row for the closed window is dropped; the window is not emitted again
+        kafka_broker.produce(
+            topic,
+            [{"k": "late", "ts": "2026-01-01 00:00:20"}, {"k": "d", "ts": "2026-01-01 00:02:30"}],
+        )
+        wait_for(lambda: rows(conn, "SELECT count(*) FROM wm_counts"), [(2,)])
+        got = [(str(r[0]), r[1]) for r in rows(conn, "SELECT * FROM wm_counts ORDER BY 1")]
+        assert got == [("2026-01-01 00:00:00", 2), ("2026-01-01 00:01:00", 1)]
+    finally:
+        conn.execute("DROP SOURCE IF EXISTS wm_src CASCADE")
