@@ -25,31 +25,12 @@ import requests
 
 from connectors.iceberg.config import IcebergConfig, load_catalog
 from harness.iceberg import lakana, moto_s3  # noqa: F401
+from harness.seeds import PRODUCT_VIEW_EVENTS as SEED_MV
+from harness.seeds import WBHTABLE1 as SEED_TABLE
+from harness.seeds import wait_truthy as wait_for
 from harness.server import SwellServer
 
 pytestmark = pytest.mark.timeout(900)
-
-SEED_TABLE = """CREATE TABLE wbhtable1 (
-      data JSONB
-    ) WITH (
-      connector = 'webhook'
-    ) VALIDATE AS secure_compare(
-      headers->>'authorization',
-      'TEST_WEBHOOK'
-    );"""
-
-SEED_MV = """CREATE MATERIALIZED VIEW product_view_events AS
-    SELECT
-      (data->>'event_id')::VARCHAR AS event_id,
-      (data->>'user_id')::VARCHAR AS user_id,
-      (data->>'event_name')::VARCHAR AS event_name,
-      (data->'properties'->>'product_id')::VARCHAR AS product_id,
-      (data->'properties'->>'category')::VARCHAR AS category,
-      (data->'properties'->>'price')::DOUBLE PRECISION AS price,
-      (data->>'timestamp')::TIMESTAMP WITH TIME ZONE AS event_timestamp,
-      data::VARCHAR AS raw_data
-    FROM wbhtable1;"""
-
 
 def post_events(srv: SwellServer, table: str, ids: list[str]) -> None:
     url = srv.webhook_url(table)
@@ -80,15 +61,6 @@ def post_events(srv: SwellServer, table: str, ids: list[str]) -> None:
                     raise
                 time.sleep(0.1)
         assert r.status_code == 200, r.text
-
-
-def wait_for(fn: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(0.2)
 
 
 def test_seed_webhook_view_upsert_sink_rest(

@@ -18,15 +18,8 @@ import psycopg
 import pytest
 
 from harness.kafka import KafkaBroker
+from harness.seeds import KAFKA_SRC as SEED_SOURCE
 from harness.server import SwellServer
-
-SEED_SOURCE = """CREATE SOURCE kafka_src (
-  action VARCHAR
-) WITH (
-  connector = 'kafka',
-  topic = 'query_complete',
-  properties.bootstrap.server = 'broker1:29092'
-);"""
 
 
 def wait_for(fn: Callable[[], Any], expected: Any, timeout: float = 30.0) -> Any:

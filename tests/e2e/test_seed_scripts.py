@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -35,34 +34,15 @@ import pytest
 
 from harness.iceberg import lakana  # noqa: F401
 from harness.kafka import KafkaBroker
+from harness.seeds import KAFKA_SRC, PRODUCT_VIEW_EVENTS, WBHTABLE1, wait_webhook
+from harness.seeds import wait_truthy as wait_for
 from harness.server import SwellServer
 
 pytestmark = pytest.mark.timeout(600)
 
 # -- seed 000, verbatim ------------------------------------------------------------------------
 
-# line 218
-WBHTABLE1 = """CREATE TABLE wbhtable1 (
-      data JSONB
-    ) WITH (
-      connector = 'webhook'
-    ) VALIDATE AS secure_compare(
-      headers->>'authorization',
-      'TEST_WEBHOOK'
-    );"""
-
-# line 231
-PRODUCT_VIEW_EVENTS = """CREATE MATERIALIZED VIEW product_view_events AS
-    SELECT
-      (data->>'event_id')::VARCHAR AS event_id,
-      (data->>'user_id')::VARCHAR AS user_id,
-      (data->>'event_name')::VARCHAR AS event_name,
-      (data->'properties'->>'product_id')::VARCHAR AS product_id,
-      (data->'properties'->>'category')::VARCHAR AS category,
-      (data->'properties'->>'price')::DOUBLE PRECISION AS price,
-      (data->>'timestamp')::TIMESTAMP WITH TIME ZONE AS event_timestamp,
-      data::VARCHAR AS raw_data
-    FROM wbhtable1;"""
+# lines 218 (WBHTABLE1) and 231 (PRODUCT_VIEW_EVENTS) are in harness/seeds.py
 
 # line 247
 REST_SINK = """CREATE SINK rest_sink FROM product_view_events
@@ -110,14 +90,7 @@ def curl_loop(n: int, table: str) -> str:
 """
 
 
-# line 331
-KAFKA_SRC = """CREATE SOURCE kafka_src (
-  action VARCHAR
-) WITH (
-  connector = 'kafka',
-  topic = 'query_complete',
-  properties.bootstrap.server = 'broker1:29092'
-);"""
+# line 331: KAFKA_SRC, in harness/seeds.py
 
 # line 341 (no semicolon in the seed)
 KAFKA_SINK = """CREATE SINK kafka_sink from kafka_src WITH (
@@ -233,30 +206,8 @@ def run_shell(script: str) -> None:
     subprocess.run(["bash", "-c", shim + script], check=True, timeout=120)
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v or time.monotonic() > deadline:
-            return v
-        time.sleep(0.2)
-
-
 def webhook_base(srv: SwellServer) -> str:
     return f"http://{srv.host}:{srv.webhook_port}"
-
-
-def wait_webhook(srv: SwellServer) -> None:
-    import socket
-
-    def up() -> bool:
-        try:
-            with socket.create_connection((srv.host, srv.webhook_port), timeout=0.5):
-                return True
-        except OSError:
-            return False
-
-    assert wait_for(up, 15), srv.describe_failure("webhook port never opened")
 
 
 @pytest.fixture

@@ -11,51 +11,19 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
-import time
 import uuid
 from typing import Any
 
 import aiohttp
 import pytest
 
+from harness.seeds import PRODUCT_VIEW_EVENTS as SEED_MV
+from harness.seeds import WBHTABLE1 as SEED_TABLE
+from harness.seeds import wait_webhook
 from harness.server import SwellServer
 
-SEED_TABLE = """CREATE TABLE wbhtable1 (
-      data JSONB
-    ) WITH (
-      connector = 'webhook'
-    ) VALIDATE AS secure_compare(
-      headers->>'authorization',
-      'TEST_WEBHOOK'
-    );"""
-
-SEED_MV = """CREATE MATERIALIZED VIEW product_view_events AS
-    SELECT
-      (data->>'event_id')::VARCHAR AS event_id,
-      (data->>'user_id')::VARCHAR AS user_id,
-      (data->>'event_name')::VARCHAR AS event_name,
-      (data->'properties'->>'product_id')::VARCHAR AS product_id,
-      (data->'properties'->>'category')::VARCHAR AS category,
-      (data->'properties'->>'price')::DOUBLE PRECISION AS price,
-      (data->>'timestamp')::TIMESTAMP WITH TIME ZONE AS event_timestamp,
-      data::VARCHAR AS raw_data
-    FROM wbhtable1;"""
-
 AUTH = {"Content-Type": "application/json", "Authorization": "TEST_WEBHOOK"}
-
-
-def wait_webhook(srv: SwellServer, timeout: float = 15.0) -> None:
-    """The harness waits for pgwire; the webhook listener starts right after it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((srv.host, srv.webhook_port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(srv.describe_failure("webhook port never opened"))
 
 
 def event(i: int) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""Statements of the user's seed scripts and small waits that several e2e tests share.
+
+The seed text (/work/shared/seeds/000) is kept verbatim here once, so that the webhook,
+Iceberg, Kafka and seed-script tests all run the very same statements; a test that needs
+another table name substitutes it with `str.replace`. Nothing here starts anything: the
+helpers only poll a server that a fixture (tests/harness/server.py) has started.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.server import SwellServer
+
+# seed 000, line 218
+WBHTABLE1 = """CREATE TABLE wbhtable1 (
+      data JSONB
+    ) WITH (
+      connector = 'webhook'
+    ) VALIDATE AS secure_compare(
+      headers->>'authorization',
+      'TEST_WEBHOOK'
+    );"""
+
+# seed 000, line 231
+PRODUCT_VIEW_EVENTS = """CREATE MATERIALIZED VIEW product_view_events AS
+    SELECT
+      (data->>'event_id')::VARCHAR AS event_id,
+      (data->>'user_id')::VARCHAR AS user_id,
+      (data->>'event_name')::VARCHAR AS event_name,
+      (data->'properties'->>'product_id')::VARCHAR AS product_id,
+      (data->'properties'->>'category')::VARCHAR AS category,
+      (data->'properties'->>'price')::DOUBLE PRECISION AS price,
+      (data->>'timestamp')::TIMESTAMP WITH TIME ZONE AS event_timestamp,
+      data::VARCHAR AS raw_data
+    FROM wbhtable1;"""
+
+# seed 000, line 331
+KAFKA_SRC = """CREATE SOURCE kafka_src (
+  action VARCHAR
+) WITH (
+  connector = 'kafka',
+  topic = 'query_complete',
+  properties.bootstrap.server = 'broker1:29092'
+);"""
+
+
+def wait_truthy(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Poll `fn()` until it returns something truthy or `timeout` passes; return the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(0.2)
+
+
+def wait_webhook(srv: SwellServer, timeout: float = 15.0) -> None:
+    """The harness waits for pgwire; the webhook listener starts right after it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((srv.host, srv.webhook_port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(srv.describe_failure("webhook port never opened"))
