@@ -10,18 +10,17 @@ from typing import Any
 
 from sqlglot import exp
 
-from engine import expr as ex
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
 from engine.errors import (
     DependentObjectsStillExist,
-    DuplicateColumn,
     InvalidColumnReference,
     SqlSyntaxError,
     UndefinedTable,
     WrongObjectType,
     not_supported,
 )
+from engine.handlers.column_defs import column_field, key_names
 from engine.plan.logical import PlanNode
 from engine.plan.planner import Planner, check_unique_names
 from engine.sql.parser import Statement, parse_one
@@ -105,14 +104,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     watermarks: list[exp.Expression] = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
-            cname = item.name if item.this.args.get("quoted") else item.name.lower()
-            if any(f.name == cname for f in fields):
-                raise DuplicateColumn(f'column "{cname}" specified more than once')
-            kind = item.args.get("kind")
-            if kind is None:
-                raise not_supported(f'column "{cname}" needs a type')
-            t = ex.parse_data_type(kind)
-            fields.append(Field(cname, t))
+            fields.append(column_field(item, fields))
+            cname = fields[-1].name
             for c in item.constraints:
                 ck = c.args.get("kind")
                 if isinstance(ck, exp.PrimaryKeyColumnConstraint):
@@ -128,12 +121,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
                 raise InvalidColumnReference(
                     f'multiple primary keys for table "{name}" are not allowed'
                 )
-            for c in item.expressions:
-                pk_names.append(
-                    c.name
-                    if isinstance(c, exp.Identifier) and c.args.get("quoted")
-                    else c.name.lower()
-                )
+            pk_names.extend(key_names(item))
         elif isinstance(item, exp.WatermarkColumnConstraint):
             watermarks.append(item)
         else:

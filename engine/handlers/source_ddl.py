@@ -18,7 +18,6 @@ from typing import Any
 
 from sqlglot import exp
 
-from engine import expr as ex
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
 from engine.errors import (
@@ -27,6 +26,7 @@ from engine.errors import (
     SqlSyntaxError,
     not_supported,
 )
+from engine.handlers.column_defs import column_field, key_names
 from engine.sql.parser import Statement
 from engine.stream.source import SOURCE_EXTRA
 from engine.types import Field
@@ -88,21 +88,13 @@ def _columns(schema: exp.Schema) -> tuple[list[Field], list[str], list[exp.Expre
     watermarks: list[exp.Expression] = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
-            cname = item.name if item.this.args.get("quoted") else item.name.lower()
-            if any(f.name == cname for f in fields):
-                raise DuplicateColumn(f'column "{cname}" specified more than once')
-            kind = item.args.get("kind")
-            if kind is None:
-                raise not_supported(f'column "{cname}" needs a type')
-            fields.append(Field(cname, ex.parse_data_type(kind)))
+            field = column_field(item, fields)
+            fields.append(field)
             for c in item.constraints:
                 if isinstance(c.args.get("kind"), exp.PrimaryKeyColumnConstraint):
-                    pk_names.append(cname)
+                    pk_names.append(field.name)
         elif isinstance(item, exp.PrimaryKey):
-            pk_names.extend(
-                c.name if isinstance(c, exp.Identifier) and c.args.get("quoted") else c.name.lower()
-                for c in item.expressions
-            )
+            pk_names.extend(key_names(item))
         elif isinstance(item, exp.WatermarkColumnConstraint):
             watermarks.append(item)
         else:
