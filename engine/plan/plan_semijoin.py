@@ -196,11 +196,7 @@ class SubqueryPlannerMixin:
                 raise not_supported("correlated subquery without an equality", hint=_HINT_EQ)
             okeys = [ex.Literal(value=1, type=INT)]
             ikeys = [ex.Literal(value=1, type=INT)]
-        for i, (a, b) in enumerate(zip(okeys, ikeys, strict=True)):
-            if a.type != b.type:
-                t = ex.common_type([a.type, b.type], "IN")
-                okeys[i] = a if a.type == t else ex.cast(a, t)
-                ikeys[i] = b if b.type == t else ex.cast(b, t)
+        _unify_key_types(okeys, ikeys, "IN")
         if self._streaming() and (node.stream_key is None or inner.stream_key is None):
             raise not_supported("subquery input without a stream key")
         k = len(okeys)
@@ -286,11 +282,7 @@ class SubqueryPlannerMixin:
         if not okeys:
             okeys = [ex.Literal(value=1, type=INT)]
             ikeys = [ex.Literal(value=1, type=INT)]
-        for i, (a, b) in enumerate(zip(okeys, ikeys, strict=True)):
-            if a.type != b.type:
-                t = ex.common_type([a.type, b.type], "=")
-                okeys[i] = a if a.type == t else ex.cast(a, t)
-                ikeys[i] = b if b.type == t else ex.cast(b, t)
+        _unify_key_types(okeys, ikeys, "=")
         if self._streaming() and (node.stream_key is None or inner.stream_key is None):
             raise not_supported("subquery input without a stream key")
         k = len(okeys)
@@ -323,6 +315,15 @@ class SubqueryPlannerMixin:
                 lambda a, n, c: _coalesce_kernel(a, n, t),
             )
         return value
+
+
+def _unify_key_types(okeys: list[ex.Expr], ikeys: list[ex.Expr], op: str) -> None:
+    """Cast each outer/inner join key pair (in place) to their common type under `op`."""
+    for i, (a, b) in enumerate(zip(okeys, ikeys, strict=True)):
+        if a.type != b.type:
+            t = ex.common_type([a.type, b.type], op)
+            okeys[i] = a if a.type == t else ex.cast(a, t)
+            ikeys[i] = b if b.type == t else ex.cast(b, t)
 
 
 def _append(node: PlanNode, extra: list[ex.Expr], prefix: str) -> PlanNode:
