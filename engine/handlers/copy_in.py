@@ -17,10 +17,9 @@ from typing import Any
 import pyarrow as pa
 
 from engine.api import QueryResult
-from engine.chunk import StreamChunk
 from engine.errors import InvalidTransactionState, UndefinedColumn
 from engine.sql.parser import Statement
-from engine.types import Field, arrow_schema
+from engine.types import Field
 
 
 @dataclass
@@ -57,7 +56,7 @@ def begin(session: Any, st: Statement) -> QueryResult:
 
 
 def insert_rows(session: Any, rows: list[tuple[Any, ...]]) -> QueryResult:
-    from engine.handlers.dml import _check_not_null
+    from engine.handlers.dml import write_inserts
 
     pending: PendingCopy | None = session.pending_copy
     session.pending_copy = None
@@ -69,19 +68,11 @@ def insert_rows(session: Any, rows: list[tuple[Any, ...]]) -> QueryResult:
     rt = session.db.runtime
     with rt.lock:
         rel = session.db.catalog.by_id(pending.relation_id)
-        given = {c: j for j, c in enumerate(pending.columns)}
-        full = []
-        for i, f in enumerate(rel.fields):
-            if i in given:
-                j = given[i]
-                full.append(pa.array([r[j] for r in rows], type=f.type.arrow))
-            elif i == rel.row_id_index:
-                full.append(pa.array(rt.row_ids.take(n), pa.int64()))
-            else:
-                full.append(pa.nulls(n, f.type.arrow))
-        batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))
-        _check_not_null(rel, batch)
-        seq = rt.write(rel.id, StreamChunk.inserts(batch))
+        arrays = {
+            c: pa.array([r[j] for r in rows], type=rel.fields[c].type.arrow)
+            for j, c in enumerate(pending.columns)
+        }
+        seq = write_inserts(rt, rel, arrays, n)
     # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
     result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))
     return result

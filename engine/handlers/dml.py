@@ -198,18 +198,25 @@ def run_insert(
             n = t.num_rows
         if n == 0:
             return QueryResult("INSERT 0 0"), None
-        full = []
-        for i, f in enumerate(rel.fields):
-            if i in arrays:
-                full.append(arrays[i])
-            elif i == rel.row_id_index:
-                full.append(pa.array(rt.row_ids.take(n), pa.int64()))
-            else:
-                full.append(pa.nulls(n, f.type.arrow))
-        batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))
-        _check_not_null(rel, batch)
-        seq = rt.write(rel.id, StreamChunk.inserts(batch))
+        seq = write_inserts(rt, rel, arrays, n)
     return QueryResult(f"INSERT 0 {n}"), seq
+
+
+def write_inserts(rt: Any, rel: Relation, arrays: dict[int, pa.Array], n: int) -> int:
+    """Log `n` new rows of `rel` given some of its columns (INSERT, COPY FROM STDIN): the
+    hidden row id is drawn, other columns are NULL, NOT NULL is checked. The caller holds
+    `rt.lock`; returns the WAL sequence number to wait for."""
+    full = []
+    for i, f in enumerate(rel.fields):
+        if i in arrays:
+            full.append(arrays[i])
+        elif i == rel.row_id_index:
+            full.append(pa.array(rt.row_ids.take(n), pa.int64()))
+        else:
+            full.append(pa.nulls(n, f.type.arrow))
+    batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))
+    _check_not_null(rel, batch)
+    return rt.write(rel.id, StreamChunk.inserts(batch))
 
 
 def _check_not_null(rel: Relation, batch: pa.RecordBatch) -> None:
