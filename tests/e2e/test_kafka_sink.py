@@ -14,16 +14,9 @@ import psycopg
 import pytest
 
 from harness.kafka import KafkaBroker
+from harness.seeds import KAFKA_SINK, KAFKA_SRC, WBHTABLE1
 from harness.server import SwellServer
 
-SEED_TABLE = """CREATE TABLE {t} (
-      data JSONB
-    ) WITH (
-      connector = 'webhook'
-    ) VALIDATE AS secure_compare(
-      headers->>'authorization',
-      'TEST_WEBHOOK'
-    );"""
 SEED_MV = """CREATE MATERIALIZED VIEW {v} AS
     SELECT
       (data->>'action')::VARCHAR AS action
@@ -68,7 +61,7 @@ def test_seed_webhook_view_sink_messages(
 ) -> None:
     topic = kafka_topic(prefix="query_complete")
     t, v, s = names()
-    conn.execute(SEED_TABLE.format(t=t))
+    conn.execute(WBHTABLE1.replace("wbhtable1", t))
     conn.execute(SEED_MV.format(t=t, v=v))
     try:
         # without force_append_only the view's stream may retract: refused as in RisingWave
@@ -187,20 +180,6 @@ def test_unreachable_broker_fails_at_create(conn: psycopg.Connection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS ub_{u} CASCADE")
 
 
-SEED_SOURCE = """CREATE SOURCE kafka_src (
-  action VARCHAR
-) WITH (
-  connector = 'kafka',
-  topic = 'query_complete',
-  properties.bootstrap.server = '{broker1}'
-);"""
-SEED_SOURCE_SINK = """CREATE SINK kafka_sink from kafka_src WITH (
-  connector = 'kafka',
-  topic = 'query_complete',
-  properties.bootstrap.server = '{broker2}'
-) FORMAT PLAIN ENCODE JSON"""
-
-
 def test_seed_source_to_sink_between_two_brokers(fresh_server: SwellServer) -> None:
     b1, b2 = KafkaBroker().start(), KafkaBroker().start()
     try:
@@ -209,8 +188,8 @@ def test_seed_source_to_sink_between_two_brokers(fresh_server: SwellServer) -> N
         b1.produce("query_complete", [{"action": "11111"}, {"action": "22222"}])
         with fresh_server.connect() as c:
             c.autocommit = True
-            c.execute(SEED_SOURCE.format(broker1=b1.bootstrap))
-            c.execute(SEED_SOURCE_SINK.format(broker2=b2.bootstrap))
+            c.execute(KAFKA_SRC.replace("broker1:29092", b1.bootstrap))
+            c.execute(KAFKA_SINK.replace("broker2:29092", b2.bootstrap))
             b1.produce("query_complete", [{"action": "33333"}])
             deadline = time.monotonic() + 30
             got: list[Any] = []

@@ -34,7 +34,7 @@ import pytest
 
 from harness.iceberg import lakana  # noqa: F401
 from harness.kafka import KafkaBroker
-from harness.seeds import KAFKA_SRC, PRODUCT_VIEW_EVENTS, WBHTABLE1, wait_webhook
+from harness.seeds import KAFKA_SINK, KAFKA_SRC, PRODUCT_VIEW_EVENTS, WBHTABLE1, wait_webhook
 from harness.seeds import wait_truthy as wait_for
 from harness.server import SwellServer
 
@@ -92,12 +92,7 @@ def curl_loop(n: int, table: str) -> str:
 
 # line 331: KAFKA_SRC, in harness/seeds.py
 
-# line 341 (no semicolon in the seed)
-KAFKA_SINK = """CREATE SINK kafka_sink from kafka_src WITH (
-  connector = 'kafka',
-  topic = 'query_complete',
-  properties.bootstrap.server = 'broker2:29092'
-) FORMAT PLAIN ENCODE JSON"""
+# line 341: KAFKA_SINK, in harness/seeds.py
 
 # line 349
 WBHTABLE2 = WBHTABLE1.replace("wbhtable1", "wbhtable2")

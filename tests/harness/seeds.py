@@ -48,6 +48,14 @@ KAFKA_SRC = """CREATE SOURCE kafka_src (
 );"""
 
 
+# seed 000, line 341 (no semicolon in the seed)
+KAFKA_SINK = """CREATE SINK kafka_sink from kafka_src WITH (
+  connector = 'kafka',
+  topic = 'query_complete',
+  properties.bootstrap.server = 'broker2:29092'
+) FORMAT PLAIN ENCODE JSON"""
+
+
 def wait_truthy(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
     """Poll `fn()` until it returns something truthy or `timeout` passes; return the last value."""
     deadline = time.monotonic() + timeout
