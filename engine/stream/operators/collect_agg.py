@@ -32,8 +32,8 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import batch_from_rows
-from engine.stream.operators.hash_join import canonical_nan, hashable_values
-from engine.stream.operators.over_window import _consolidate, _diff, _tuples
+from engine.stream.operators.hash_join import hashable_values
+from engine.stream.operators.over_window import _consolidate, _diff, _tuples, prefix_index
 from engine.types import Field, arrow_schema
 
 Key = tuple[Any, ...]
@@ -126,12 +126,7 @@ class CollectAggOp(Operator):
         return pa.Table.from_arrays(out.columns, schema=self._out_schema)
 
     def _build_index(self) -> None:
-        canonical_nan(self._rows)
-        ng = len(self.group_keys)
-        index: dict[Key, set[Key]] = {}
-        for k in self._rows.data:
-            index.setdefault(k[:ng], set()).add(k)
-        self._index = index
+        self._index = prefix_index(self._rows, len(self.group_keys))
 
 
 __all__ = ["CollectAggOp", "Op"]

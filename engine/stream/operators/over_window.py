@@ -158,12 +158,17 @@ class OverWindowOp(Operator):
         return pa.Table.from_arrays(t.columns, schema=self._out_schema)
 
     def _build_index(self) -> None:
-        canonical_nan(self._rows)
-        np_ = len(self.partition_by)
-        index: dict[Key, set[Key]] = {}
-        for k in self._rows.data:
-            index.setdefault(k[:np_], set()).add(k)
-        self._index = index
+        self._index = prefix_index(self._rows, len(self.partition_by))
+
+
+def prefix_index(rows: StateTable, n: int) -> dict[Key, set[Key]]:
+    """The stored keys of `rows` grouped by their first `n` columns (the partition or group
+    key), built once after recovery; NaNs made canonical first so equal keys meet."""
+    canonical_nan(rows)
+    index: dict[Key, set[Key]] = {}
+    for k in rows.data:
+        index.setdefault(k[:n], set()).add(k)
+    return index
 
 
 def _consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:
