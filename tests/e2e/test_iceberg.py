@@ -26,6 +26,7 @@ import requests
 from connectors.iceberg.config import IcebergConfig, load_catalog
 from harness.iceberg import lakana, moto_s3  # noqa: F401
 from harness.seeds import PRODUCT_VIEW_EVENTS as SEED_MV
+from harness.seeds import REST_SINK, local
 from harness.seeds import WBHTABLE1 as SEED_TABLE
 from harness.seeds import wait_truthy as wait_for
 from harness.server import SwellServer
@@ -89,23 +90,7 @@ def test_seed_webhook_view_upsert_sink_rest(
         # the seed's statement; hosts point at the local services, and lakana only allows
         # the namespaces bronze/silver/gold (the seed's is trino_namespace)
         c.execute(
-            f"""CREATE SINK rest_sink FROM product_view_events
-    WITH (
-        connector = 'iceberg',
-        type = 'upsert',
-        primary_key = 'event_id',
-        catalog.type = 'rest',
-        catalog.uri = '{lakana["uri"]}',
-        catalog.token = '{lakana["token"]}',
-        warehouse.path = 'demo',
-        database.name = 'bronze',
-        table.name = 'product_view_events',
-        s3.endpoint = 'http://127.0.0.1:9',
-        s3.path.style.access = 'true',
-        s3.access.key = 'minio-root-user',
-        s3.secret.key = 'minio-root-password',
-        s3.region = 'dummy'
-    );"""
+            local(REST_SINK, rest=lakana["uri"], token=lakana["token"])
         )
         ids = [str(uuid.uuid4()) for _ in range(40)]
         post_events(srv, "wbhtable1", ids)

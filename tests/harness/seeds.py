@@ -76,3 +76,43 @@ def wait_webhook(srv: SwellServer, timeout: float = 15.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise AssertionError(srv.describe_failure("webhook port never opened"))
+
+
+# seed 000, line 247
+REST_SINK = """CREATE SINK rest_sink FROM product_view_events
+    WITH (
+        connector = 'iceberg',
+        type = 'upsert',
+        primary_key = 'event_id',
+        catalog.type = 'rest',
+        catalog.uri = 'http://lakekeeper:8181/catalog',
+        warehouse.path = 'demo',
+        database.name = 'trino_namespace',
+        table.name = 'product_view_events',
+        s3.endpoint = 'http://minio:9000',
+        s3.path.style.access = 'true',
+        s3.access.key = 'minio-root-user',
+        s3.secret.key = 'minio-root-password',
+        s3.region = 'dummy'
+    );"""
+
+
+def local(text: str, **svc: str) -> str:
+    """Point the seed's outside services at the local ones (see the module docstring)."""
+    out = text.replace("http://localhost:4567", svc.get("webhook", "http://localhost:4567"))
+    if "broker1" in svc:
+        out = out.replace("broker1:29092", svc["broker1"])
+    if "broker2" in svc:
+        out = out.replace("broker2:29092", svc["broker2"])
+    if "rest" in svc:
+        token = f"catalog.token = '{svc['token']}',\n        "
+        out = out.replace(
+            "catalog.uri = 'http://lakekeeper:8181/catalog'",
+            f"{token}catalog.uri = '{svc['rest']}'",
+        )
+        out = out.replace("'trino_namespace'", "'bronze'")
+        out = out.replace("http://minio:9000", "http://127.0.0.1:9")
+        out = out.replace("https://gateway.storjshare.io", "http://127.0.0.1:9")
+        out = out.replace("warehouse.path = 'risi',", "warehouse.path = 'demo',")
+        out = out.replace("   -- database.name = 'risi_space',", "    database.name = 'bronze', --")
+    return out
