@@ -31,9 +31,9 @@ from engine.errors import InternalError
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
-from engine.stream.operators.frames import batch_from_rows
+from engine.stream.operators.frames import batch_from_rows, consolidate
 from engine.stream.operators.hash_join import hashable_values
-from engine.stream.operators.over_window import _consolidate, _diff, _tuples, prefix_index
+from engine.stream.operators.over_window import _diff, _tuples, prefix_index
 from engine.types import Field, arrow_schema
 
 Key = tuple[Any, ...]
@@ -75,7 +75,7 @@ class CollectAggOp(Operator):
             self._meta.put(("emitted",), (True,))
             new = self._eval([()])
             return StreamChunk.inserts(new)
-        batch, w = _consolidate(chunk)
+        batch, w = consolidate(chunk)
         n = batch.num_rows
         if n == 0 and not first:
             return None

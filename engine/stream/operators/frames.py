@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.chunk import StreamChunk
 from engine.types import Field, arrow_schema
 
 WEIGHT = "__w"
@@ -119,3 +120,27 @@ def batch_from_rows(fields: list[Field], rows: Sequence[tuple[Any, ...]]) -> pa.
 
 def ops_array(ops: Sequence[int]) -> pa.Array:
     return pa.array(np.asarray(ops, dtype=np.int8))
+
+
+def net_rows(batch: pa.RecordBatch, w: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
+    """Consolidate rows by their full value: one row per distinct row with its net weight
+    (rows that cancel out are gone), in first-appearance order."""
+    allc = list(range(batch.num_columns))
+    frame = polars_frame(batch, allc, weights=w, index=True)
+    net = (
+        frame.df.group_by([col_name(i) for i in allc])
+        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
+        .filter(pl.col(WEIGHT) != 0)
+        .sort(INDEX)
+    )
+    batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
+    return batch, net.get_column(WEIGHT).to_numpy().astype(np.int64)
+
+
+def consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The chunk's rows with net weights; an insert-only chunk is returned as it is."""
+    batch = chunk.data
+    w = chunk.weights().astype(np.int64)
+    if not (w < 0).any():
+        return batch, w
+    return net_rows(batch, w)

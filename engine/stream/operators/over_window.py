@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
@@ -41,11 +40,9 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
-    INDEX,
-    WEIGHT,
     batch_from_rows,
-    col_name,
-    polars_frame,
+    consolidate,
+    net_rows,
 )
 from engine.stream.operators.hash_join import canonical_nan, hashable_values
 from engine.stream.operators.window_kernel import CallLike, OrderSpec, compute_windows
@@ -103,7 +100,7 @@ class OverWindowOp(Operator):
         if self._index is None:
             self._build_index()
         assert self._index is not None
-        batch, w = _consolidate(chunk)
+        batch, w = consolidate(chunk)
         n = batch.num_rows
         if n == 0:
             return None
@@ -171,27 +168,6 @@ def prefix_index(rows: StateTable, n: int) -> dict[Key, set[Key]]:
     return index
 
 
-def _consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:
-    batch = chunk.data
-    w = chunk.weights().astype(np.int64)
-    if not (w < 0).any():
-        return batch, w
-    return _net(batch, w)
-
-
-def _net(batch: pa.RecordBatch, w: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
-    allc = list(range(batch.num_columns))
-    frame = polars_frame(batch, allc, weights=w, index=True)
-    net = (
-        frame.df.group_by([col_name(i) for i in allc])
-        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-        .filter(pl.col(WEIGHT) != 0)
-        .sort(INDEX)
-    )
-    batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
-    return batch, net.get_column(WEIGHT).to_numpy().astype(np.int64)
-
-
 def _diff(old: pa.Table, new: pa.Table, schema: pa.Schema) -> StreamChunk | None:
     both = pa.concat_tables([old, new]).combine_chunks()
     if both.num_rows == 0:
@@ -199,7 +175,7 @@ def _diff(old: pa.Table, new: pa.Table, schema: pa.Schema) -> StreamChunk | None
     w = np.r_[np.full(old.num_rows, -1, np.int64), np.full(new.num_rows, 1, np.int64)]
     batches = both.to_batches()
     batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
-    batch, w = _net(batch, w)
+    batch, w = net_rows(batch, w)
     if batch.num_rows == 0:
         return None
     order = np.argsort(w > 0, kind="stable")  # deletes first

@@ -55,7 +55,6 @@ from functools import total_ordering
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -66,12 +65,9 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
-    INDEX,
-    WEIGHT,
     batch_from_rows,
-    col_name,
+    consolidate,
     ops_array,
-    polars_frame,
 )
 from engine.stream.operators.hash_join import canonical_nan, hashable_values
 from engine.types import BIGINT, Field, SqlType, TypeKind
@@ -353,7 +349,7 @@ class TopNOp(Operator):
         if self._groups is None:
             self._build_index()
         assert self._groups is not None
-        batch, w = _consolidate(chunk)
+        batch, w = consolidate(chunk)
         if batch.num_rows == 0:
             return None
         n = batch.num_rows
@@ -562,24 +558,6 @@ def _positions(elems: Iterable[Elem], base: int) -> dict[Elem, list[int]]:
     for i, e in enumerate(elems):
         pos.setdefault(e, []).append(base + i)
     return pos
-
-
-def _consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:
-    """The chunk's rows with net weights (consolidated by full row if it has deletes)."""
-    batch = chunk.data
-    w = chunk.weights().astype(np.int64)
-    if not (w < 0).any():
-        return batch, w
-    allc = list(range(batch.num_columns))
-    frame = polars_frame(batch, allc, weights=w, index=True)
-    net = (
-        frame.df.group_by([col_name(i) for i in allc])
-        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-        .filter(pl.col(WEIGHT) != 0)
-        .sort(INDEX)
-    )
-    batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
-    return batch, net.get_column(WEIGHT).to_numpy().astype(np.int64)
 
 
 def _tuples(columns: list[list[Any]], n: int) -> list[Key]:
