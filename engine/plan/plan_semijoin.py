@@ -149,14 +149,7 @@ class SubqueryPlannerMixin:
         sub = self._child_planner()
         if corr:
             _refuse_complex_correlated(q)
-            q = q.copy()
-            if local:
-                w = local[0]
-                for c in local[1:]:
-                    w = exp.And(this=w, expression=c)
-                q.set("where", exp.Where(this=w.copy()))
-            else:
-                q.set("where", None)
+            q = _keep_local_where(q, local)
             items: list[exp.Expression] = []
             if in_expr is not None:
                 items.append(q.expressions[0].copy())
@@ -254,14 +247,7 @@ class SubqueryPlannerMixin:
                     raise not_supported("correlated scalar subquery", hint=_HINT_EQ)
                 okeys.append(sides[0])
                 ikey_asts.append(sides[1])
-            q = q.copy()
-            if local:
-                w = local[0]
-                for c in local[1:]:
-                    w = exp.And(this=w, expression=c)
-                q.set("where", exp.Where(this=w.copy()))
-            else:
-                q.set("where", None)
+            q = _keep_local_where(q, local)
             # one row per correlation key: GROUP BY the inner key expressions
             q.set("expressions", list(q.expressions) + [a.copy() for a in ikey_asts])
             q.set("group", exp.Group(expressions=[a.copy() for a in ikey_asts]))
@@ -387,3 +373,17 @@ def _is_count(q: exp.Expression, col: int, inner: PlanNode) -> bool:
     while isinstance(item, (exp.Alias, exp.Paren)):
         item = item.this
     return isinstance(item, exp.Count) and inner.schema[col].type.kind is TypeKind.BIGINT
+
+
+def _keep_local_where(q: exp.Select, local: list[exp.Expression]) -> exp.Select:
+    """A copy of the subquery whose WHERE keeps only its uncorrelated conjuncts `local`
+    (the correlated ones become join keys or the residual)."""
+    q = q.copy()
+    if local:
+        w = local[0]
+        for c in local[1:]:
+            w = exp.And(this=w, expression=c)
+        q.set("where", exp.Where(this=w.copy()))
+    else:
+        q.set("where", None)
+    return q
