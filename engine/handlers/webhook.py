@@ -44,7 +44,8 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.fn_crypto import crypto_hook
-from engine.expr.jsonb import canonicalize_text, jsonb_canonical, parse_json_text
+from engine.expr.jsonb import jsonb_canonical, parse_json_text
+from engine.expr.jsonb_many import canonicalize_many
 from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
 
 K = TypeKind
@@ -222,17 +223,16 @@ class WebhookTarget:
             items = [text]
         if self.jsonb_body:
             try:
-                vals = [canonicalize_text(t) for t in items]
+                col = canonicalize_many(items)
             except EngineError as e:
-                raise WebhookError(422, "failed to parse request body") from e
-            return pa.RecordBatch.from_arrays([pa.array(vals, pa.string())],
-                                              schema=arrow_schema(self.columns))
+                raise WebhookError(422, _parse_error(text, self.batched)) from e
+            return pa.RecordBatch.from_arrays([col], schema=arrow_schema(self.columns))
         # jsonb columns keep number digits as written (2.50): the exact parser when needed
         loads = parse_json_text if self.has_jsonb else orjson.loads
         try:
             objs = [loads(t) for t in items]
         except (orjson.JSONDecodeError, EngineError) as e:
-            raise WebhookError(422, "failed to parse request body") from e
+            raise WebhookError(422, _parse_error(text, self.batched)) from e
         if not all(type(o) is dict for o in objs):
             raise WebhookError(422, "failed to decode webhook JSON payload: "
                                     "expected a JSON object")
@@ -280,6 +280,18 @@ class WebhookTarget:
             return seq
         finally:
             rt.lock.release()
+
+
+def _parse_error(text: str, batched: bool) -> str:
+    """The 422 message for a body that is not JSON; batched bodies name the first bad line."""
+    if batched:
+        for no, ln in enumerate(text.split("\n"), 1):
+            if ln.strip():
+                try:
+                    parse_json_text(ln)
+                except EngineError:
+                    return f"failed to parse request body: line {no} is not valid JSON"
+    return "failed to parse request body"
 
 
 def _column(values: list[Any], f: Field) -> pa.Array:

@@ -165,6 +165,37 @@ def test_decode_jsonb_batched_and_typed(db: SwellDatabase) -> None:
         assert e.value.status == 422, bad
 
 
+def test_decode_jsonb_fast_path_edge_cases(db: SwellDatabase) -> None:
+    """The batched decode (one canonicalisation pass over all lines) keeps jsonb semantics."""
+    run(db, "CREATE TABLE nd (data JSONB) WITH (connector = 'webhook', is_batched = true)")
+    nd = WebhookIngest(db).resolve("dev", "public", "nd")
+    body = (
+        '{"z": "ключ 😀", "a": {"y": [1, {"k": "v,:\\"x"}], "b": 1}}\n'
+        "\r\n"
+        '{"a": 1, "a": 2, "bb": 3}\n'
+        "   \n"
+        '{"big": 123456789012345678901234567890, "f": 1.50, "g": 9199.99, "e": 1e3, '
+        '"n": -0.0}\n'
+        "[1, 2.0]"
+    ).encode()
+    assert nd.decode(body).column(0).to_pylist() == [
+        '{"a": {"b": 1, "y": [1, {"k": "v,:\\"x"}]}, "z": "ключ 😀"}',
+        '{"a": 2, "bb": 3}',
+        '{"e": 1000, "f": 1.50, "g": 9199.99, "n": 0.0, "big": 123456789012345678901234567890}',
+        "[1, 2.0]",
+    ]
+    assert nd.decode(b"\n\n").num_rows == 0
+    with pytest.raises(WebhookError) as e:
+        nd.decode(b'{"n": 1}\n\n{"n": 2}\n{"n": \n{"n": 3}')
+    assert e.value.status == 422
+    assert e.value.message == "failed to parse request body: line 4 is not valid JSON"
+    run(db, "CREATE TABLE one (data JSONB) WITH (connector = 'webhook')")
+    one = WebhookIngest(db).resolve("dev", "public", "one")
+    with pytest.raises(WebhookError) as e:
+        one.decode(b'{"n": 1}\n{"n": 2}')
+    assert (e.value.status, e.value.message) == (422, "failed to parse request body")
+
+
 def test_write_then_recover(db: SwellDatabase, tmp_path: Path) -> None:
     run(db, SEED)
     run(db, "CREATE MATERIALIZED VIEW ev AS SELECT (data->>'id')::INT AS id FROM wbhtable1")

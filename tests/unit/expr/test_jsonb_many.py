@@ -1,0 +1,122 @@
+"""`jsonb_many.canonicalize_many` (the webhook decode fast path) equals `canonicalize_text`.
+
+Hypothesis writes JSON texts the way clients do (compact, spaced, keys in any order,
+duplicate keys, numbers as `1.50`, `1e3`, `-0.0`, huge integers, strings full of quotes,
+backslashes, commas, colons and non-ASCII) and checks every text canonicalises exactly as
+the row-by-row exact path does, in batches that mix fast and exact-path rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.errors import EngineError
+from engine.expr.jsonb import canonicalize_text
+from engine.expr.jsonb_many import canonicalize_many
+
+NUMBERS = [
+    "0",
+    "-0",
+    "7",
+    "-12",
+    "1.50",
+    "9199.99",
+    "-0.0",
+    "0.0",
+    "1e3",
+    "2.5E-3",
+    "1.0",
+    "123456789012345678901234567890",
+    "-18446744073709551617",
+    "0.1",
+    "3.141592653589793",
+    "100000000000000000000.0",
+    "12345.678901234567",
+]
+KEYS = ["a", "b", "zz", "é", "ключ", "", "a,b", "c:d", 'q"', "bs\\", "aa", "long_key_name"]
+
+strings = st.text(
+    alphabet=st.sampled_from(list('ab ,:"\\\n\t/é€😀{}[]') + ["\x00", "\x1f"]), max_size=6
+)
+
+
+def _text(draw: st.DrawFn, depth: int) -> str:
+    sep, colon = draw(st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " : ")]))
+    kind = draw(st.integers(0, 5 if depth < 3 else 3))
+    if kind == 0:
+        return draw(st.sampled_from(NUMBERS))
+    if kind == 1:
+        return json.dumps(draw(strings), ensure_ascii=draw(st.booleans()))
+    if kind == 2:
+        return draw(st.sampled_from(["true", "false", "null"]))
+    if kind == 3:
+        return json.dumps(
+            draw(st.integers(-(2**70), 2**70))
+            if draw(st.booleans())
+            else draw(st.floats(allow_nan=False, allow_infinity=False))
+        )
+    if kind == 4:
+        items = draw(st.lists(st.deferred(lambda: st.just(0)), max_size=4))
+        return "[" + sep.join(_text(draw, depth + 1) for _ in items) + "]"
+    n = draw(st.integers(0, 4))
+    keys = [draw(st.sampled_from(KEYS)) for _ in range(n)]  # duplicates on purpose
+    return (
+        "{"
+        + sep.join(json.dumps(k, ensure_ascii=False) + colon + _text(draw, depth + 1) for k in keys)
+        + "}"
+    )
+
+
+@st.composite
+def json_texts(draw: st.DrawFn) -> str:
+    return " " * draw(st.integers(0, 1)) + _text(draw, 0) + draw(st.sampled_from(["", " ", "\r"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(json_texts(), min_size=1, max_size=12))
+def test_many_equals_row_by_row(texts: list[str]) -> None:
+    assert canonicalize_many(texts).to_pylist() == [canonicalize_text(t) for t in texts]
+
+
+def test_edge_cases() -> None:
+    texts = [
+        '{"b":1,"a":[1,2,{"dd":"x,y:z","c":null}],"a":true}',  # duplicate: last wins
+        '{"k\\\\":"v\\\\\\"q,:", "z": "\\\\"}',
+        '{"x": 1.50, "y": 9199.99, "z": -0.0, "w": 0.0, "e": 1e3, "big": 1234567890123456789012}',
+        '  {"é": "ü", "aa": 1, "ключ": "значение 😀"}  ',
+        '{"a": {"b": {"c": [1, {"zz": 1, "y": 2}]}}}',
+        '"\\u0000\\n\\t\\u00e9"',
+        "[]",
+        "{}",
+        "null",
+        "-5",
+        "3.0",
+    ]
+    got = canonicalize_many(texts).to_pylist()
+    assert got == [canonicalize_text(t) for t in texts]
+    assert got[0] == '{"a": true, "b": 1}'
+    assert got[2] == (
+        '{"e": 1000, "w": 0.0, "x": 1.50, "y": 9199.99, "z": 0.0, "big": 1234567890123456789012}'
+    )
+    assert got[3] == '{"aa": 1, "é": "ü", "ключ": "значение 😀"}'
+    assert got[4] == '{"a": {"b": {"c": [1, {"y": 2, "zz": 1}]}}}'
+
+
+def test_many_rows_and_large_batches() -> None:
+    one = '{"event_id": "e", "properties": {"price": 9199.99, "category": "x"}, "n": 1}'
+    texts = [one.replace('"n": 1', f'"n": {i}') for i in range(1000)] + ['{"n": 1.10}']
+    got = canonicalize_many(texts).to_pylist()
+    assert got[7] == '{"n": 7, "event_id": "e", "properties": {"price": 9199.99, "category": "x"}}'
+    assert got[-1] == '{"n": 1.10}' and len(got) == 1001
+
+
+@pytest.mark.parametrize("bad", ["{", '{"a": 1,}', "NaN", "1e400", '"\\ud800"', "[1] 2", "", "01"])
+def test_invalid_raises_like_exact_path(bad: str) -> None:
+    with pytest.raises(EngineError) as want:
+        canonicalize_text(bad)
+    with pytest.raises(type(want.value)):
+        canonicalize_many(['{"ok": 1}', bad])
