@@ -59,6 +59,9 @@ local f = io.open("{body}", "rb")
 wrk.body = f:read("*a")
 f:close()
 done = function(summary, latency, requests)
+  io.write(string.format("ERRS connect %d read %d write %d status %d timeout %d\\n",
+    summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.status,
+    summary.errors.timeout))
   io.write(string.format("STATS %d %d %d %d %d\\n", summary.requests,
     summary.errors.status + summary.errors.connect + summary.errors.read
     + summary.errors.write + summary.errors.timeout,
@@ -89,6 +92,9 @@ def wrk(url: str, body_file: Path, seconds: int, conns: int, tmp: Path) -> dict[
     if m is None:
         raise RuntimeError(f"unexpected wrk output:\n{out}")
     req, err, p50, p99, dur = (int(x) for x in m.groups())
+    errs = re.search(r"ERRS .*", out)
+    if err and errs is not None:
+        print(errs.group(0), flush=True)
     return {"requests": req - err, "errors": err, "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
             "seconds": dur / 1e6}
 

@@ -4,12 +4,15 @@ jsonb columns hold canonical text (PostgreSQL's jsonb output style), so equality
 hashing work on plain strings. Every kernel here is one pass over a column: parse each value
 (orjson for speed; the stdlib parser with Decimal numbers when a value has a fraction, so
 `1.50` keeps its digits), compute, re-serialise. Object keys sort like Postgres jsonb (shorter
-first, then bytewise) and duplicate keys keep the last value.
+first, then bytewise) and duplicate keys keep the last value. `->`/`->>` over a column parse
+it once with `_EXACT` (floats only where they print back as written) and serialise results
+with orjson + msgspec in C (`_dumps_exact`); `jsonb_many` canonicalises many input texts.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -26,6 +29,57 @@ msgspec's decoder gives the same values as `json.JSONDecoder(parse_float=Decimal
 valid JSON (duplicate keys keep the last value) at about 3x the speed."""
 _STD_ERRORS = (msgspec.DecodeError, ValueError)
 _odumps = orjson.dumps
+_oformat = msgspec.json.format
+
+
+def float_token(tok: str) -> float | Decimal:
+    """msgspec float hook: a float when it prints back as written (`9199.99`, `0.5`), else
+    the Decimal the exact parser makes (`1.50`, `1e3`, `-0.0`, 17+ digits).
+
+    A value parsed with it keeps every number's digits, and floats in it are exactly those
+    whose repr (which orjson's output equals when repr has no exponent) is the jsonb text."""
+    f = float(tok)
+    if repr(f) == tok and "e" not in tok and (f or tok[0] != "-"):
+        return f
+    return Decimal(tok)
+
+
+_EXACT = msgspec.json.Decoder(float_hook=float_token).decode
+"""Exact parser that keeps round-tripping floats as float (about 2x faster than Decimal)."""
+_CONTAINERS = (dict, list)
+_ORDERS: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+_MAX_ORDERS = 4096
+_MISS = object()
+
+
+def _order(keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The keys in jsonb order, or None when they already are (cached per key tuple)."""
+    order = _ORDERS.get(keys, _MISS)
+    if order is _MISS:
+        s = tuple(sorted(keys, key=_key_order))
+        order = None if s == keys else s
+        if len(_ORDERS) >= _MAX_ORDERS:
+            _ORDERS.clear()
+        _ORDERS[keys] = order
+    return order  # type: ignore[return-value]
+
+
+def in_jsonb_order(v: Any) -> Any:
+    """A parsed value with every object's keys in jsonb order (rebuilds only what must
+    change; may reuse and modify `v`), ready for a serialiser that keeps dict order."""
+    t = type(v)
+    if t is dict:
+        order = _order(tuple(v))
+        if order is not None:
+            v = {k: v[k] for k in order}
+        for k, x in v.items():  # replacing values (not keys) while iterating is fine
+            if type(x) in _CONTAINERS:
+                v[k] = in_jsonb_order(x)
+    elif t is list:
+        for i, x in enumerate(v):
+            if type(x) in _CONTAINERS:
+                v[i] = in_jsonb_order(x)
+    return v
 
 
 class _NeedsDecimal(Exception):
@@ -114,14 +168,34 @@ def canonicalize_text(text: str) -> str:
     return _ser(parse_json_text(text), strict=False)
 
 
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
 def loads(canonical: str) -> Any:
-    """Parse stored (canonical) jsonb text; numbers with a fraction become Decimal."""
-    if "." in canonical:
+    """Parse stored (canonical) jsonb text; numbers with a fraction become Decimal.
+
+    orjson turns integers beyond 64 bits into floats, so text with 19+ digits in a row
+    (maybe such an integer) takes the exact parser too."""
+    if "." in canonical or _LONG_DIGITS.search(canonical):
         return _STD.decode(canonical)
     return orjson.loads(canonical)
 
 
 def dumps(v: Any) -> str:
+    return _ser(v, strict=False)
+
+
+def _dumps_exact(v: Any) -> str:
+    """`dumps` of a value parsed by `_EXACT` from canonical text (keys already in jsonb
+    order): orjson + msgspec spacing in C; Decimals and huge integers take `_ser`."""
+    t = type(v)
+    if t is dict or t is list:
+        try:
+            return _oformat(_odumps(in_jsonb_order(v)), indent=0).decode()
+        except TypeError:
+            return _ser(v, strict=False)
+    if t is float:
+        return repr(v)
     return _ser(v, strict=False)
 
 
@@ -198,9 +272,10 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
 
     A view usually applies several `->`/`->>` to one jsonb column of one batch (and to
     the results of those, e.g. `data->'properties'->>'price'`); each would otherwise
-    convert and parse the whole column again. The fast parse is orjson's (floats lose
-    their written digits, so callers re-parse exactly when a float is involved;
-    `_NO_FAST` marks values orjson cannot read, e.g. huge integers). The key is the
+    convert and parse the whole column again. The parse is `_EXACT` (numbers keep their
+    digits: floats only where repr prints them as written, else Decimal), so results are
+    serialised without a re-parse (`_dumps_exact`); `_NO_FAST` marks text it cannot
+    read (not canonical jsonb; `loads` decides). The key is the
     column's buffer addresses, offset and length; the entry keeps the array alive, so
     no other array can reuse those addresses while it is cached.
     """
@@ -209,7 +284,7 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
     if entry is not None:
         return entry
     texts = arr.to_pylist()
-    fast = orjson.loads
+    fast = _EXACT
     parsed: list[Any] = []
     for s in texts:
         if s is None:
@@ -217,8 +292,13 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
             continue
         try:
             parsed.append(fast(s))
-        except orjson.JSONDecodeError:
+        except _STD_ERRORS:
             parsed.append(_NO_FAST)
+    return _cache_entry(key, arr, texts, parsed)
+
+
+def _cache_entry(key: tuple[int, ...], arr: pa.Array, texts: list[Any],
+                 parsed: list[Any]) -> tuple[Any, ...]:
     entry = (arr, texts, parsed, {})
     while len(_column_cache) >= _CACHE_COLUMNS:
         _column_cache.pop(next(iter(_column_cache)), None)
@@ -227,22 +307,35 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
 
 
 def access_column(arr: pa.Array, key: Any, as_text: bool) -> pa.Array:
-    """`j -> k` / `j ->> k` over a jsonb column with one constant key (same as `access`)."""
+    """`j -> k` / `j ->> k` over a jsonb column with one constant key (same as `access`).
+
+    A `->` result is cached with its parsed values, so `j -> k ->> k2` does not parse the
+    intermediate column again."""
     _, texts, parsed, results = _column_entry(arr)
     rkey = (type(key), key, as_text)
     res = results.get(rkey)
     if res is None:
-        res = results[rkey] = _access_parsed(texts, parsed, key, as_text)
+        sub: list[Any] | None = None if as_text else []
+        out = _access_parsed(texts, parsed, key, as_text, sub)
+        res = results[rkey] = pa.array(out, pa.string())
+        if sub is not None:
+            ck = (res.offset, len(res), *(0 if b is None else b.address for b in res.buffers()))
+            _cache_entry(ck, res, out, sub)
     return res
 
 
-def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool) -> pa.Array:
+def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool,
+                   sub: list[Any] | None) -> list[str | None]:
+    """The results' texts; `sub` (if given) gets each result's parsed value."""
     out: list[str | None] = []
     append = out.append
+    keep = sub.append if sub is not None else None
     is_str = isinstance(key, str)
     for s, p in zip(texts, parsed, strict=True):
         if s is None:
             append(None)
+            if keep:
+                keep(None)
             continue
         if p is _NO_FAST:
             found, v = _get(loads(s), key)
@@ -251,16 +344,19 @@ def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool)
             v = p[key] if found else None
         else:
             found, v = _get(p, key)
+        if keep:
+            keep(v)
         if not found:
             append(None)
             continue
         if type(v) is str:
             append(v if as_text else _quote(v))
             continue
-        if p is not _NO_FAST and _has_float(v):  # digits as written: parse exactly
-            found, v = _get(loads(s), key)
-        append(_as_text(v) if as_text else dumps(v))
-    return pa.array(out, pa.string())
+        if v is None:
+            append(None if as_text else "null")
+            continue
+        append(_dumps_exact(v))
+    return out
 
 
 def access(col: list[Any], keys: list[Any], as_text: bool) -> pa.Array:

@@ -23,72 +23,22 @@ exactly the exact path's; `tests/unit/expr/test_jsonb_many.py` checks the two ag
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Any
-
 import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
 
-from engine.expr.jsonb import canonicalize_text
+from engine.expr.jsonb import canonicalize_text, float_token, in_jsonb_order
 
-_CONTAINERS = (dict, list)
-_ORDERS: dict[tuple[str, ...], tuple[str, ...] | None] = {}
-_MAX_ORDERS = 4096
-_MISS = object()
-
-
-def _float_token(tok: str) -> float | Decimal:
-    f = float(tok)
-    if repr(f) == tok and "e" not in tok and (f or tok[0] != "-"):
-        return f
-    return Decimal(tok)  # orjson refuses it: this value takes the exact path
-
-
-_DECODE = msgspec.json.Decoder(float_hook=_float_token).decode
+_DECODE = msgspec.json.Decoder(float_hook=float_token).decode
 _DUMPS = orjson.dumps
 _FORMAT = msgspec.json.format
-
-
-def _key_order(k: str) -> tuple[int, bytes]:
-    b = k.encode("utf-8", "surrogatepass")
-    return (len(b), b)
-
-
-def _order(keys: tuple[str, ...]) -> tuple[str, ...] | None:
-    """The keys in jsonb order, or None when they already are (cached per key tuple)."""
-    order = _ORDERS.get(keys, _MISS)
-    if order is _MISS:
-        s = tuple(sorted(keys, key=_key_order))
-        order = None if s == keys else s
-        if len(_ORDERS) >= _MAX_ORDERS:
-            _ORDERS.clear()
-        _ORDERS[keys] = order
-    return order  # type: ignore[return-value]
-
-
-def _canon(v: Any) -> Any:
-    """`v` with every object's keys in jsonb order; rebuilds only what must change."""
-    t = type(v)
-    if t is dict:
-        order = _order(tuple(v))
-        if order is not None:
-            v = {k: v[k] for k in order}
-        for k, x in v.items():  # replacing values (not keys) while iterating is fine
-            if type(x) in _CONTAINERS:
-                v[k] = _canon(x)
-    elif t is list:
-        for i, x in enumerate(v):
-            if type(x) in _CONTAINERS:
-                v[i] = _canon(x)
-    return v
 
 
 def _compact(text: str | bytes) -> bytes | None:
     """orjson's compact text of `text` in jsonb key order, or None: use the exact path."""
     try:
-        return _FORMAT(_DUMPS(_canon(_DECODE(text))), indent=0)
+        return _FORMAT(_DUMPS(in_jsonb_order(_DECODE(text))), indent=0)
     except (msgspec.DecodeError, TypeError, ValueError, RecursionError):
         return None
 
