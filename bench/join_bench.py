@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from engine.chunk import Op, StreamChunk
-from engine.stream.operators import HashJoinOp, LocalStateAllocator, TopNOp
-from engine.types import DOUBLE, INT, VARCHAR, Field
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's engine
+
+from engine.chunk import Op, StreamChunk  # noqa: E402
+from engine.stream.operators import HashJoinOp, LocalStateAllocator, TopNOp  # noqa: E402
+from engine.types import DOUBLE, INT, VARCHAR, Field  # noqa: E402
 
 FACT = [Field("id", INT), Field("user_id", INT), Field("amount", DOUBLE)]
 DIM = [Field("user_id", INT), Field("region", VARCHAR)]

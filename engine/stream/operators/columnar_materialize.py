@@ -38,9 +38,7 @@ rows the table would hold after not-yet-stepped chunks (DELETE/UPDATE evaluation
 from __future__ import annotations
 
 import logging
-import operator
 from collections import deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import compress, repeat
 from typing import Any
@@ -48,7 +46,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
@@ -56,6 +53,18 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.segments import (
+    MASK,
+    SHIFT,
+    SegmentTable,
+    by_segment,
+    conform,
+    gather,
+    key_fn,
+    row_keys,
+    rows_equal,
+    unpack_mask,
+)
 from engine.types import Field, arrow_schema
 
 log = logging.getLogger(__name__)
@@ -70,10 +79,8 @@ MAX_SEGMENT_ROWS = 1 << 18
 """Segments are split at this size so no single store value grows unboundedly."""
 MIN_LIVE_FRACTION = 0.5
 
-_SHIFT = 32
+_SHIFT = SHIFT
 _ROW_BITS = (1 << _SHIFT) - 1
-_META_KEY = ("meta",)
-_MASK = "mask"
 
 
 @dataclass(slots=True)
@@ -107,12 +114,12 @@ class ColumnarMaterializeOp(Operator):
         self.strict = strict
         self._table = alloc.table("segments")
         self._arrow_schema = arrow_schema(self.schema)
+        self._store = SegmentTable(self._table, self._arrow_schema, FORMAT_VERSION, "materialize")
         self._all = list(range(len(input_schema)))
-        self._key_fns = [_key_fn(self._arrow_schema.field(i).type) for i in self.pk]
+        self._key_fns = [key_fn(self._arrow_schema.field(i).type) for i in self.pk]
         self._segments: dict[int, _Segment] = {}
         self._small: set[int] = set()
         self._index: dict[Any, int] = {}
-        self._next_sid = 0
         self._snap: pa.Table | None = None
         self._load()
 
@@ -170,7 +177,7 @@ class ColumnarMaterializeOp(Operator):
         n = len(overlay)
         stored = np.fromiter(map(self._index.get, overlay, repeat(-1)), np.int64, n)
         masks: dict[int, np.ndarray] = {}
-        for sid, _, rows in _by_segment(stored[stored >= 0]):
+        for sid, _, rows in by_segment(stored[stored >= 0]):
             seg = self._segments[sid]
             m = np.ones(seg.batch.num_rows, bool) if seg.mask is None else seg.mask.copy()
             m[rows] = False
@@ -179,7 +186,7 @@ class ColumnarMaterializeOp(Operator):
         pending = np.fromiter(overlay.values(), np.int64, n)
         pending = pending[pending >= 0]
         if len(pending):
-            parts.append(_gather(pending, lambda b: batches[b]))
+            parts.append(gather(pending, lambda b: batches[b]))
         return pa.Table.from_batches(parts, self._arrow_schema)
 
     # -- step ---------------------------------------------------------------------------
@@ -261,8 +268,8 @@ class ColumnarMaterializeOp(Operator):
         kept = ~exists
         if exists.any():
             ex_locs = ilocs[exists]
-            ex_old = _gather(ex_locs, self._batch_of)
-            same = _rows_equal(ex_old, ins_batch.filter(pa.array(exists)))
+            ex_old = gather(ex_locs, self._batch_of)
+            same = rows_equal(ex_old, ins_batch.filter(pa.array(exists)))
             changed = ~same
             kept[exists] = changed
             old_locs = ex_locs[changed]
@@ -274,7 +281,7 @@ class ColumnarMaterializeOp(Operator):
         # build the output before killing rows (gathering reads the stored rows)
         parts: list[pa.RecordBatch] = []
         if n_del:
-            parts.append(_gather(del_locs, self._batch_of))
+            parts.append(gather(del_locs, self._batch_of))
         if n_upd:
             assert old_rows is not None
             parts.append(old_rows)
@@ -309,30 +316,19 @@ class ColumnarMaterializeOp(Operator):
         n = batch.num_rows
         for start in range(0, n, MAX_SEGMENT_ROWS):
             part = batch.slice(start, MAX_SEGMENT_ROWS) if n > MAX_SEGMENT_ROWS else batch
-            sid = self._next_sid
-            self._next_sid += 1
+            sid = self._store.new_sid()
             rows = part.num_rows
-            self._segments[sid] = _Segment(self._persist_segment(sid, part), None, rows)
+            self._segments[sid] = _Segment(self._store.write(sid, part), None, rows)
             if rows < SMALL_SEGMENT_ROWS:
                 self._small.add(sid)
             base = sid << _SHIFT
             part_keys = keys if rows == n else keys[start : start + rows]
             self._index.update(zip(part_keys, range(base, base + rows)))
-        self._table.put(_META_KEY, (FORMAT_VERSION, self._next_sid))
-
-    def _persist_segment(self, sid: int, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Put the segment's IPC bytes; return the batch re-read zero-copy from them."""
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self._arrow_schema) as w:
-            w.write_batch(batch)
-        data = sink.getvalue().to_pybytes()
-        self._table.put((sid,), (data,))
-        return _read_segment(data)
 
     def _kill(self, locs: np.ndarray) -> set[int]:
         """Mark rows dead; returns the ids of the segments touched."""
         touched: set[int] = set()
-        for sid, _, rows in _by_segment(locs):
+        for sid, _, rows in by_segment(locs):
             seg = self._segments[sid]
             if seg.mask is None:
                 seg.mask = np.ones(seg.batch.num_rows, bool)
@@ -358,8 +354,7 @@ class ColumnarMaterializeOp(Operator):
         for sid in touched:
             seg = segs.get(sid)
             if seg is not None and seg.mask is not None:
-                bits = np.packbits(seg.mask).tobytes()
-                self._table.put((_MASK, sid), (seg.batch.num_rows, bits))
+                self._store.put_mask(sid, seg.mask)
 
     def _rewrite(self, sids: list[int]) -> None:
         parts = [self._segments[s].live_batch() for s in sids if self._segments[s].live]
@@ -373,36 +368,19 @@ class ColumnarMaterializeOp(Operator):
     def _drop(self, sid: int) -> None:
         seg = self._segments.pop(sid)
         self._small.discard(sid)
-        self._table.delete((sid,))
-        if seg.mask is not None:
-            self._table.delete((_MASK, sid))
+        self._store.drop(sid, (MASK,) if seg.mask is not None else ())
 
     def _load(self) -> None:
         """Rebuild segments, masks and the pk index from the (already loaded) state table."""
-        data = self._table.data
-        if not data:
+        if not self._table.data:
             return
-        masks: dict[int, tuple[int, bytes]] = {}
-        blobs: dict[int, bytes] = {}
-        for key, value in data.items():
-            if key == _META_KEY:
-                if value[0] != FORMAT_VERSION:
-                    raise InternalError(
-                        "materialize: unsupported segment format",
-                        detail=f"Format {value[0]!r} in {self._table!r}.",
-                    )
-                self._next_sid = max(self._next_sid, int(value[1]))
-            elif key[0] == _MASK:
-                masks[key[1]] = value  # type: ignore[assignment]
-            else:
-                blobs[key[0]] = value[0]
-        for sid in sorted(blobs):
-            batch = _read_segment(blobs[sid])
+        batches, aux = self._store.load()
+        masks = aux.get(MASK, {})
+        for sid, batch in batches.items():
             mask: np.ndarray | None = None
             live = batch.num_rows
             if sid in masks:
-                n, bits = masks[sid]
-                mask = np.unpackbits(np.frombuffer(bits, np.uint8), count=n).astype(bool)
+                mask = unpack_mask(masks[sid])
                 live = int(mask.sum())
             seg = _Segment(batch, mask, live)
             self._segments[sid] = seg
@@ -413,27 +391,14 @@ class ColumnarMaterializeOp(Operator):
             )
             keys = self._keys(seg.live_batch())
             self._index.update(zip(keys, ((sid << _SHIFT) | rows).tolist()))
-            self._next_sid = max(self._next_sid, sid + 1)
 
     # -- keys and conversions -----------------------------------------------------------
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        schema = self._arrow_schema
-        if batch.schema.equals(schema):
-            return batch
-        cols = [
-            c if c.type == f.type else c.cast(f.type)
-            for c, f in zip(batch.columns, schema, strict=True)
-        ]
-        return pa.RecordBatch.from_arrays(cols, schema=schema)
+        return conform(batch, self._arrow_schema)
 
     def _keys(self, batch: pa.RecordBatch) -> list[Any]:
         """The pk index key of every row (bare value for a one-column pk, else tuples)."""
-        cols = [fn(batch.column(i)) for fn, i in zip(self._key_fns, self.pk, strict=True)]
-        if len(cols) == 1:
-            return cols[0]
-        if not cols:
-            return [()] * batch.num_rows
-        return list(zip(*cols))
+        return row_keys(batch, self.pk, self._key_fns)
 
     def _key_of(self, pk: Row) -> Any:
         arrays = [
@@ -445,32 +410,6 @@ class ColumnarMaterializeOp(Operator):
 
 
 # -- module helpers -----------------------------------------------------------------------
-def _key_fn(t: pa.DataType) -> Callable[[pa.Array], list[Any]]:
-    """How one pk column becomes hashable, equality-preserving Python values."""
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return lambda a: [_freeze(v) for v in a.to_pylist()]
-    if pa.types.is_decimal(t) or pa.types.is_interval(t):
-        return lambda a: a.view(pa.binary(t.byte_width)).to_pylist()
-    if pa.types.is_temporal(t):
-        width = pa.int32() if t.bit_width == 32 else pa.int64()
-        return lambda a: _numeric_keys(a.view(width))
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        return _numeric_keys
-    return lambda a: a.to_pylist()
-
-
-def _numeric_keys(a: pa.Array) -> list[Any]:
-    if a.null_count:
-        return a.to_pylist()  # type: ignore[no-any-return]
-    return a.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
-    return v
-
-
 def _last_rows(keys: list[Any], last: dict[Any, int]) -> tuple[np.ndarray | None, list[Any]]:
     """Positions (ascending; None = all) and keys of the last row of each key.
 
@@ -480,68 +419,6 @@ def _last_rows(keys: list[Any], last: dict[Any, int]) -> tuple[np.ndarray | None
         return None, keys
     pos = np.sort(np.fromiter(last.values(), np.int64, len(last)))
     return pos, list(map(keys.__getitem__, pos.tolist()))
-
-
-def _read_segment(data: bytes) -> pa.RecordBatch:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_next_batch()
-
-
-def _by_segment(locs: np.ndarray) -> Iterator[tuple[int, np.ndarray | None, np.ndarray]]:
-    """Group locations by segment: (sid, positions in `locs` or None for all, rows)."""
-    if not len(locs):
-        return
-    sids = locs >> _SHIFT
-    rows = locs & _ROW_BITS
-    lo, hi = int(sids.min()), int(sids.max())
-    if lo == hi:
-        yield lo, None, rows
-        return
-    order = np.argsort(sids, kind="stable")
-    s = sids[order]
-    cuts = np.flatnonzero(s[1:] != s[:-1]) + 1
-    starts = [0, *cuts.tolist()]
-    ends = [*cuts.tolist(), len(s)]
-    for a, b in zip(starts, ends, strict=True):
-        pos = order[a:b]
-        yield int(s[a]), pos, rows[pos]
-
-
-def _gather(locs: np.ndarray, batch_of: Callable[[int], pa.RecordBatch]) -> pa.RecordBatch:
-    """The rows at `locs`, in that order."""
-    pieces: list[pa.RecordBatch] = []
-    orders: list[np.ndarray] = []
-    for sid, pos, rows in _by_segment(locs):
-        taken = batch_of(sid).take(pa.array(rows))
-        if pos is None:
-            return taken
-        pieces.append(taken)
-        orders.append(pos)
-    cat = pa.concat_batches(pieces)
-    inv = np.empty(len(locs), np.int64)
-    inv[np.concatenate(orders)] = np.arange(len(locs), dtype=np.int64)
-    return cat.take(pa.array(inv))
-
-
-def _rows_equal(a: pa.RecordBatch, b: pa.RecordBatch) -> np.ndarray:
-    """Per row: are all columns equal (NULL equals NULL, NaN never equals)?"""
-    n = a.num_rows
-    eq = np.ones(n, bool)
-    for ca, cb in zip(a.columns, b.columns, strict=True):
-        t = ca.type
-        if pa.types.is_null(t):
-            continue
-        if pa.types.is_interval(t):
-            ca, cb = ca.view(pa.binary(16)), cb.view(pa.binary(16))
-        elif pa.types.is_nested(t):
-            same = map(operator.eq, ca.to_pylist(), cb.to_pylist())
-            eq &= np.fromiter(same, bool, n)
-            continue
-        e = pc.equal(ca, cb)
-        if ca.null_count or cb.null_count:
-            na, nb = pc.is_null(ca), pc.is_null(cb)
-            e = pc.if_else(pc.or_(na, nb), pc.and_(na, nb), e)
-        eq &= e.to_numpy(zero_copy_only=False)
-    return eq
 
 
 def _interleave(

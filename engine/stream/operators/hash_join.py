@@ -13,51 +13,50 @@ second probe only (its `+` from the first probe and `-` from the second cancel, 
 not, exactly as the integrated relations demand). When both inputs changed, the output
 is consolidated by full row so such cancelling pairs do not reach downstream.
 
-How one probe works (vectorised; Python touches only distinct keys and matched rows):
+Each input's rows are kept by a `JoinSide` (engine/stream/operators/join_side.py):
+columnar Arrow segments with per-row count / join-key id (and degree) arrays, probed by
+join-key id with `searchsorted`; see that module for the store and its persistence.
+
+How one probe works (vectorised; Python touches only distinct keys):
 
 1. the delta is consolidated by full row (net Z-set weight; only when it contains
    deletes), rows with a NULL in any join key are set aside (they never match);
-2. one polars group-by gives each remaining row the id of its distinct join key;
-3. the other side's in-memory index is probed once per distinct key; the matched state
-   rows are turned into one Arrow batch and the (delta row, matched row) pairs are
-   expanded with numpy `repeat` arithmetic, then materialised with Arrow `take`;
+2. the remaining rows get their join-key id (`JoinKeyIds`: one dict over distinct key
+   values shared by both sides) and the delta's distinct ids;
+3. the other side returns, per distinct id, the locations of its live rows under it;
+   (delta row, stored row) pairs are expanded with numpy `repeat` arithmetic and
+   materialised with Arrow `take`;
 4. the residual `condition` (non-equality part of ON) is evaluated once over the pair
    batch and drops pairs where it is not true;
-5. degrees (see below) are updated with `bincount`, and only rows whose degree crosses
-   zero produce NULL-padded (or semi/anti) output.
+5. degrees (see below) change, and only rows whose degree crosses zero produce
+   NULL-padded (or semi/anti) output.
 
 Outer joins and degrees. A row of a preserved side (left for left/full/semi/anti, right
 for right/full) has a *degree*: the number of other-side rows (with multiplicity) it
 currently matches. A preserved row with degree 0 is in the output NULL-padded (anti:
 as itself; semi: not at all). When a change to the other side moves its degree 0 -> >0
 its padded row is retracted, and >0 -> 0 emits it again; pair output is emitted
-regardless of degrees. Rows with a NULL join key are never stored: on a preserved side
-their delta goes straight to the output NULL-padded (anti: as is), elsewhere it is
-dropped.
+regardless of degrees. Without a residual condition every row under one join key has
+the same degree, the other side's live count under that key (`JoinSide.tot`, one numpy
+array by key id), so crossings are found per key. With a condition degrees are per row
+(a persisted array beside the segment) and updated with `bincount` over the pairs.
+Rows with a NULL join key are never stored: on a preserved side their delta goes
+straight to the output NULL-padded (anti: as is), elsewhere it is dropped.
 
-State layout (table names passed to the allocator):
-
-* `left` / `right`: `(*join_key, *ident) -> (*row, count)`. `ident` is the side's stream
-  key columns, or every column when the stream key is empty (then `count` > 1 records
-  duplicate rows; with a stream key it is 1).
-* `left_degree` / `right_degree`, only for a preserved side of a join *with* a residual
-  condition: same key -> `(degree,)`. Without a condition every row of one join key has
-  the same degree (the other side's total count under that key), so degrees are not
-  stored but recomputed when the index is rebuilt after a restart.
-
-The per-run index `join_key -> {ident -> [value, degree]}` (value is the tuple stored in
-the rows table) is rebuilt from the tables on the first step after construction (the
-runtime loads the tables before stepping).
+State: one table per input, `left` / `right`, in the `JoinSide` segment layout.
 
 Semi and anti joins output only the left columns: a left row appears once per copy while
 its degree is > 0 (semi, `EXISTS`/`IN`) or == 0 (anti, `NOT EXISTS`). NULL-aware
 `NOT IN` semantics are not implemented here (the planner must add the NULL checks).
+
+Lifecycle: constructed at build time; the runtime loads the state tables, and the first
+`step` (or `stored_rows`) rebuilds both sides from them; per epoch `step`, then the
+runtime commits the tables.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,32 +70,13 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import Expr, StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.join_side import JoinKeyIds, JoinSide
+from engine.stream.operators.segments import NAN, conform
 from engine.types import Field, TypeKind, arrow_schema
-
-log = logging.getLogger(__name__)
 
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
 
-Key = tuple[Any, ...]
-Entry = list[Any]  # [value tuple (*row, count), degree]
-
-
-@dataclass(slots=True)
-class _Side:
-    """Config and per-run index of one join input."""
-
-    name: str
-    fields: list[Field]
-    keys: list[int]
-    ident: list[int]  # columns identifying a row: the stream key, or every column
-    rows: StateTable
-    degrees: StateTable | None  # persisted degrees (preserved side with a condition)
-    preserved: bool
-    index: dict[Key, dict[Key, Entry]] = field(default_factory=dict)
-
-    @property
-    def key_names(self) -> list[str]:
-        return [col_name(k) for k in self.keys]
+__all__ = ["JOIN_KINDS", "NAN", "HashJoinOp", "canonical_nan", "hashable_values"]
 
 
 @dataclass(slots=True)
@@ -106,18 +86,22 @@ class _Delta:
     batch: pa.RecordBatch
     w: np.ndarray  # int64 net weight per row
     valid: np.ndarray  # bool: no NULL in the join key
-    gid: np.ndarray  # int64 distinct-join-key id per row (-1 where not valid)
-    jks: list[Key]  # the distinct join keys, by id
+    jk: np.ndarray  # int64 join-key id per valid row (in `valid` order)
+    ujk: np.ndarray  # the delta's distinct key ids
+    gid: np.ndarray  # per valid row: position of its key id in `ujk`
 
 
 @dataclass(slots=True)
 class _Matches:
-    """Pairs of (delta row, matched entry of the other side) that satisfy the join."""
+    """Pairs of (delta row, stored entry of the other side) that satisfy the join.
+
+    Entries are the other side's live rows under the delta's keys, grouped by key.
+    """
 
     d: np.ndarray  # delta row per pair
     e: np.ndarray  # matched entry per pair
-    entries: list[Entry]
-    egid: np.ndarray  # distinct-key id of each entry
+    locs: np.ndarray  # location of each entry
+    egid: np.ndarray  # position in the delta's `ujk` of each entry's key
     counts: np.ndarray  # multiplicity of each entry
     other: pa.RecordBatch | None  # entries' rows (built on demand)
 
@@ -163,29 +147,31 @@ class HashJoinOp(Operator):
         self.right_schema = list(right_schema)
         self._semi_anti = kind in ("semi", "anti")
         self._pairs_out = not self._semi_anti
-        l_pres = kind in ("left", "full", "semi", "anti")
-        r_pres = kind in ("right", "full")
+        self._l_pres = kind in ("left", "full", "semi", "anti")
+        self._r_pres = kind in ("right", "full")
         l_ident = list(left_stream_key) or list(range(len(left_schema)))
         r_ident = list(right_stream_key) or list(range(len(right_schema)))
         with_deg = condition is not None
-        self._left = _Side(
+        self._jkids = JoinKeyIds()
+        self._left = JoinSide(
             "left",
             self.left_schema,
             list(left_keys),
             l_ident,
             alloc.table("left"),
-            alloc.table("left_degree") if l_pres and with_deg else None,
-            l_pres,
+            self._l_pres and with_deg,
+            "",
         )
-        self._right = _Side(
+        self._right = JoinSide(
             "right",
             self.right_schema,
             list(right_keys),
             r_ident,
             alloc.table("right"),
-            alloc.table("right_degree") if r_pres and with_deg else None,
-            r_pres,
+            self._r_pres and with_deg,
+            "",
         )
+        self._left.what = self._right.what = self.explain()
         nl = len(left_schema)
         if self._semi_anti:
             self.schema = list(left_schema)
@@ -195,13 +181,11 @@ class HashJoinOp(Operator):
             self.stream_key = l_ident + [nl + i for i in r_ident]
         self._out_schema = arrow_schema(self.schema)
         self._pair_schema = arrow_schema(self.left_schema + self.right_schema)
-        self._indexed = False
+        self._loaded = False
 
     # -- protocol ---------------------------------------------------------------------
     def state_tables(self) -> list[StateTable]:
-        out = [self._left.rows, self._right.rows]
-        out += [s.degrees for s in (self._left, self._right) if s.degrees is not None]
-        return out
+        return [self._left.table, self._right.table]
 
     def explain(self) -> str:
         nl = len(self.left_schema)
@@ -212,8 +196,7 @@ class HashJoinOp(Operator):
         return f"StreamHashJoin {{ type: {self.kind}, predicate: [{eq}]{cond} }}"
 
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
-        if not self._indexed:
-            self._build_index()
+        self._load()
         cl, cr = (list(inputs) + [None, None])[:2]
         pieces: list[tuple[pa.RecordBatch, np.ndarray]] = []
         dl = self._delta(self._left, cl)
@@ -224,13 +207,39 @@ class HashJoinOp(Operator):
         if dr is not None:
             deg = self._probe_and_emit(dr, self._right, self._left, pieces)
             self._apply(self._right, dr, deg)
+        self._left.flush()
+        self._right.flush()
         return self._output(pieces, consolidate=dl is not None and dr is not None)
 
+    def stored_rows(self, side: int, batch: pa.RecordBatch) -> np.ndarray:
+        """Per row of `batch` (input `side`'s schema): is exactly this row in the state?"""
+        self._load()
+        s = self._left if side == 0 else self._right
+        return s.stored(conform(batch, s.schema))
+
+    def side_rows(self, side: int) -> int:
+        """Distinct rows stored for input `side` (tests and diagnostics)."""
+        self._load()
+        return len(self._left if side == 0 else self._right)
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._left.load(self._jkids)
+        self._right.load(self._jkids)
+        self._grow()
+        self._loaded = True
+
+    def _grow(self) -> None:
+        n = len(self._jkids)
+        self._left.grow(n)
+        self._right.grow(n)
+
     # -- delta preparation ------------------------------------------------------------
-    def _delta(self, side: _Side, chunk: StreamChunk | None) -> _Delta | None:
+    def _delta(self, side: JoinSide, chunk: StreamChunk | None) -> _Delta | None:
         if chunk is None or len(chunk) == 0:
             return None
-        batch = chunk.data
+        batch = conform(chunk.data, side.schema)
         w = chunk.weights().astype(np.int64)
         if (w < 0).any():
             allc = list(range(batch.num_columns))
@@ -251,47 +260,26 @@ class HashJoinOp(Operator):
             col = batch.column(k)
             if col.null_count:
                 valid &= ~pc.is_null(col).to_numpy(zero_copy_only=False)
-        gid = np.full(n, -1, dtype=np.int64)
-        jks: list[Key] = []
-        if valid.any():
-            frame = polars_frame(batch, side.keys, index=True)
-            df = frame.df if valid.all() else frame.df.filter(pl.Series(valid))
-            uk = df.group_by(list(dict.fromkeys(side.key_names)), maintain_order=True).agg(
-                pl.col(INDEX), pl.col(INDEX).first().alias("__f")
-            )
-            first = batch.take(pa.array(uk.get_column("__f").to_numpy()))
-            jks = _tuples([hashable_values(first.column(k)) for k in side.keys], uk.height)
-            ex = uk.select(pl.int_range(pl.len(), dtype=pl.Int64).alias("__g"), INDEX).explode(
-                INDEX
-            )
-            gid[ex.get_column(INDEX).to_numpy()] = ex.get_column("__g").to_numpy()
-        return _Delta(batch, w, valid, gid, jks)
+        sub = batch if valid.all() else batch.filter(pa.array(valid))
+        jk = self._jkids.assign(sub, side.keys)
+        self._grow()
+        ujk, gid = np.unique(jk, return_inverse=True)
+        return _Delta(batch, w, valid, jk, ujk, gid.astype(np.int64).reshape(-1))
 
     # -- probing ----------------------------------------------------------------------
-    def _match(self, delta: _Delta, probe: _Side, build: _Side) -> _Matches:
+    def _match(self, delta: _Delta, probe: JoinSide, build: JoinSide) -> _Matches:
         """Pairs of delta rows and `build` entries with equal keys and a true condition."""
-        index = build.index
-        entries: list[Entry] = []
-        lens_l: list[int] = []
-        for jk in delta.jks:
-            bucket = index.get(jk)
-            if bucket:
-                lens_l.append(len(bucket))
-                entries.extend(bucket.values())
-            else:
-                lens_l.append(0)
-        lens = np.asarray(lens_l, dtype=np.int64)
+        egid, locs = build.probe(delta.ujk)
+        lens = np.bincount(egid, minlength=len(delta.ujk))
         starts = np.cumsum(lens) - lens
         rows = np.flatnonzero(delta.valid)
-        g = delta.gid[rows]
+        g = delta.gid
         cnt = lens[g]
         total = int(cnt.sum())
         d = np.repeat(rows, cnt)
         off = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
         e = np.repeat(starts[g], cnt) + off
-        egid = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
-        counts = np.fromiter((en[0][-1] for en in entries), dtype=np.int64, count=len(entries))
-        m = _Matches(d, e, entries, egid, counts, None)
+        m = _Matches(d, e, locs, egid, build.counts_at(locs), None)
         if self.condition is not None and total:
             mask = self.condition.eval(self._pair_batch(delta, probe, m), self.ctx)
             if isinstance(mask, pa.ChunkedArray):
@@ -301,12 +289,12 @@ class HashJoinOp(Operator):
             m.e = e[keep]
         return m
 
-    def _other(self, m: _Matches, build: _Side) -> pa.RecordBatch:
+    def _other(self, m: _Matches, build: JoinSide) -> pa.RecordBatch:
         if m.other is None:
-            m.other = _rows_batch(build.fields, [en[0] for en in m.entries])
+            m.other = build.rows_at(m.locs)
         return m.other
 
-    def _pair_batch(self, delta: _Delta, probe: _Side, m: _Matches) -> pa.RecordBatch:
+    def _pair_batch(self, delta: _Delta, probe: JoinSide, m: _Matches) -> pa.RecordBatch:
         """The matched pairs as rows of left ++ right."""
         build = self._right if probe is self._left else self._left
         mine = delta.batch.take(pa.array(m.d)).columns
@@ -317,8 +305,8 @@ class HashJoinOp(Operator):
     def _probe_and_emit(
         self,
         delta: _Delta,
-        probe: _Side,
-        build: _Side,
+        probe: JoinSide,
+        build: JoinSide,
         pieces: list[tuple[pa.RecordBatch, np.ndarray]],
     ) -> np.ndarray:
         """Emit this delta's output against `build`; returns the delta rows' degrees."""
@@ -330,59 +318,64 @@ class HashJoinOp(Operator):
             pieces.append((self._pair_batch(delta, probe, m), pw))
         # degrees of the delta's own rows (preserved side)
         deg = np.zeros(n, dtype=np.int64)
-        if probe.preserved:
-            if len(m.d):
+        if self._preserved(probe):
+            if self.condition is None:
+                deg[delta.valid] = build.tot[delta.jk]
+            elif len(m.d):
                 deg = np.bincount(m.d, weights=m.counts[m.e], minlength=n).astype(np.int64)
             show = deg > 0 if self.kind == "semi" else deg == 0
             idx = np.flatnonzero(show)
             if idx.size:
                 pieces.append((self._alone(delta.batch, idx, is_left), delta.w[idx]))
         # degree changes of the matched rows of the other side
-        if build.preserved and len(m.d):
-            self._update_degrees(m, build, delta, pieces)
+        if self._preserved(build) and len(m.locs):
+            if self.condition is None:
+                up, down = self._key_crossings(m, probe, delta)
+            else:
+                up, down = self._row_crossings(m, build, delta)
+            if up.size or down.size:
+                if self.kind == "semi":  # a left row is in the output while its degree is > 0
+                    up, down = down, up
+                idx = np.concatenate([up, down])
+                w = np.concatenate([-m.counts[up], m.counts[down]])
+                pieces.append((self._alone(self._other(m, build), idx, not is_left), w))
         return deg
 
-    def _update_degrees(
-        self,
-        m: _Matches,
-        build: _Side,
-        delta: _Delta,
-        pieces: list[tuple[pa.RecordBatch, np.ndarray]],
-    ) -> None:
-        dd = np.bincount(m.e, weights=delta.w[m.d], minlength=len(m.entries)).astype(np.int64)
+    def _preserved(self, side: JoinSide) -> bool:
+        return self._l_pres if side is self._left else self._r_pres
+
+    def _key_crossings(
+        self, m: _Matches, probe: JoinSide, delta: _Delta
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Entries whose key's degree (the probe side's count under it) crosses zero."""
+        dk = np.bincount(delta.gid, weights=delta.w[delta.valid], minlength=len(delta.ujk))
+        old = probe.tot[delta.ujk]
+        new = old + dk.astype(np.int64)
+        if (new < 0).any():
+            probe._negative("was deleted but never inserted")
+        up_k = (old == 0) & (new > 0)
+        down_k = (old > 0) & (new == 0)
+        return np.flatnonzero(up_k[m.egid]), np.flatnonzero(down_k[m.egid])
+
+    def _row_crossings(
+        self, m: _Matches, build: JoinSide, delta: _Delta
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Entries whose own degree crosses zero (per-row degrees, residual condition)."""
+        if not len(m.d):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        dd = np.bincount(m.e, weights=delta.w[m.d], minlength=len(m.locs)).astype(np.int64)
         changed = np.flatnonzero(dd)
         if not changed.size:
-            return
-        entries = m.entries
-        olds = np.fromiter(
-            (entries[i][1] for i in changed.tolist()), dtype=np.int64, count=changed.size
-        )
+            return changed, changed
+        olds = build.degrees_at(m.locs[changed])
         news = olds + dd[changed]
         if (news < 0).any():
             raise InternalError(
                 "join row degree became negative",
                 detail=f"A {build.name} row of {self.explain()} lost more matches than it had.",
             )
-        for i, v in zip(changed.tolist(), news.tolist(), strict=True):
-            entries[i][1] = v
-        if build.degrees is not None:
-            ident = build.ident
-            jks = [delta.jks[g] for g in m.egid[changed].tolist()]
-            keys = [
-                jk + tuple(entries[i][0][c] for c in ident)
-                for jk, i in zip(jks, changed.tolist(), strict=True)
-            ]
-            build.degrees.put_many(keys, [(v,) for v in news.tolist()])
-        up = changed[(olds == 0) & (news > 0)]
-        down = changed[(olds > 0) & (news == 0)]
-        if not (up.size or down.size):
-            return
-        if self.kind == "semi":  # a left row is in the output while its degree is > 0
-            up, down = down, up
-        idx = np.concatenate([up, down])
-        w = np.concatenate([-m.counts[up], m.counts[down]])
-        other = self._other(m, build)
-        pieces.append((self._alone(other, idx, build is self._left), w))
+        build.set_degrees(m.locs[changed], news)
+        return changed[(olds == 0) & (news > 0)], changed[(olds > 0) & (news == 0)]
 
     def _alone(self, batch: pa.RecordBatch, idx: np.ndarray, is_left: bool) -> pa.RecordBatch:
         """Rows `idx` of one side NULL-padded to the output schema (semi/anti: as is)."""
@@ -396,184 +389,15 @@ class HashJoinOp(Operator):
         return pa.RecordBatch.from_arrays(full, schema=self._out_schema)
 
     # -- state ------------------------------------------------------------------------
-    def _apply(self, side: _Side, delta: _Delta, deg: np.ndarray) -> None:
-        """Apply the delta's rows (non-NULL keys only) to `side`'s table and index."""
-        valid = np.flatnonzero(delta.valid)
-        if not valid.size:
+    def _apply(self, side: JoinSide, delta: _Delta, deg: np.ndarray) -> None:
+        """Apply the delta's rows (non-NULL keys only) to `side`."""
+        if not len(delta.jk):
             return
-        sub = (
-            delta.batch if valid.size == delta.batch.num_rows else delta.batch.take(pa.array(valid))
-        )
-        cols = [hashable_values(c) for c in sub.columns]
-        n = len(valid)
-        jks = _tuples([cols[k] for k in side.keys], n)
-        ids = _tuples([cols[i] for i in side.ident], n)
-        ws = delta.w[valid].tolist()
-        ds = deg[valid].tolist()
-        pos_mask = delta.w[valid] > 0
-        if pos_mask.all():
-            order = self._insert_new(side, cols, jks, ids, ws, ds)
-            if not order:
-                return
+        valid = delta.valid
+        if valid.all():
+            side.apply(delta.batch, delta.w, delta.jk, deg)
         else:
-            # deletes first (general path), then the inserts in bulk; inserts whose
-            # identity is still stored after the deletes go through the general path
-            order = np.flatnonzero(~pos_mask).tolist()
-            self._apply_rows(side, order, cols, jks, ids, ws, ds)
-            posi = np.flatnonzero(pos_mask)
-            if not posi.size:
-                return
-            sel = posi.tolist()
-            rest = self._insert_new(
-                side,
-                [[c[i] for i in sel] for c in cols],
-                [jks[i] for i in sel],
-                [ids[i] for i in sel],
-                [ws[i] for i in sel],
-                [ds[i] for i in sel],
-            )
-            if not rest:
-                return
-            order = [sel[i] for i in rest]
-        self._apply_rows(side, order, cols, jks, ids, ws, ds)
-
-    def _apply_rows(
-        self,
-        side: _Side,
-        order: list[int],
-        cols: list[list[Any]],
-        jks: list[Key],
-        ids: list[Key],
-        ws: list[int],
-        ds: list[int],
-    ) -> None:
-        """The general per-row path of `_apply` for rows `order` (in that order)."""
-        if not order:
-            return
-        if len(order) * 4 < len(jks):
-            rows = [tuple(c[i] for c in cols) for i in order]
-            rowmap = dict(zip(order, rows, strict=True))
-        else:
-            rowmap = dict(enumerate(_tuples(cols, len(jks))))
-        index = side.index
-        puts: dict[Key, tuple[Any, ...]] = {}
-        dels: list[Key] = []
-        new_deg: dict[Key, int] = {}
-        for i in order:
-            jk = jks[i]
-            idt = ids[i]
-            w = ws[i]
-            bucket = index.get(jk)
-            ent = None if bucket is None else bucket.get(idt)
-            if ent is None:
-                if w < 0:
-                    raise InternalError(
-                        "join state row count became negative",
-                        detail=f"A {side.name} row of {self.explain()} was deleted but "
-                        "never inserted.",
-                    )
-                value = rowmap[i] + (w,)
-                if bucket is None:
-                    bucket = index[jk] = {}
-                bucket[idt] = [value, ds[i]]
-                skey = jk + idt
-                puts[skey] = value
-                new_deg[skey] = ds[i]
-                continue
-            c = ent[0][-1] + w
-            skey = jk + idt
-            if c < 0:
-                raise InternalError(
-                    "join state row count became negative",
-                    detail=f"A {side.name} row of {self.explain()} was deleted too often.",
-                )
-            if c == 0:
-                del bucket[idt]  # type: ignore[union-attr]
-                if not bucket:
-                    del index[jk]
-                dels.append(skey)
-                puts.pop(skey, None)
-                new_deg.pop(skey, None)
-            else:
-                value = rowmap[i] + (c,)
-                ent[0] = value
-                puts[skey] = value
-        side.rows.delete_many(dels)
-        side.rows.put_many(puts.keys(), puts.values())
-        if side.degrees is not None:
-            side.degrees.delete_many(dels)
-            side.degrees.put_many(new_deg.keys(), [(d,) for d in new_deg.values()])
-
-    def _insert_new(
-        self,
-        side: _Side,
-        cols: list[list[Any]],
-        jks: list[Key],
-        ids: list[Key],
-        ws: list[int],
-        ds: list[int],
-    ) -> list[int]:
-        """Insert-only fast path: add every row whose identity is new, in bulk.
-
-        Returns the positions of rows whose identity is already stored (duplicates of
-        an existing row, or repeated within the delta), left for the general path.
-        """
-        index = side.index
-        get = index.get
-        values = list(zip(*cols, ws))
-        ents = [[v, d] for v, d in zip(values, ds)]
-        rest: list[int] = []
-        for i, (jk, idt, en) in enumerate(zip(jks, ids, ents)):
-            bucket = get(jk)
-            if bucket is None:
-                index[jk] = {idt: en}
-            elif idt in bucket:
-                rest.append(i)
-            else:
-                bucket[idt] = en
-        skc = [cols[k] for k in side.keys] + [cols[c] for c in side.ident]
-        skeys: list[Key] = _tuples(skc, len(values))
-        if rest:
-            drop = set(rest)
-            keep = [j for j in range(len(values)) if j not in drop]
-            skeys = [skeys[j] for j in keep]
-            values = [values[j] for j in keep]
-            ds = [ds[j] for j in keep]
-        side.rows.put_many(skeys, values)
-        if side.degrees is not None:
-            side.degrees.put_many(skeys, [(d,) for d in ds])
-        return rest
-
-    def _build_index(self) -> None:
-        """Rebuild both sides' indexes (and unstored degrees) from the state tables."""
-        for side in (self._left, self._right):
-            canonical_nan(side.rows)
-            if side.degrees is not None:
-                canonical_nan(side.degrees)
-            nk = len(side.keys)
-            index: dict[Key, dict[Key, Entry]] = {}
-            deg_get = side.degrees.data.get if side.degrees is not None else None
-            for k, v in side.rows.items():
-                jk = k[:nk]
-                bucket = index.get(jk)
-                if bucket is None:
-                    bucket = index[jk] = {}
-                d = 0
-                if deg_get is not None:
-                    stored = deg_get(k)
-                    d = 0 if stored is None else stored[0]
-                bucket[k[nk:]] = [v, d]
-            side.index = index
-        for side, other in ((self._left, self._right), (self._right, self._left)):
-            if side.preserved and side.degrees is None:
-                for jk, bucket in side.index.items():
-                    ob = other.index.get(jk)
-                    total = sum(en[0][-1] for en in ob.values()) if ob else 0
-                    for en in bucket.values():
-                        en[1] = total
-        self._indexed = True
-        if len(self._left.rows) or len(self._right.rows):
-            log.debug("%s: rebuilt join indexes", self.explain())
+            side.apply(delta.batch.filter(pa.array(valid)), delta.w[valid], delta.jk, deg[valid])
 
     # -- output -----------------------------------------------------------------------
     def _output(
@@ -613,11 +437,7 @@ class HashJoinOp(Operator):
         return StreamChunk(pa.array(ops), batch.take(pa.array(idx)))
 
 
-NAN = float("nan")
-"""The one NaN object used in state keys and rows.
-
-NaN != NaN, but dict lookups compare tuple elements by identity first, so keys holding
-this one object find each other (and PostgreSQL treats NaN as equal to NaN in keys)."""
+# -- Python values for per-row state keys (used by top-N, over-window, collect-agg) -------
 
 
 def _is_nan(v: Any) -> bool:
@@ -652,19 +472,3 @@ def canonical_nan(table: StateTable) -> None:
         v = data.pop(k)
         k2 = tuple(NAN if _is_nan(x) else x for x in k)
         data[k2] = tuple(NAN if _is_nan(x) else x for x in v)
-
-
-def _tuples(columns: list[list[Any]], n: int) -> list[Key]:
-    if not columns:
-        return [()] * n
-    return list(zip(*columns, strict=True))
-
-
-def _rows_batch(fields: list[Field], values: list[tuple[Any, ...]]) -> pa.RecordBatch:
-    """State values `(*row, count)` as a batch of `fields` (the count is dropped)."""
-    schema = arrow_schema(fields)
-    if not values:
-        return pa.RecordBatch.from_pylist([], schema=schema)
-    cols = list(zip(*values, strict=True))
-    arrays = [pa.array(cols[i], type=schema.field(i).type) for i in range(len(fields))]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -14,7 +14,7 @@ consistent without this class knowing them. To find expired rows without scannin
 state, every inserted row is also kept in an expiry buffer partitioned by epoch, keyed by
 the smallest time it holds: `(min_time, seq) -> (Arrow IPC of the rows,)`; each epoch cuts
 the partitions whose minimum is below the cut. A row the user already deleted is skipped
-(looked up in the join's documented `left`/`right` table: `(*join key, *ident)`).
+(`HashJoinOp.stored_rows` says which expired rows are still stored exactly as buffered).
 
 Cleaning assumes the usual append-mostly event streams: after a row is cleaned, a delete
 of it no longer retracts its pairs (as in RisingWave, state below the watermark is gone).
@@ -135,33 +135,14 @@ class IntervalJoinOp(Operator):
                 table.put((int(t[~old].min()), self._seq()), (_encode(rest),))
             parts.append(batch.filter(pa.array(old)))
         expired = pa.Table.from_batches(parts).combine_chunks()
-        rows = self._rows_table(side)
-        if rows is None:  # the join's state layout is not the documented one: do not clean
-            return None
-        expired = _live(expired, rows, self.keys[side], self.idents[side])
+        if expired.num_rows:
+            batch = expired.to_batches()[0]
+            present = self.join.stored_rows(side, batch)
+            expired = expired if present.all() else expired.filter(pa.array(present))
         if expired.num_rows == 0:
             return None
         self.cleaned[side] += expired.num_rows
         return StreamChunk.deletes(expired)
 
-    def _rows_table(self, side: int) -> Any:
-        suffix = ".left" if side == 0 else ".right"
-        for t in self.join.state_tables():
-            if t.name.endswith(suffix) or t.name == suffix[1:]:
-                return t
-        return None
-
     def explain(self) -> str:
         return self.join.explain().replace("StreamHashJoin", "StreamIntervalJoin", 1)
-
-
-def _live(t: pa.Table, rows: Any, keys: list[int], ident: list[int]) -> pa.Table:
-    """The rows of `t` still present in the join's rows table (deleted ones are skipped)."""
-    if t.num_rows == 0:
-        return t
-    ident = ident or list(range(t.num_columns))
-    cols = [t.column(i).to_pylist() for i in [*keys, *ident]]
-    present = np.fromiter(  # per expired row: one dict lookup
-        ((*r,) in rows for r in zip(*cols, strict=True)), dtype=bool, count=t.num_rows
-    )
-    return t if present.all() else t.filter(pa.array(present))

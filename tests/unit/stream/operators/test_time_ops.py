@@ -153,14 +153,13 @@ def test_interval_join_cleans_state_by_watermark() -> None:
     alloc = LocalStateAllocator()
     join = HashJoinOp(fields, fields, "inner", [1], [1], cond, EvalContext(), alloc, [0], [0])
     op = IntervalJoinOp(join, (2, 2), 0, None, ([1], [1]), ([0], [0]), alloc)
-    assert op._rows_table(0) is not None and op._rows_table(1) is not None
     out = op.step([chunk("+ 1 7 10\n+ 2 7 30", fields), chunk("+ 9 7 20", fields)])
     assert_chunk(out, "+ 2 7 30 9 7 20")
     # the right watermark reaches 25: left rows with t < 25 can never match again
     op.input_watermarks = [{}, {2: 25}]
     assert op.step([None, None]) is None
     assert op.cleaned == [1, 0]
-    assert len(join.state_tables()[0]) == 1
+    assert join.side_rows(0) == 1 and join.side_rows(1) == 1
 
 
 def test_eowc_sort_emits_rows_once_in_watermark_order() -> None:
