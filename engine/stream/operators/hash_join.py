@@ -60,7 +60,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -69,12 +68,15 @@ from engine.errors import DatatypeMismatch, InternalError
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import Expr, StateAllocator
-from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.frames import net_rows
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
 from engine.stream.operators.segments import NAN, conform
 from engine.types import Field, TypeKind, arrow_schema
 
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
+
+Piece = tuple[pa.RecordBatch, np.ndarray, np.ndarray]
+"""Output rows, their weights and their join-key ids (-1: NULL key)."""
 
 __all__ = ["JOIN_KINDS", "NAN", "HashJoinOp", "canonical_nan", "hashable_values"]
 
@@ -87,6 +89,7 @@ class _Delta:
     w: np.ndarray  # int64 net weight per row
     valid: np.ndarray  # bool: no NULL in the join key
     jk: np.ndarray  # int64 join-key id per valid row (in `valid` order)
+    jkf: np.ndarray  # int64 join-key id per row, -1 where the key has a NULL
     ujk: np.ndarray  # the delta's distinct key ids
     gid: np.ndarray  # per valid row: position of its key id in `ujk`
 
@@ -198,7 +201,7 @@ class HashJoinOp(Operator):
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
         self._load()
         cl, cr = (list(inputs) + [None, None])[:2]
-        pieces: list[tuple[pa.RecordBatch, np.ndarray]] = []
+        pieces: list[Piece] = []
         dl = self._delta(self._left, cl)
         dr = self._delta(self._right, cr)
         if dl is not None:
@@ -209,7 +212,8 @@ class HashJoinOp(Operator):
             self._apply(self._right, dr, deg)
         self._left.flush()
         self._right.flush()
-        return self._output(pieces, consolidate=dl is not None and dr is not None)
+        both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
+        return self._output(pieces, both)
 
     def stored_rows(self, side: int, batch: pa.RecordBatch) -> np.ndarray:
         """Per row of `batch` (input `side`'s schema): is exactly this row in the state?"""
@@ -242,18 +246,10 @@ class HashJoinOp(Operator):
         batch = conform(chunk.data, side.schema)
         w = chunk.weights().astype(np.int64)
         if (w < 0).any():
-            allc = list(range(batch.num_columns))
-            frame = polars_frame(batch, allc, weights=w, index=True)
-            net = (
-                frame.df.group_by([col_name(i) for i in allc])
-                .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-                .filter(pl.col(WEIGHT) != 0)
-                .sort(INDEX)
-            )
-            if net.height == 0:
+            # only rows sharing an identity with a deleted row can cancel out
+            batch, w = _net(batch, w, _same_ident(batch, w, side.ident))
+            if not batch.num_rows:
                 return None
-            batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
-            w = net.get_column(WEIGHT).to_numpy().astype(np.int64)
         n = batch.num_rows
         valid = np.ones(n, dtype=bool)
         for k in side.keys:
@@ -264,7 +260,10 @@ class HashJoinOp(Operator):
         jk = self._jkids.assign(sub, side.keys)
         self._grow()
         ujk, gid = np.unique(jk, return_inverse=True)
-        return _Delta(batch, w, valid, jk, ujk, gid.astype(np.int64).reshape(-1))
+        jkf = jk if len(jk) == n else np.full(n, -1, np.int64)
+        if len(jk) != n:
+            jkf[valid] = jk
+        return _Delta(batch, w, valid, jk, jkf, ujk, gid.astype(np.int64).reshape(-1))
 
     # -- probing ----------------------------------------------------------------------
     def _match(self, delta: _Delta, probe: JoinSide, build: JoinSide) -> _Matches:
@@ -307,7 +306,7 @@ class HashJoinOp(Operator):
         delta: _Delta,
         probe: JoinSide,
         build: JoinSide,
-        pieces: list[tuple[pa.RecordBatch, np.ndarray]],
+        pieces: list[Piece],
     ) -> np.ndarray:
         """Emit this delta's output against `build`; returns the delta rows' degrees."""
         m = self._match(delta, probe, build)
@@ -315,7 +314,7 @@ class HashJoinOp(Operator):
         is_left = probe is self._left
         if self._pairs_out and len(m.d):
             pw = delta.w[m.d] * m.counts[m.e]
-            pieces.append((self._pair_batch(delta, probe, m), pw))
+            pieces.append((self._pair_batch(delta, probe, m), pw, delta.jkf[m.d]))
         # degrees of the delta's own rows (preserved side)
         deg = np.zeros(n, dtype=np.int64)
         if self._preserved(probe):
@@ -326,7 +325,9 @@ class HashJoinOp(Operator):
             show = deg > 0 if self.kind == "semi" else deg == 0
             idx = np.flatnonzero(show)
             if idx.size:
-                pieces.append((self._alone(delta.batch, idx, is_left), delta.w[idx]))
+                pieces.append(
+                    (self._alone(delta.batch, idx, is_left), delta.w[idx], delta.jkf[idx])
+                )
         # degree changes of the matched rows of the other side
         if self._preserved(build) and len(m.locs):
             if self.condition is None:
@@ -338,7 +339,8 @@ class HashJoinOp(Operator):
                     up, down = down, up
                 idx = np.concatenate([up, down])
                 w = np.concatenate([-m.counts[up], m.counts[down]])
-                pieces.append((self._alone(self._other(m, build), idx, not is_left), w))
+                alone = self._alone(self._other(m, build), idx, not is_left)
+                pieces.append((alone, w, delta.ujk[m.egid[idx]]))
         return deg
 
     def _preserved(self, side: JoinSide) -> bool:
@@ -400,31 +402,29 @@ class HashJoinOp(Operator):
             side.apply(delta.batch.filter(pa.array(valid)), delta.w[valid], delta.jk, deg[valid])
 
     # -- output -----------------------------------------------------------------------
-    def _output(
-        self, pieces: list[tuple[pa.RecordBatch, np.ndarray]], consolidate: bool
-    ) -> StreamChunk | None:
-        pieces = [(b, w) for b, w in pieces if b.num_rows]
+    def _output(self, pieces: list[Piece], both: np.ndarray | None) -> StreamChunk | None:
+        """The pieces as one chunk, deletes first.
+
+        `both`: the join-key ids changed on both sides this epoch (None: one side did not
+        change). Only output rows under those keys can come from both probes and cancel
+        (a pair needs its left row in dL and its right row in dR; a padded or semi/anti
+        row emitted by both probes is one row under one key), so only they are
+        consolidated.
+        """
+        pieces = [p for p in pieces if p[0].num_rows]
         if not pieces:
             return None
         if len(pieces) == 1:
-            batch, w = pieces[0]
+            batch, w, jk = pieces[0]
         else:
-            table = pa.Table.from_batches([b for b, _ in pieces], schema=self._out_schema)
+            table = pa.Table.from_batches([p[0] for p in pieces], schema=self._out_schema)
             batch = table.combine_chunks().to_batches()[0]
-            w = np.concatenate([w for _, w in pieces])
-        if consolidate:
-            allc = list(range(batch.num_columns))
-            frame = polars_frame(batch, allc, weights=w, index=True)
-            net = (
-                frame.df.group_by([col_name(i) for i in allc])
-                .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-                .filter(pl.col(WEIGHT) != 0)
-                .sort(INDEX)
-            )
-            if net.height == 0:
+            w = np.concatenate([p[1] for p in pieces])
+            jk = np.concatenate([p[2] for p in pieces])
+        if both is not None and len(both):
+            batch, w = _net(batch, w, np.isin(jk, both))
+            if not batch.num_rows:
                 return None
-            batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
-            w = net.get_column(WEIGHT).to_numpy().astype(np.int64)
         neg = np.flatnonzero(w < 0)
         if not neg.size and (w == 1).all():
             ops = np.full(batch.num_rows, Op.INSERT, dtype=np.int8)
@@ -435,6 +435,30 @@ class HashJoinOp(Operator):
         ops = np.full(idx.size, Op.INSERT, dtype=np.int8)
         ops[:nd] = Op.DELETE
         return StreamChunk(pa.array(ops), batch.take(pa.array(idx)))
+
+
+def _same_ident(batch: pa.RecordBatch, w: np.ndarray, ident: list[int]) -> np.ndarray | None:
+    """Rows whose identity is also a deleted row's (None: cannot tell cheaply, all rows)."""
+    if len(ident) != 1:
+        return None
+    col = batch.column(ident[0])
+    if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_temporal(col.type)):
+        return None
+    vals = col.to_numpy(zero_copy_only=False)
+    return np.isin(vals, vals[w < 0])
+
+
+def _net(
+    batch: pa.RecordBatch, w: np.ndarray, rows: np.ndarray | None
+) -> tuple[pa.RecordBatch, np.ndarray]:
+    """Consolidate the `rows` (bool mask; None = all) by full value; other rows stay."""
+    if rows is None or rows.all():
+        return net_rows(batch, w)
+    if not rows.any():
+        return batch, w
+    nb, nw = net_rows(batch.filter(pa.array(rows)), w[rows])
+    keep = ~rows
+    return pa.concat_batches([batch.filter(pa.array(keep)), nb]), np.concatenate([w[keep], nw])
 
 
 # -- Python values for per-row state keys (used by top-N, over-window, collect-agg) -------

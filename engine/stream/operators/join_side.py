@@ -118,8 +118,9 @@ class JoinKeyIds:
             inverse = np.empty(n, np.int64)
             inverse[ex.get_column(INDEX).to_numpy()] = ex.get_column("__g").to_numpy()
         ids = self.ids
-        setdefault = ids.setdefault
-        uid = np.fromiter((setdefault(k, len(ids)) for k in distinct), np.int64, len(distinct))
+        uid = np.fromiter(map(ids.get, distinct, repeat(-1)), np.int64, len(distinct))
+        for i in np.flatnonzero(uid < 0).tolist():  # values seen for the first time
+            uid[i] = ids.setdefault(distinct[i], len(ids))
         return uid[inverse]
 
 
@@ -402,7 +403,7 @@ class JoinSide:
         degree: np.ndarray | None,
         jk: np.ndarray,
     ) -> None:
-        perm = np.argsort(jk, kind="stable")
+        perm = np.argsort(jk)
         live = int(np.count_nonzero(count > 0))
         self.segs[sid] = JoinSegment(batch, count, degree, jk, perm, jk[perm], live)
 
