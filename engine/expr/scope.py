@@ -23,6 +23,7 @@ class ColumnBinding:
     index: int
     table: str | None = None
     hidden: bool = False
+    qualified_only: bool = False  # JOIN USING copies: reached as `t.k` only, not `k` or `*`
 
 
 class Scope:
@@ -40,7 +41,8 @@ class Scope:
             raise UndefinedTable(f'missing FROM-clause entry for table "{table}"',
                                  position=position)
         hits = [c for c in self.columns
-                if c.name == name and (table is None or c.table == table)]
+                if c.name == name and (c.table == table if table is not None
+                                       else not c.qualified_only)]
         if not hits:
             what = f"{table}.{name}" if table is not None else f'"{name}"'
             raise UndefinedColumn(f"column {what} does not exist", position=position)
@@ -52,7 +54,8 @@ class Scope:
     def star(self, table: str | None = None) -> list[ColumnBinding]:
         if table is not None and table not in self._tables():
             raise UndefinedTable(f'missing FROM-clause entry for table "{table}"')
-        return [c for c in self.columns if not c.hidden and (table is None or c.table == table)]
+        return [c for c in self.columns if not c.hidden
+                and (c.table == table if table is not None else not c.qualified_only)]
 
 
 class ParamContext:

@@ -30,6 +30,7 @@ class _Col:
     type: SqlType
     table: str | None
     hidden: bool = False
+    qualified_only: bool = False  # a JOIN USING copy: only `t.k` reaches it (plan_join)
 
 
 def _explicit_nulls(o: exp.Ordered) -> bool:

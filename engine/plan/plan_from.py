@@ -29,6 +29,14 @@ from engine.plan.logical import (
     PlanNode,
     Scan,
 )
+from engine.plan.plan_join import (
+    drop_keys,
+    merge_using,
+    natural_columns,
+    project_keys,
+    split_join_condition,
+    take_where,
+)
 from engine.plan.plan_system import plan_system_from
 from engine.plan.plan_tablefunc import is_table_function, plan_table_function
 from engine.types import Field
@@ -91,67 +99,67 @@ class FromPlannerMixin:
         return [_Col(f.name, f.type, table, f.hidden) for f in node.schema]
 
     def _plan_join(
-        self, left: PlanNode, lcols: list[_Col], j: exp.Join
+        self,
+        left: PlanNode,
+        lcols: list[_Col],
+        j: exp.Join,
+        where: list[exp.Expression] | None = None,
     ) -> tuple[PlanNode, list[_Col]]:
+        """Add one JOIN; `where`: pending WHERE conjuncts a comma/CROSS join may take as its
+        ON condition (plan_join.pushable_where; the taken ones are removed)."""
         right, rcols = self._plan_from(j.this)
         side = (j.args.get("side") or "").lower()
         kind = j.args.get("kind")
         kind = (kind or "").lower() if isinstance(kind, str) else ""
         jkind = {"left": "left", "right": "right", "full": "full"}.get(side, "inner")
         cols = lcols + rcols
-        fields = list(left.schema) + list(right.schema)
         on = j.args.get("on")
-        using = j.args.get("using")
-        nl = len(lcols)
-        lkeys: list[int] = []
-        rkeys: list[int] = []
-        residual: list[ex.Expr] = []
+        using = [u.name for u in j.args.get("using") or []]
+        if str(j.args.get("method") or "").upper() == "NATURAL":
+            using = natural_columns(lcols, rcols)
+        nl, nr = len(lcols), len(rcols)
         scope = self._scope(cols)
-        if using:
-            for u in using:
-                name = u.name
-                li = [i for i, c in enumerate(lcols) if c.name == name and not c.hidden]
-                ri = [i for i, c in enumerate(rcols) if c.name == name and not c.hidden]
-                if len(li) != 1 or len(ri) != 1:
-                    raise InvalidColumnReference(
-                        f'column "{name}" specified in USING clause does not exist in both tables'
-                    )
-                lkeys.append(li[0])
-                rkeys.append(ri[0])
-        elif on is not None:
-            for conj in _conjuncts(on):
-                if isinstance(conj, exp.EQ) and not isinstance(conj.expression, (exp.Any, exp.All)):
-                    a = self._bind(conj.this, scope)
-                    b = self._bind(conj.expression, scope)
-                    ra, rb = a.input_refs(), b.input_refs()
-                    if isinstance(a, ex.InputRef) and isinstance(b, ex.InputRef) and ra and rb:
-                        if max(ra) < nl <= min(rb):
-                            lkeys.append(a.index)
-                            rkeys.append(b.index - nl)
-                            continue
-                        if max(rb) < nl <= min(ra):
-                            lkeys.append(b.index)
-                            rkeys.append(a.index - nl)
-                            continue
-                residual.append(self._bind(conj, scope))
-        elif kind != "cross" and jkind != "inner":
+        conjs: list[exp.Expression] = []
+        pairs: list[tuple[int, int]] = []
+        for name in using:
+            li = [i for i, c in enumerate(lcols) if c.name == name and not c.hidden]
+            ri = [i for i, c in enumerate(rcols) if c.name == name and not c.hidden]
+            if len(li) != 1 or len(ri) != 1:
+                raise InvalidColumnReference(
+                    f'column "{name}" specified in USING clause does not exist in both tables'
+                )
+            pairs.append((li[0], nl + ri[0]))
+        if on is not None:
+            conjs = _conjuncts(on)
+        elif where and not using and jkind == "inner" and self.streaming:
+            conjs = take_where(self, where, scope, nl)
+        elif kind != "cross" and jkind != "inner" and not using:
             raise SqlSyntaxError("syntax error: JOIN requires an ON or USING clause")
+        keys = split_join_condition(self, conjs, scope, nl, self.streaming)
+        for li, ri in pairs:
+            lf, rf = left.schema[li], right.schema[ri - nl]
+            if lf.type == rf.type or not self.streaming:
+                keys.lkeys.append(li)
+                keys.rkeys.append(ri - nl)
+            else:
+                t = ex.common_type([lf.type, rf.type], "JOIN/USING")
+                keys.lexprs.append(ex.cast(ex.InputRef(li, lf.type, lf.name), t))
+                keys.rexprs.append(ex.cast(ex.InputRef(ri - nl, rf.type, rf.name), t))
         if not self.streaming:
             # batch: equalities between different types (int2 = int4) become residual
             # conditions, compared after the usual numeric promotion
-            for i in reversed(range(len(lkeys))):
-                lf, rf = left.schema[lkeys[i]], right.schema[rkeys[i]]
+            for i in reversed(range(len(keys.lkeys))):
+                lf, rf = left.schema[keys.lkeys[i]], right.schema[keys.rkeys[i]]
                 if lf.type != rf.type:
-                    residual.append(
+                    keys.residual.append(
                         ex.ops.bind_compare(
                             "=",
-                            ex.InputRef(lkeys[i], lf.type, lf.name),
-                            ex.InputRef(rkeys[i] + nl, rf.type, rf.name),
+                            ex.InputRef(keys.lkeys[i], lf.type, lf.name),
+                            ex.InputRef(keys.rkeys[i] + nl, rf.type, rf.name),
                         )
                     )
-                    del lkeys[i], rkeys[i]
-        cond = _and_all(residual)
-        if self.streaming and not lkeys:
+                    del keys.lkeys[i], keys.rkeys[i]
+        if self.streaming and not keys:
             raise not_supported(
                 "streaming nested-loop join",
                 hint="The join condition needs at least one equality between the two sides "
@@ -159,38 +167,28 @@ class FromPlannerMixin:
             )
         if self.streaming and (left.stream_key is None or right.stream_key is None):
             raise not_supported("join input without a stream key")
-        for a, b in zip(lkeys, rkeys, strict=True):
-            if left.schema[a].type != right.schema[b].type:
-                t = ex.common_type([left.schema[a].type, right.schema[b].type], "JOIN")
-                if left.schema[a].type != t or right.schema[b].type != t:
-                    raise not_supported(
-                        "join keys of different types", hint="Cast both sides to the same type."
-                    )
+        left, right, xl, _ = project_keys(left, right, keys)
+        cond = _and_all(keys.residual)
+        fields = list(left.schema) + list(right.schema)
+        nl2 = len(left.schema)
         if jkind in ("left", "full"):
-            fields = fields[:nl] + [Field(f.name, f.type, f.hidden) for f in fields[nl:]]
+            fields = fields[:nl2] + [Field(f.name, f.type, f.hidden) for f in fields[nl2:]]
         key = None
         if left.stream_key is not None and right.stream_key is not None:
-            key = list(left.stream_key) + [k + nl for k in right.stream_key]
-        node = Join(
+            key = list(left.stream_key) + [k + nl2 for k in right.stream_key]
+        node: PlanNode = Join(
             fields,
             key,
             left=left,
             right=right,
-            kind=jkind
-            if lkeys or cond is not None or jkind != "inner"
-            else "cross"
-            if not lkeys
-            else jkind,
-            left_keys=lkeys,
-            right_keys=rkeys,
+            kind=jkind if keys or cond is not None or jkind != "inner" else "cross",
+            left_keys=keys.lkeys,
+            right_keys=keys.rkeys,
             condition=cond,
         )
-        if using:
-            # USING hides the right-side copies of the join columns from SELECT *
-            for rk in rkeys:
-                cols[nl + rk] = _Col(
-                    cols[nl + rk].name, cols[nl + rk].type, cols[nl + rk].table, True
-                )
+        node = drop_keys(node, nl, nr, xl)
+        if pairs:
+            node, cols = merge_using(node, cols, pairs, jkind)
         return node, cols
 
 

@@ -56,6 +56,7 @@ from engine.plan.logical import (
 from engine.plan.logical_window import OverWindow
 from engine.plan.plan_agg import AGG_CLASSES, AggPlannerMixin, agg_result_type
 from engine.plan.plan_from import FromPlannerMixin
+from engine.plan.plan_join import pushable_where, rebuild_where
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
 from engine.types import Field, SqlType, TypeKind
@@ -203,17 +204,20 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
     # -- SELECT --------
     def _plan_select(self, q: exp.Select) -> PlanNode:
         from_ = q.args.get("from_") or q.args.get("from")
+        where = q.args.get("where")
+        where_ast = where.this if where is not None else None
         if from_ is not None:
             node, cols = self._plan_from(from_.this)
+            pending = pushable_where(q, where_ast) if self.streaming else None
             for j in q.args.get("joins") or []:
-                node, cols = self._plan_join(node, cols, j)
+                node, cols = self._plan_join(node, cols, j, pending)
+            if pending is not None:  # conjuncts not moved into a join's ON stay here
+                where_ast = rebuild_where(pending)
         else:
             node, cols = Values([], None, rows=[[]]), []
             node.stream_key = []
 
         scope = self._scope(cols)
-        where = q.args.get("where")
-        where_ast = where.this if where is not None else None
         if self.streaming and where_ast is not None and where_ast.find(exp.Exists, exp.In):
             where_ast, node = self._plan_where_subqueries(where_ast, node, cols)
         if self.streaming and where_ast is not None and where_ast.find(exp.Subquery):
@@ -458,7 +462,14 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
     def _scope(self, cols: list[_Col]) -> ex.Scope:
         return ex.Scope(
             [
-                ex.ColumnBinding(name=c.name, type=c.type, index=i, table=c.table, hidden=c.hidden)
+                ex.ColumnBinding(
+                    name=c.name,
+                    type=c.type,
+                    index=i,
+                    table=c.table,
+                    hidden=c.hidden,
+                    qualified_only=c.qualified_only,
+                )
                 for i, c in enumerate(cols)
             ]
         )
@@ -561,7 +572,11 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 isinstance(it, exp.Column) and isinstance(it.this, exp.Star)
             ):
                 table = it.table if isinstance(it, exp.Column) else None
-                chosen = [c for c in cols if not c.hidden and (not table or c.table == table)]
+                chosen = [
+                    c
+                    for c in cols
+                    if not c.hidden and (c.table == table if table else not c.qualified_only)
+                ]
                 if table and not chosen and not any(c.table == table for c in cols):
                     from engine.errors import UndefinedTable
 
