@@ -16,8 +16,10 @@ updating dicts and collecting garbage. A `JoinSide` keeps rows the way
   is the degree of every row of the other side under that key;
 * a probe takes the probing delta's distinct key ids and per segment runs `searchsorted`
   over `sjk`, expanding the hits with `repeat` arithmetic: no per-row Python;
-* an identity index (dict: ident key -> location; ident = the stream key, or all columns
-  when there is none) finds rows for deletes and duplicate inserts;
+* an identity index (dict: ident key -> row id; ident = the stream key, or all columns
+  when there is none) finds rows for deletes and duplicate inserts; row ids are per-run
+  numbers and a numpy array maps them to locations, so moving rows (merges) costs array
+  writes, not dict updates (ids are renumbered when more than half are dead);
 * segments are merged size-tiered (`FANOUT` segments of one size tier become one), and a
   segment whose live fraction drops below `MIN_LIVE_FRACTION` is rewritten, so a probe
   visits O(log n) segments and dead rows stay bounded.
@@ -26,8 +28,8 @@ Persistence (one `StateTable` per side, through `SegmentTable`): `(sid,)` -> Arr
 bytes (written once), `("mask", sid)` -> packed live bitmap, `("count", sid)` ->
 `(positions, counts)` of live rows with count > 1, `("degree", sid)` -> the int64 degree
 array, `("meta",)` -> `(FORMAT_VERSION, next sid)`. Only segments touched in a step get
-their mask/count/degree values rewritten (`flush`). Join-key ids, `perm`, `tot` and the
-identity index are rebuilt by `load` (ids are per run, never stored).
+their mask/count/degree values rewritten (`flush`). Join-key ids, row ids, `perm`, `tot` and
+the identity index are rebuilt by `load` (ids are per run, never stored).
 
 Lifecycle: constructed by `HashJoinOp` over its allocated table; `load` once before the
 first step (the runtime has loaded the table by then); per step `probe`/degree updates,
@@ -69,6 +71,8 @@ FANOUT = 4
 MAX_SEGMENT_ROWS = 1 << 20
 """Merged segments are split at this size; segments this large are not merged further."""
 MIN_LIVE_FRACTION = 0.5
+RENUMBER_SLACK = 1 << 16
+"""Row ids are renumbered once more than twice the live rows plus this many were handed out."""
 COUNT = "count"
 DEGREE = "degree"
 _AUX = (MASK, COUNT, DEGREE)
@@ -134,6 +138,7 @@ class JoinSegment:
     jk: np.ndarray  # int64 join-key id per row
     perm: np.ndarray  # rows ordered by jk
     sjk: np.ndarray  # jk[perm]
+    rid: np.ndarray  # int64 row id per row (-1: dead when loaded)
     live: int
 
 
@@ -159,7 +164,9 @@ class JoinSide:
         self.schema = arrow_schema(fields)
         self.store = SegmentTable(table, self.schema, FORMAT_VERSION, f"hash join {name}")
         self.segs: dict[int, JoinSegment] = {}
-        self.index: dict[Any, int] = {}
+        self.index: dict[Any, int] = {}  # ident key -> row id
+        self._loc = np.empty(0, np.int64)  # row id -> location
+        self._next_rid = 0
         self.tot = np.zeros(0, np.int64)
         self._ident_fns = [key_fn(self.schema.field(i).type) for i in ident]
         self._dirty: set[int] = set()
@@ -224,7 +231,7 @@ class JoinSide:
         n = batch.num_rows
         if not n or not self.index:
             return np.zeros(n, bool)
-        locs = np.fromiter(map(self.index.get, self.ident_keys(batch), repeat(-1)), np.int64, n)
+        locs = self._locate(self.ident_keys(batch))
         found = locs >= 0
         out = np.zeros(n, bool)
         if found.any():
@@ -284,7 +291,7 @@ class JoinSide:
                     nkeys = [nkeys[i] for i in sel.tolist()]
                 sub = batch if len(ni) == batch.num_rows else batch.take(pa.array(ni))
                 d = deg[ni] if deg is not None and self.with_degree else None
-                self._append(sub, nkeys, nw.astype(np.int64), d, jk[ni])
+                self._append(sub, nw.astype(np.int64), d, jk[ni], self._index_new(nkeys))
             np.add.at(self.tot, jk[pi], w[pi])
         self._maintain(touched)
 
@@ -329,10 +336,12 @@ class JoinSide:
                     if sid in degrees
                     else np.zeros(n, np.int64)
                 )
-            self._add_segment(sid, batch, count, degree, jkids.assign(batch, self.keys))
             live = np.flatnonzero(count > 0)
             keys = self.ident_keys(batch if len(live) == n else batch.take(pa.array(live)))
-            self.index.update(zip(keys, (live | (sid << SHIFT)).tolist()))
+            rid = np.full(n, -1, np.int64)
+            rid[live] = self._index_new(keys)
+            self._loc[rid[live]] = live | (sid << SHIFT)
+            self._add_segment(sid, batch, count, degree, jkids.assign(batch, self.keys), rid)
         self.grow(len(jkids))
         for seg in self.segs.values():
             self.tot += np.bincount(seg.jk, weights=seg.count, minlength=len(self.tot)).astype(
@@ -353,7 +362,40 @@ class JoinSide:
         return out
 
     def _locate(self, keys: list[Any]) -> np.ndarray:
-        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        """Locations of the rows with identities `keys` (-1: not stored)."""
+        rid = np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        found = rid >= 0
+        if found.all():
+            return self._loc[rid]  # type: ignore[no-any-return]
+        out = np.full(len(keys), -1, np.int64)
+        out[found] = self._loc[rid[found]]
+        return out
+
+    def _index_new(self, keys: list[Any]) -> np.ndarray:
+        """Give rows with new identities `keys` fresh row ids; returns them."""
+        n = len(keys)
+        r0 = self._next_rid
+        self._next_rid += n
+        if len(self._loc) < self._next_rid:
+            grown = np.full(max(2 * len(self._loc), self._next_rid, 1024), -1, np.int64)
+            grown[: len(self._loc)] = self._loc
+            self._loc = grown
+        self.index.update(zip(keys, range(r0, r0 + n)))
+        return np.arange(r0, r0 + n, dtype=np.int64)
+
+    def _renumber(self) -> None:
+        """Compact row ids to 0..live-1 (once most ids belong to dead rows)."""
+        n = len(self.index)
+        old = np.fromiter(self.index.values(), np.int64, n)
+        new_of_old = np.full(self._next_rid, -1, np.int64)
+        new_of_old[old] = np.arange(n, dtype=np.int64)
+        self.index = dict(zip(self.index.keys(), range(n)))
+        for seg in self.segs.values():
+            seg.rid = np.where(seg.rid >= 0, new_of_old[np.maximum(seg.rid, 0)], -1)
+        loc = np.full(max(n, 1024), -1, np.int64)
+        loc[:n] = self._loc[old]
+        self._loc = loc
+        self._next_rid = n
 
     def _add_counts(self, locs: np.ndarray, w: np.ndarray, touched: set[int]) -> np.ndarray:
         """Add `w` to the counts at `locs`; returns the counts after, per location."""
@@ -375,12 +417,12 @@ class JoinSide:
     def _append(
         self,
         batch: pa.RecordBatch,
-        keys: list[Any],
         count: np.ndarray,
         degree: np.ndarray | None,
         jk: np.ndarray,
+        rid: np.ndarray,
     ) -> None:
-        """Store rows with distinct new identities `keys` as new segment(s); index them."""
+        """Store live rows with row ids `rid` as new segment(s) and point the ids there."""
         n = batch.num_rows
         for start in range(0, n, MAX_SEGMENT_ROWS):
             end = min(n, start + MAX_SEGMENT_ROWS)
@@ -390,10 +432,10 @@ class JoinSide:
             d = None
             if self.with_degree:
                 d = np.zeros(end - start, np.int64) if degree is None else degree[start:end].copy()
-            self._add_segment(sid, stored, count[start:end].copy(), d, jk[start:end])
+            r = rid[start:end]
+            self._add_segment(sid, stored, count[start:end].copy(), d, jk[start:end], r)
             self._dirty.add(sid)
-            base = sid << SHIFT
-            self.index.update(zip(keys[start:end], range(base, base + end - start)))
+            self._loc[r] = np.arange(end - start, dtype=np.int64) | (sid << SHIFT)
 
     def _add_segment(
         self,
@@ -402,14 +444,17 @@ class JoinSide:
         count: np.ndarray,
         degree: np.ndarray | None,
         jk: np.ndarray,
+        rid: np.ndarray,
     ) -> None:
         perm = np.argsort(jk)
         live = int(np.count_nonzero(count > 0))
-        self.segs[sid] = JoinSegment(batch, count, degree, jk, perm, jk[perm], live)
+        self.segs[sid] = JoinSegment(batch, count, degree, jk, perm, jk[perm], rid, live)
 
     def _maintain(self, touched: set[int]) -> None:
         """Drop empty segments, rewrite sparse ones, merge full size tiers."""
         segs = self.segs
+        if self._next_rid > 2 * len(self.index) + RENUMBER_SLACK:
+            self._renumber()
         for sid in [s for s in touched if segs[s].live == 0]:
             self._drop(sid)
         rewrite = [
@@ -432,19 +477,21 @@ class JoinSide:
 
     def _merge(self, sids: list[int]) -> None:
         segs = [self.segs[s] for s in sids]
-        parts, counts, degrees, jks = [], [], [], []
+        parts, counts, degrees, jks, rids = [], [], [], [], []
         for seg in segs:
             if seg.live == seg.batch.num_rows:
                 parts.append(seg.batch)
                 counts.append(seg.count)
                 degrees.append(seg.degree)
                 jks.append(seg.jk)
+                rids.append(seg.rid)
             elif seg.live:
                 alive = seg.count > 0
                 parts.append(seg.batch.filter(pa.array(alive)))
                 counts.append(seg.count[alive])
                 degrees.append(None if seg.degree is None else seg.degree[alive])
                 jks.append(seg.jk[alive])
+                rids.append(seg.rid[alive])
         for sid in sids:
             self._drop(sid)
         if not parts:
@@ -454,7 +501,7 @@ class JoinSide:
         if self.with_degree:
             degree = np.concatenate([d for d in degrees if d is not None])
         self._append(
-            merged, self.ident_keys(merged), np.concatenate(counts), degree, np.concatenate(jks)
+            merged, np.concatenate(counts), degree, np.concatenate(jks), np.concatenate(rids)
         )
 
     def _drop(self, sid: int) -> None:

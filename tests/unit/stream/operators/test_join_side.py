@@ -17,7 +17,7 @@ from engine.expr import InputRef
 from engine.expr.ops import bind_compare
 from engine.state.store import StateStore
 from engine.state.table import StateTable
-from engine.stream.operators import LocalStateAllocator
+from engine.stream.operators import LocalStateAllocator, join_side
 from engine.stream.operators.hash_join import HashJoinOp
 from engine.stream.operators.join_side import FANOUT, JoinKeyIds, JoinSide, _tier
 from engine.types import DOUBLE, INT, VARCHAR, Field
@@ -88,6 +88,20 @@ def test_tiered_merge_keeps_few_segments_and_every_row(tmp_path: Path) -> None:
         assert s2.tot[ids2.assign(rows(range(3), 0), [1])].tolist() == [334, 333, 333]
     finally:
         store.close()
+
+
+def test_row_ids_renumbered_after_many_updates(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(join_side, "RENUMBER_SLACK", 0)
+    s, ids = side()
+    add(s, ids, rows(range(0, 50), 0))
+    for _ in range(10):  # every row deleted and re-inserted: ids run far ahead of live rows
+        add(s, ids, rows(range(0, 50), 0), -1)
+        add(s, ids, rows(range(0, 50), 0))
+        assert s._next_rid <= 2 * len(s) + 50
+    assert len(s) == 50
+    assert s.stored(rows(range(0, 60), 0)).tolist() == [True] * 50 + [False] * 10
+    _, locs = s.probe(ids.assign(rows(range(3), 0), [1]))
+    assert sorted(s.rows_at(locs).column(0).to_pylist()) == list(range(50))
 
 
 def test_unknown_state_format_is_refused() -> None:
