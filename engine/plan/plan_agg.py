@@ -280,9 +280,8 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
         if isinstance(node, (exp.Subquery, exp.Select)):
             return
         if isinstance(node, exp.AggFunc) and not isinstance(node, tuple(AGG_CLASSES)):
-            raise not_supported(
-                f"aggregate function {node.sql_name().lower()} is not supported yet"
-            )
+            name = node.sql(dialect="postgres").split("(", 1)[0].lower()  # not J_S_O_N_B_...
+            raise not_supported(f"aggregate function {name} is not supported yet")
         for child in node.iter_expressions():
             walk(child)
 

@@ -1,7 +1,8 @@
 """Dynamic filters: `WHERE v > (SELECT max(v) FROM t2)` in materialized views.
 
 RisingWave's pattern: one side of a comparison (`<`, `<=`, `>`, `>=`, AND-ed with the rest of
-WHERE) is an uncorrelated subquery returning a single row, whose value changes over time.
+WHERE) is an uncorrelated subquery (correlated ones are left to the WHERE binder, which joins
+them as correlated scalar subqueries) returning a single row, whose value changes over time.
 The planner hook `plan_dynamic_filters` (called for streaming queries before WHERE is bound)
 takes such conjuncts out of the WHERE clause and plans each into a `DynamicFilter` node over
 (the FROM plan, the subquery plan); the rest of WHERE is bound as usual.
@@ -19,7 +20,7 @@ from typing import Any
 from sqlglot import exp
 
 from engine import expr as ex
-from engine.errors import not_supported
+from engine.errors import UndefinedColumn, UndefinedTable, not_supported
 from engine.plan.helpers import _conjuncts, _visible
 from engine.plan.logical import Agg, Filter, PlanNode, Project
 
@@ -58,7 +59,12 @@ def plan_dynamic_filters(
         a, b = conj.this, conj.expression
         if _is_sub(a):
             a, b, cmp = b, a, _FLIP[cmp]
-        node = _dynamic(planner, node, cols, a, cmp, b)
+        try:
+            node = _dynamic(planner, node, cols, a, cmp, b)
+        except (UndefinedColumn, UndefinedTable):
+            # a correlated subquery (or a wrong name, reported again when WHERE is bound):
+            # the WHERE binder joins it as a correlated scalar subquery
+            rest.append(conj)
     if not rest:
         return node, None
     out = rest[0]

@@ -81,6 +81,12 @@ class SubqueryPlannerMixin:
                 neg, inner = True, inner.this
                 while isinstance(inner, exp.Paren):
                     inner = inner.this
+            if (
+                isinstance(inner, exp.EQ)
+                and isinstance(inner.expression, exp.Any)
+                and isinstance(inner.expression.this, exp.Subquery)
+            ):  # x = ANY (subquery) is x IN (subquery)
+                inner = exp.In(this=inner.this, query=inner.expression.this)
             if isinstance(inner, exp.Exists):
                 q = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
                 node = self._semi_join(node, cols, q, None, "anti" if neg else "semi")
@@ -234,6 +240,12 @@ class SubqueryPlannerMixin:
         if corr:
             if not isinstance(q, exp.Select) or q.args.get("group") or q.args.get("having"):
                 raise not_supported("correlated scalar subquery with GROUP BY or HAVING")
+            if not any(e.find(exp.AggFunc) for e in q.expressions):
+                raise not_supported(
+                    "a correlated scalar subquery that may return several rows",
+                    hint="Aggregate it (e.g. SELECT max(..)) so it returns one row per outer "
+                    "row, or join with it instead.",
+                )
             scope_in = sub._scope(icols)
             scope_out = me._scope(outer_cols)
             for c in corr:
@@ -359,6 +371,12 @@ def _refuse_complex_correlated(q: exp.Expression) -> None:
         raise not_supported(
             "correlated subquery with GROUP BY, HAVING, DISTINCT or LIMIT",
             hint="Move the correlated condition out of the subquery into a join.",
+        )
+    if any(e.find(exp.AggFunc) for e in q.expressions):
+        raise not_supported(
+            "correlated EXISTS / IN subquery over an aggregate",
+            hint="An aggregate without GROUP BY returns one row, so EXISTS is always true; "
+            "to compare with an aggregate write x = (SELECT max(y) FROM t2 WHERE t2.k = t1.k).",
         )
 
 

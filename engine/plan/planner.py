@@ -218,7 +218,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             node.stream_key = []
 
         scope = self._scope(cols)
-        if self.streaming and where_ast is not None and where_ast.find(exp.Exists, exp.In):
+        if self.streaming and where_ast is not None and where_ast.find(exp.Exists, exp.In, exp.Any):
             where_ast, node = self._plan_where_subqueries(where_ast, node, cols)
         if self.streaming and where_ast is not None and where_ast.find(exp.Subquery):
             from engine.plan.plan_dynamic import plan_dynamic_filters
@@ -518,6 +518,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             isinstance(n, exp.In) and n.args.get("query") is not None
         ):
             return self._subquery(n, binder)
+        any_ = n.expression if isinstance(n, exp.EQ) else None
+        if isinstance(any_, exp.Any) and isinstance(any_.this, exp.Subquery):
+            # x = ANY (subquery) is x IN (subquery)
+            return self._subquery(exp.In(this=n.this, query=any_.this), binder)
         if isinstance(n, exp.Array) and n.expressions and isinstance(
             n.expressions[0], (exp.Select, exp.Subquery, exp.Union)
         ):

@@ -22,6 +22,8 @@ VIEWS = {
     "s_scalar_where": "SELECT id FROM t WHERE v > (SELECT min(v) FROM u)",
     "s_corr_scalar": "SELECT id, (SELECT sum(v) FROM u WHERE u.k = t.k) AS s, "
     "(SELECT count(*) FROM u WHERE u.k = t.k) AS c FROM t",
+    "s_corr_cmp": "SELECT id FROM t WHERE v > (SELECT avg(v) FROM u WHERE u.k = t.k)",
+    "s_any": "SELECT id FROM t WHERE v + 1 = ANY (SELECT v FROM u)",
     "j_left_cond": "SELECT t.id, u.id AS uid FROM t LEFT JOIN u ON t.k = u.k AND t.v > u.v",
     "j_full_cond": "SELECT t.id, u.id AS uid FROM t FULL JOIN u ON t.k = u.k AND t.v <> u.v",
     "j_three": "SELECT a.id, b.id AS bid, c.id AS cid FROM t a JOIN u b ON a.k = b.k "
