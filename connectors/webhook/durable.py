@@ -71,9 +71,12 @@ class DurableWaiter:
             with self._cv:
                 while self._heap and self._heap[0][0] <= durable:
                     ready.append(heapq.heappop(self._heap))
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int]]] = {}
             for s, _, loop, fut in ready:
+                by_loop.setdefault(loop, []).append((fut, s))
+            for loop, futs in by_loop.items():  # one wake-up per loop, not per request
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                    loop.call_soon_threadsafe(_set_result, fut, s)
+                    loop.call_soon_threadsafe(_set_results, futs)
 
     def _fail_all(self, error: BaseException) -> None:
         with self._cv:
@@ -96,9 +99,10 @@ class DurableWaiter:
         return len(self._heap)
 
 
-def _set_result(fut: asyncio.Future[int], seq: int) -> None:
-    if not fut.done():
-        fut.set_result(seq)
+def _set_results(futs: list[tuple[asyncio.Future[int], int]]) -> None:
+    for fut, seq in futs:
+        if not fut.done():
+            fut.set_result(seq)
 
 
 def _set_exception(fut: asyncio.Future[int], error: BaseException) -> None:

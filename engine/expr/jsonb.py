@@ -6,7 +6,7 @@ hashing work on plain strings. Every kernel here is one pass over a column: pars
 `1.50` keeps its digits), compute, re-serialise. Object keys sort like Postgres jsonb (shorter
 first, then bytewise) and duplicate keys keep the last value. `->`/`->>` over a column parse
 it once with `_EXACT` (floats only where they print back as written) and serialise results
-with orjson + msgspec in C (`_dumps_exact`); `jsonb_many` canonicalises many input texts.
+with orjson + msgspec in C (`dumps_parsed`); `jsonb_many` canonicalises many input texts.
 """
 
 from __future__ import annotations
@@ -185,9 +185,9 @@ def dumps(v: Any) -> str:
     return _ser(v, strict=False)
 
 
-def _dumps_exact(v: Any) -> str:
-    """`dumps` of a value parsed by `_EXACT` from canonical text (keys already in jsonb
-    order): orjson + msgspec spacing in C; Decimals and huge integers take `_ser`."""
+def dumps_parsed(v: Any) -> str:
+    """`dumps` in C (orjson + msgspec spacing) of a value whose floats print as written
+    (parsed by `_EXACT`, or none at all); Decimals and huge integers take `_ser`."""
     t = type(v)
     if t is dict or t is list:
         try:
@@ -274,7 +274,7 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
     the results of those, e.g. `data->'properties'->>'price'`); each would otherwise
     convert and parse the whole column again. The parse is `_EXACT` (numbers keep their
     digits: floats only where repr prints them as written, else Decimal), so results are
-    serialised without a re-parse (`_dumps_exact`); `_NO_FAST` marks text it cannot
+    serialised without a re-parse (`dumps_parsed`); `_NO_FAST` marks text it cannot
     read (not canonical jsonb; `loads` decides). The key is the
     column's buffer addresses, offset and length; the entry keeps the array alive, so
     no other array can reuse those addresses while it is cached.
@@ -355,7 +355,7 @@ def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool,
         if v is None:
             append(None if as_text else "null")
             continue
-        append(_dumps_exact(v))
+        append(dumps_parsed(v))
     return out
 
 

@@ -44,7 +44,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.fn_crypto import crypto_hook
-from engine.expr.jsonb import jsonb_canonical, parse_json_text
+from engine.expr.jsonb import dumps_parsed, jsonb_canonical, parse_json_text
 from engine.expr.jsonb_many import canonicalize_many
 from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
 
@@ -178,6 +178,12 @@ class WebhookTarget:
     columns: list[Field] = field(default_factory=list)  # visible columns, table order
     jsonb_body: bool = False  # the single-JSONB-column form
     has_jsonb: bool = False  # some column is jsonb (parse numbers exactly)
+    schema: pa.Schema = field(init=False)  # of `columns`
+    full_schema: pa.Schema = field(init=False)  # of every table column (hidden too)
+
+    def __post_init__(self) -> None:
+        self.schema = arrow_schema(self.columns)
+        self.full_schema = arrow_schema(self.rel.fields)
 
     @property
     def name(self) -> str:
@@ -192,7 +198,7 @@ class WebhookTarget:
         if self.validator is None:
             return [None] * len(requests)
         cols: list[pa.Array] = [
-            pa.array([jsonb_canonical(r.headers) for r in requests], pa.string()),
+            pa.array([dumps_parsed(dict(r.headers)) for r in requests], pa.string()),
             pa.array([r.body for r in requests], pa.binary()),
         ]
         if self.secret is not None:
@@ -226,7 +232,7 @@ class WebhookTarget:
                 col = canonicalize_many(items)
             except EngineError as e:
                 raise WebhookError(422, _parse_error(text, self.batched)) from e
-            return pa.RecordBatch.from_arrays([col], schema=arrow_schema(self.columns))
+            return pa.RecordBatch.from_arrays([col], schema=self.schema)
         # jsonb columns keep number digits as written (2.50): the exact parser when needed
         loads = parse_json_text if self.has_jsonb else orjson.loads
         try:
@@ -242,7 +248,7 @@ class WebhookTarget:
             if not f.hidden and arrays[self.columns.index(f)].null_count:
                 raise WebhookError(422, "failed to decode webhook JSON payload: "
                                         f'primary key "{f.name}" is missing or null')
-        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.columns))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     # -- writing -----------------------------------------------------------------------------
     def write(self, batches: list[pa.RecordBatch], *, blocking: bool = True) -> int | None:
@@ -275,7 +281,7 @@ class WebhookTarget:
                     full.append(pa.nulls(n, f.type.arrow))
                 else:
                     full.append(next(it))
-            batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(self.rel.fields))
+            batch = pa.RecordBatch.from_arrays(full, schema=self.full_schema)
             seq: int = rt.write(self.rel.id, StreamChunk.inserts(batch))
             return seq
         finally:
