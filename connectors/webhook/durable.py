@@ -47,8 +47,11 @@ class DurableWaiter:
             if self._closed:
                 fut.set_exception(RuntimeError("webhook server is shutting down"))
                 return fut
+            # the thread waits for the smallest seq and re-checks the heap after it, so only
+            # a new smallest seq needs to wake it (one wake-up per flush, not per request)
+            if not self._heap or seq < self._heap[0][0]:
+                self._cv.notify()
             heapq.heappush(self._heap, (seq, next(self._order), loop, fut))
-            self._cv.notify()
         return fut
 
     def _run(self) -> None:

@@ -40,16 +40,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import pyarrow as pa
 from aiohttp import web
 
 from connectors.webhook.durable import DurableWaiter
 from engine.errors import EngineError
 from engine.handlers.webhook import (
+    Decoded,
     IncomingRequest,
     WebhookError,
     WebhookIngest,
     WebhookTarget,
+    decoded_rows,
 )
 
 log = logging.getLogger("swell.webhook")
@@ -64,7 +65,7 @@ _MESSAGES = {401: "Signature verification failed", 400: "`SECURE_COMPARE()` fail
 @dataclass
 class _Item:
     req: IncomingRequest
-    decoded: pa.RecordBatch | WebhookError
+    decoded: Decoded | WebhookError
     fut: asyncio.Future[int | None]
 
 
@@ -78,7 +79,7 @@ class _Batcher:
         self.task: asyncio.Task[None] | None = None
 
     def submit(
-        self, req: IncomingRequest, decoded: pa.RecordBatch | WebhookError
+        self, req: IncomingRequest, decoded: Decoded | WebhookError
     ) -> asyncio.Future[int | None]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int | None] = loop.create_future()
@@ -122,13 +123,13 @@ class _Batcher:
                 ok.append(it)
         if not ok:
             return
-        batches = [it.decoded for it in ok]  # type: ignore[misc]
-        rows = sum(b.num_rows for b in batches)  # type: ignore[attr-defined]
+        batches: list[Decoded] = [it.decoded for it in ok]  # type: ignore[misc]
+        rows = sum(decoded_rows(b) for b in batches)
         seq: int | None = None
         if rows:
-            seq = t.write(batches, blocking=False)  # type: ignore[arg-type]
+            seq = t.write(batches, blocking=False)
             if seq is None:  # the runtime lock is busy (barrier or DDL): wait in a thread
-                seq = await asyncio.to_thread(t.write, batches)  # type: ignore[arg-type]
+                seq = await asyncio.to_thread(t.write, batches)
             self.server.rows_ingested += rows
             self.server.flushes += 1
         for it in ok:
@@ -246,12 +247,12 @@ class WebhookServer:
         except web.HTTPRequestEntityTooLarge as e:
             raise WebhookError(413, f"request body exceeds {self.max_body_bytes} bytes") from e
         headers = {k.lower(): v for k, v in request.headers.items()}
-        decoded: pa.RecordBatch | WebhookError
+        decoded: Decoded | WebhookError
         try:
             if len(body) <= INLINE_DECODE_BYTES:
-                decoded = target.decode(body)
+                decoded = target.decode_rows(body)
             else:
-                decoded = await asyncio.to_thread(target.decode, body)
+                decoded = await asyncio.to_thread(target.decode_rows, body)
         except WebhookError as e:
             decoded = e  # reported after VALIDATE: a bad signature answers 401, not 422
         seq = await self._batcher(target).submit(IncomingRequest(headers, body), decoded)

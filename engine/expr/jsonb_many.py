@@ -48,32 +48,22 @@ def canonicalize_many(texts: list[str]) -> pa.StringArray:
 
     Raises what `canonicalize_text` raises for the first text that is not valid JSON.
     """
-    n = len(texts)
+    return utf8_column(canonical_parts(texts))
+
+
+def canonical_parts(texts: list[str]) -> list[bytes]:
+    """Canonical jsonb text (UTF-8) of every JSON text; `utf8_column` makes the column.
+
+    Kept as bytes so a caller can gather the parts of many requests into one column."""
     parts: list[bytes] = []
-    slow: list[int] = []
-    for i, t in enumerate(texts):
+    for t in texts:
         c = _compact(t)
-        if c is None:
-            slow.append(i)
-        else:
-            parts.append(c)
-    slow_vals = [canonicalize_text(texts[i]) for i in slow]  # raises on invalid JSON
-    fast = _column(parts)
-    if not slow:
-        return fast
-    slow_arr = pa.array(slow_vals, pa.string())
-    # rows in input order: fast rows keep their relative order, slow rows slot in between
-    is_slow = np.zeros(n, dtype=bool)
-    is_slow[slow] = True
-    idx = np.empty(n, dtype=np.int64)
-    idx[~is_slow] = np.arange(len(parts))
-    idx[is_slow] = len(parts) + np.arange(len(slow))
-    both = pa.concat_arrays([fast, slow_arr])
-    return both.take(pa.array(idx))  # type: ignore[no-any-return]
+        parts.append(c if c is not None else canonicalize_text(t).encode())
+    return parts
 
 
-def _column(parts: list[bytes]) -> pa.StringArray:
-    """One Arrow string column over the texts, built from their joined bytes (no str)."""
+def utf8_column(parts: list[bytes]) -> pa.StringArray:
+    """One Arrow string column of UTF-8 texts, built from their joined bytes (no str)."""
     if len(parts) <= 4:  # numpy's fixed cost is not worth it for a few
         return pa.array([p.decode() for p in parts], pa.string())  # type: ignore[return-value]
     lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))

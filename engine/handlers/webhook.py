@@ -45,7 +45,7 @@ from engine.errors import (
 )
 from engine.expr.fn_crypto import crypto_hook
 from engine.expr.jsonb import dumps_parsed, jsonb_canonical, parse_json_text
-from engine.expr.jsonb_many import canonicalize_many
+from engine.expr.jsonb_many import canonical_parts, utf8_column
 from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
 
 K = TypeKind
@@ -157,6 +157,14 @@ def webhook_table_spec(
 
 
 # -- ingestion -----------------------------------------------------------------------------------
+Decoded = pa.RecordBatch | list[bytes]
+"""A request's rows: a batch, or canonical jsonb texts (UTF-8) for the single-jsonb form."""
+
+
+def decoded_rows(d: Decoded) -> int:
+    return d.num_rows if isinstance(d, pa.RecordBatch) else len(d)
+
+
 @dataclass
 class IncomingRequest:
     """One HTTP request as the validator sees it."""
@@ -219,6 +227,16 @@ class WebhookTarget:
     # -- decoding ----------------------------------------------------------------------------
     def decode(self, body: bytes) -> pa.RecordBatch:
         """The rows of one request body as a batch of the visible columns (all or nothing)."""
+        return self.as_batch(self.decode_rows(body))
+
+    def as_batch(self, rows: Decoded) -> pa.RecordBatch:
+        if isinstance(rows, pa.RecordBatch):
+            return rows
+        return pa.RecordBatch.from_arrays([utf8_column(rows)], schema=self.schema)
+
+    def decode_rows(self, body: bytes) -> Decoded:
+        """`decode`, except that the single-jsonb-column form stays canonical UTF-8 texts, so
+        `write` builds one column for all the requests of a flush (not one per request)."""
         try:
             text = body.decode()
         except UnicodeDecodeError as e:
@@ -229,10 +247,9 @@ class WebhookTarget:
             items = [text]
         if self.jsonb_body:
             try:
-                col = canonicalize_many(items)
+                return canonical_parts(items)
             except EngineError as e:
                 raise WebhookError(422, _parse_error(text, self.batched)) from e
-            return pa.RecordBatch.from_arrays([col], schema=self.schema)
         # jsonb columns keep number digits as written (2.50): the exact parser when needed
         loads = parse_json_text if self.has_jsonb else orjson.loads
         try:
@@ -251,13 +268,16 @@ class WebhookTarget:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     # -- writing -----------------------------------------------------------------------------
-    def write(self, batches: list[pa.RecordBatch], *, blocking: bool = True) -> int | None:
+    def write(self, decoded: list[Decoded], *, blocking: bool = True) -> int | None:
         """Queue the rows for the next barrier and the WAL; returns the WAL sequence number.
 
         With `blocking=False` returns None instead of waiting when the runtime lock is busy
         (a barrier or DDL is running), so an event loop can retry from a worker thread.
         """
-        batches = [b for b in batches if b.num_rows]
+        texts = [d for d in decoded if not isinstance(d, pa.RecordBatch) and d]
+        batches = [b for b in decoded if isinstance(b, pa.RecordBatch) and b.num_rows]
+        if texts:
+            batches.append(self.as_batch([t for d in texts for t in d]))
         if not batches:
             return None
         ncols = len(self.columns)
