@@ -12,6 +12,7 @@ with orjson + msgspec in C (`dumps_parsed`); `jsonb_many` canonicalises many inp
 from __future__ import annotations
 
 import json
+import operator
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -69,7 +70,10 @@ def in_jsonb_order(v: Any) -> Any:
     change; may reuse and modify `v`), ready for a serialiser that keeps dict order."""
     t = type(v)
     if t is dict:
-        order = _order(tuple(v))
+        keys = tuple(v)
+        order = _ORDERS.get(keys, _MISS)
+        if order is _MISS:
+            order = _order(keys)
         if order is not None:
             v = {k: v[k] for k in order}
         for k, x in v.items():  # replacing values (not keys) while iterating is fine
@@ -187,11 +191,12 @@ def dumps(v: Any) -> str:
 
 def dumps_parsed(v: Any) -> str:
     """`dumps` in C (orjson + msgspec spacing) of a value whose floats print as written
-    (parsed by `_EXACT`, or none at all); Decimals and huge integers take `_ser`."""
+    (parsed by `_EXACT`, or none at all) and whose objects' keys are in jsonb order (parsed
+    from canonical text, or `in_jsonb_order`); Decimals and huge integers take `_ser`."""
     t = type(v)
     if t is dict or t is list:
         try:
-            return _oformat(_odumps(in_jsonb_order(v)), indent=0).decode()
+            return _oformat(_odumps(v), indent=0).decode()
         except TypeError:
             return _ser(v, strict=False)
     if t is float:
@@ -327,6 +332,26 @@ def access_column(arr: pa.Array, key: Any, as_text: bool) -> pa.Array:
 def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool,
                    sub: list[Any] | None) -> list[str | None]:
     """The results' texts; `sub` (if given) gets each result's parsed value."""
+    if type(key) is str and parsed:
+        # the usual case: every row an object holding the key, the values all of one type;
+        # anything else (NULL, missing key, mixed types) takes the loop below
+        try:
+            vals = list(map(operator.itemgetter(key), parsed))
+        except (KeyError, TypeError, IndexError):
+            vals = None
+        if vals is not None:
+            types = set(map(type, vals))
+            t0 = types.pop() if len(types) == 1 else None
+            if t0 is str or t0 is dict or t0 is float or t0 is int:
+                if sub is not None:
+                    sub.extend(vals)
+                if t0 is str:
+                    return vals if as_text else list(map(_quote, vals))
+                if t0 is float:  # parsed by `_EXACT`: repr is the jsonb text
+                    return list(map(repr, vals))
+                if t0 is int:
+                    return list(map(str, vals))
+                return list(map(dumps_parsed, vals))
     out: list[str | None] = []
     append = out.append
     keep = sub.append if sub is not None else None

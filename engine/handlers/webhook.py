@@ -44,7 +44,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.fn_crypto import crypto_hook
-from engine.expr.jsonb import dumps_parsed, jsonb_canonical, parse_json_text
+from engine.expr.jsonb import dumps_parsed, in_jsonb_order, jsonb_canonical, parse_json_text
 from engine.expr.jsonb_many import canonical_parts, utf8_column
 from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
 
@@ -206,7 +206,8 @@ class WebhookTarget:
         if self.validator is None:
             return [None] * len(requests)
         cols: list[pa.Array] = [
-            pa.array([dumps_parsed(dict(r.headers)) for r in requests], pa.string()),
+            pa.array([dumps_parsed(in_jsonb_order(dict(r.headers))) for r in requests],
+                     pa.string()),
             pa.array([r.body for r in requests], pa.binary()),
         ]
         if self.secret is not None:

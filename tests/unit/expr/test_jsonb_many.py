@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -155,3 +156,26 @@ def test_access_keeps_huge_integers() -> None:
     sub = jsonb.access_column(col, "b", False)
     assert jsonb.access_column(sub, "c", True).to_pylist() == ["18446744073709551616"]
     assert jsonb.access(sub.to_pylist(), ["c"], True).to_pylist() == ["18446744073709551616"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [["x", "y\\"], [1.5, 9199.99], [7, -(2**70)], [{"b": 1, "a": [2.50]}, {}], [True, None]],
+)
+@pytest.mark.parametrize("null_row", [False, True])
+def test_access_column_one_type_per_key(values: list[object], null_row: bool) -> None:
+    """Columns whose rows all hold the key with one value type take a whole-column path."""
+    texts = [json.dumps({"k": v, "o": i}) for i, v in enumerate(values)]
+    texts = [t.replace("2.5]", "2.50]") for t in texts]
+    col = canonicalize_many(texts)
+    if null_row:
+        col = pa.concat_arrays([col, pa.array([None], pa.string())])
+    docs = col.to_pylist()
+    for as_text in (False, True):
+        got = jsonb.access_column(col, "k", as_text).to_pylist()
+        assert got == jsonb.access(docs, ["k"] * len(docs), as_text).to_pylist()
+    sub = jsonb.access_column(col, "k", False)
+    assert (
+        jsonb.access_column(sub, "a", True).to_pylist()
+        == jsonb.access(sub.to_pylist(), ["a"] * len(docs), True).to_pylist()
+    )
