@@ -7,7 +7,9 @@ Workloads (1,000,000 stream events by default, split into epochs of `--epoch` ro
 2. `join-updates`: the same, left outer, where 10% of each epoch's events are updates of
    earlier fact rows and every epoch also updates 1% of the dimension;
 3. `top3`: group top-3 (`row_number() OVER (PARTITION BY user_id ORDER BY amount DESC)
-   <= 3`) over the insert-only fact stream with 10,000 groups.
+   <= 3`, with the rank column) over the insert-only fact stream with 10,000 groups;
+4. `top3-changes`: the same where 10% of each epoch's events delete or update earlier
+   rows, half of them current top rows (their groups are refilled from stored rows).
 
 With `--store` every epoch also commits the operator's dirty state to a real RocksDB store
 through the runtime's `Checkpointer` (unsynced, in a temporary directory), and that CPU
@@ -157,22 +159,62 @@ def run_join(events: int, epoch: int, updates: bool, commit: Commit) -> tuple[in
     return out_rows, cpu
 
 
-def run_top3(events: int, epoch: int, commit: Commit) -> tuple[int, float]:
+def run_top3(events: int, epoch: int, changes: bool, commit: Commit) -> tuple[int, float]:
+    """Group top-3; with `changes`, 10% of each epoch's events delete (half) or update
+    (half: a new amount) earlier rows, half of them chosen among rows with amount > 97
+    (mostly current top-3 rows, so windows must be refilled from the stored rows)."""
     rng = np.random.default_rng(2)
     op = TopNOp(FACT, [(2, True, False)], 3, 0, [1], LocalStateAllocator(), [0],
                 with_rank_column=True)
+    users_of = np.empty(0, dtype=np.int64)
+    amounts_of = np.empty(0)
+    alive = np.empty(0, dtype=bool)
     out_rows = 0
     cpu = 0.0
-    for start in range(0, events, epoch):
-        n = min(epoch, events - start)
-        b = fact_batch(np.arange(start, start + n), rng.integers(0, N_DIM, n),
-                       rng.random(n) * 100)
+    next_id = 0
+    done = 0
+    while done < events:
+        n = min(epoch, events - done)
+        n_chg = n // 10 if changes and next_id > n else 0
+        n_ins = n - n_chg
+        users = rng.integers(0, N_DIM, n_ins)
+        amounts = rng.random(n_ins) * 100
+        b = fact_batch(np.arange(next_id, next_id + n_ins), users, amounts)
+        chunk = StreamChunk.inserts(b)
+        if changes:
+            users_of = np.concatenate([users_of, users])
+            amounts_of = np.concatenate([amounts_of, amounts])
+            alive = np.concatenate([alive, np.ones(n_ins, bool)])
+        if n_chg:
+            live = np.flatnonzero(alive[:next_id])
+            high = live[amounts_of[live] > 97]
+            top = rng.choice(high, min(n_chg // 2, len(high)), replace=False)
+            other = np.setdiff1d(live, top)
+            pick = rng.permutation(
+                np.concatenate([top, rng.choice(other, n_chg - len(top), replace=False)])
+            )
+            dels, upds = pick[: n_chg // 2], pick[n_chg // 2 :]
+            old = fact_batch(upds, users_of[upds], amounts_of[upds])
+            amounts_of[upds] = rng.random(len(upds)) * 100
+            new = fact_batch(upds, users_of[upds], amounts_of[upds])
+            order = np.stack([np.arange(len(upds)), np.arange(len(upds)) + len(upds)], 1)
+            pairs = pa.Table.from_batches([old, new]).take(pa.array(order.ravel()))
+            gone = fact_batch(dels, users_of[dels], amounts_of[dels])
+            alive[dels] = False
+            both = pa.Table.from_batches([b, gone, *pairs.to_batches()]).combine_chunks()
+            upd_ops = np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8),
+                              len(upds))
+            kinds = ops([(Op.INSERT, n_ins), (Op.DELETE, len(dels))])
+            chunk = StreamChunk(pa.concat_arrays([kinds, pa.array(upd_ops)]),
+                                both.to_batches()[0])
         t0 = time.process_time()
-        out = op.step([StreamChunk.inserts(b)])
+        out = op.step([chunk])
         commit(op)
         gc.freeze()  # as the runtime does after every barrier
         cpu += time.process_time() - t0
         out_rows += 0 if out is None else len(out)
+        next_id += n_ins
+        done += n
     return out_rows, cpu
 
 
@@ -186,7 +228,8 @@ def main() -> None:
     runs: dict[str, Callable[[Commit], tuple[int, float]]] = {
         "join-insert": lambda c: run_join(a.events, a.epoch, False, c),
         "join-updates": lambda c: run_join(a.events, a.epoch, True, c),
-        "top3": lambda c: run_top3(a.events, a.epoch, c),
+        "top3": lambda c: run_top3(a.events, a.epoch, False, c),
+        "top3-changes": lambda c: run_top3(a.events, a.epoch, True, c),
     }
     for name, fn in runs.items():
         if a.only and name != a.only:

@@ -5,28 +5,21 @@ fed a million rows pays per-row tuple building, dict updates and key/value encod
 the checkpoint. This operator has the same public behaviour (see `MaterializeOp` for the
 change semantics it reproduces) but keeps rows columnar:
 
-* rows live in immutable Arrow record batches ("segments") with a numpy live-mask each;
-  a pk index (a dict) maps each stored pk to its location `segment_id << 32 | row`;
+* rows live in a `KeyedSegments` store (engine/stream/operators/keyed_segments.py):
+  immutable Arrow record batches ("segments") with a numpy live-mask each, a pk index
+  mapping each stored pk to its location `segment_id << 32 | row`, persistence as few
+  large values in ONE `StateTable` ("segments"; a checkpoint writes O(segments touched)
+  keys) and amortised compaction of sparse and small segments;
 * a step consolidates the epoch's delta, looks its keys up in bulk (`map` over the
   index at C speed), marks replaced and deleted rows dead in their masks, and appends the
   rows that changed as one new segment. Pks not yet stored with no duplicates in the
   delta (append-only streams, hidden `_row_id` tables) take a fast path: one bulk
-  disjointness check, then the input batch itself becomes the segment;
-* persistence uses ONE `StateTable` ("segments") with few, large values: `(sid,)` ->
-  `(arrow IPC stream bytes,)` written once when the segment is created, `("mask", sid)`
-  -> `(rows, packed bitmap)` rewritten only for segments whose mask changed, and
-  `("meta",)` -> `(format version, next segment id)`. A checkpoint therefore writes
-  O(segments touched) keys. After writing a segment, the operator re-reads it zero-copy
-  from the stored bytes, so the segment's memory is the state table's value itself;
-* compaction keeps this amortised: a segment with no live rows is dropped; segments whose
-  live fraction falls below `MIN_LIVE_FRACTION`, and all small segments once more than
-  `MAX_SMALL_SEGMENTS` have accumulated (one-row INSERT epochs), are rewritten together
-  into new segments of at most `MAX_SEGMENT_ROWS` rows.
+  disjointness check, then the input batch itself becomes the segment.
 
-Pk index keys are Python values of the pk column (a bare value for a one-column pk, a
-tuple otherwise). Temporal columns are keyed by their integer storage and decimals and
-intervals by their 16 storage bytes, which are equality-preserving and much cheaper to
-produce than `datetime` or `Decimal` objects; `get` converts its argument the same way.
+Pk index keys are Python values of the pk column (`segments.key_fn`: temporal columns by
+their integer storage, decimals and intervals by their 16 storage bytes, which are
+equality-preserving and much cheaper to produce than `datetime` or `Decimal` objects);
+`get` converts its argument the same way.
 
 Lifecycle: constructed with an allocator (on recovery the allocator has already loaded
 the state table, and the constructor rebuilds segments, masks and the index from it);
@@ -38,8 +31,6 @@ rows the table would hold after not-yet-stepped chunks (DELETE/UPDATE evaluation
 from __future__ import annotations
 
 import logging
-from collections import deque
-from dataclasses import dataclass
 from itertools import compress, repeat
 from typing import Any
 
@@ -53,17 +44,14 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.keyed_segments import KeyedSegments
 from engine.stream.operators.segments import (
-    MASK,
+    ROW_BITS,
     SHIFT,
-    SegmentTable,
     by_segment,
     conform,
     gather,
-    key_fn,
-    row_keys,
     rows_equal,
-    unpack_mask,
 )
 from engine.types import Field, arrow_schema
 
@@ -72,30 +60,6 @@ log = logging.getLogger(__name__)
 Row = tuple[Any, ...]
 
 FORMAT_VERSION = 1
-SMALL_SEGMENT_ROWS = 4096
-"""Segments with fewer rows are "small"; too many of them are merged."""
-MAX_SMALL_SEGMENTS = 16
-MAX_SEGMENT_ROWS = 1 << 18
-"""Segments are split at this size so no single store value grows unboundedly."""
-MIN_LIVE_FRACTION = 0.5
-
-_SHIFT = SHIFT
-_ROW_BITS = (1 << _SHIFT) - 1
-
-
-@dataclass(slots=True)
-class _Segment:
-    """One immutable batch of rows; `mask` None means every row is live."""
-
-    batch: pa.RecordBatch
-    mask: np.ndarray | None
-    live: int
-
-    def live_batch(self, mask: np.ndarray | None = None) -> pa.RecordBatch:
-        m = self.mask if mask is None else mask
-        if m is None or self.live == self.batch.num_rows and mask is None:
-            return self.batch
-        return self.batch.filter(pa.array(m))
 
 
 class ColumnarMaterializeOp(Operator):
@@ -114,14 +78,13 @@ class ColumnarMaterializeOp(Operator):
         self.strict = strict
         self._table = alloc.table("segments")
         self._arrow_schema = arrow_schema(self.schema)
-        self._store = SegmentTable(self._table, self._arrow_schema, FORMAT_VERSION, "materialize")
         self._all = list(range(len(input_schema)))
-        self._key_fns = [key_fn(self._arrow_schema.field(i).type) for i in self.pk]
-        self._segments: dict[int, _Segment] = {}
-        self._small: set[int] = set()
-        self._index: dict[Any, int] = {}
+        self._store = KeyedSegments(
+            self._table, self._arrow_schema, self.pk, FORMAT_VERSION, "materialize"
+        )
+        self._segments = self._store.segments
+        self._index = self._store.index
         self._snap: pa.Table | None = None
-        self._load()
 
     # -- protocol -----------------------------------------------------------------------
     def state_tables(self) -> list[StateTable]:
@@ -148,11 +111,11 @@ class ColumnarMaterializeOp(Operator):
         return self._snap
 
     def get(self, pk: Row) -> Row | None:
-        loc = self._index.get(self._key_of(pk))
+        loc = self._index.get(self._store.key_of(pk))
         if loc is None:
             return None
-        batch = self._segments[loc >> _SHIFT].batch
-        row = loc & _ROW_BITS
+        batch = self._segments[loc >> SHIFT].batch
+        row = loc & ROW_BITS
         return tuple(c[row].as_py() for c in batch.columns)
 
     def apply_preview(self, chunks: list[StreamChunk]) -> pa.Table:
@@ -162,9 +125,9 @@ class ColumnarMaterializeOp(Operator):
         for chunk in chunks:
             if chunk is None or len(chunk) == 0:
                 continue
-            batch = self._conform(chunk.data)
+            batch = conform(chunk.data, self._arrow_schema)
             del_keys, ins_pos, ins_keys = self._consolidate(batch, chunk.weights())
-            base = len(batches) << _SHIFT
+            base = len(batches) << SHIFT
             batches.append(batch)
             if del_keys:
                 overlay.update(zip(set(del_keys).difference(ins_keys), repeat(-1)))
@@ -194,17 +157,17 @@ class ColumnarMaterializeOp(Operator):
         chunk = inputs[0]
         if chunk is None or len(chunk) == 0:
             return None
-        batch = self._conform(chunk.data)
+        batch = conform(chunk.data, self._arrow_schema)
         w = chunk.weights()
         if not (w > 0).all():
             return self._apply(batch, *self._consolidate(batch, w))
-        keys = self._keys(batch)
+        keys = self._store.keys(batch)
         last = dict(zip(keys, range(len(keys))))
         if len(last) == len(keys) and self._index.keys().isdisjoint(last):
             # fast path: fresh pks, no duplicates; the input batch becomes a segment
             self._snap = None
-            self._append(batch, keys)
-            self._finish(set())
+            self._store.append(batch, keys)
+            self._store.finish(set())
             return StreamChunk.inserts(batch)
         ins_pos, ins_keys = _last_rows(keys, last)
         return self._apply(batch, [], ins_pos, ins_keys)
@@ -219,7 +182,7 @@ class ColumnarMaterializeOp(Operator):
         in input order of each pk is the insert.
         """
         if (w > 0).all():
-            keys = self._keys(batch)
+            keys = self._store.keys(batch)
             return [], *_last_rows(keys, dict(zip(keys, range(len(keys)))))
         frame = polars_frame(batch, self._all, weights=w, index=True)
         net = (
@@ -231,8 +194,8 @@ class ColumnarMaterializeOp(Operator):
         index = net.get_column(INDEX).to_numpy()
         del_pos = np.sort(index[weight < 0])
         pos = np.sort(index[weight > 0])
-        del_keys = self._keys(batch.take(pa.array(del_pos))) if len(del_pos) else []
-        pos_keys = self._keys(batch.take(pa.array(pos))) if len(pos) else []
+        del_keys = self._store.keys(batch.take(pa.array(del_pos))) if len(del_pos) else []
+        pos_keys = self._store.keys(batch.take(pa.array(pos))) if len(pos) else []
         sel, ins_keys = _last_rows(pos_keys, dict(zip(pos_keys, range(len(pos_keys)))))
         return del_keys, (pos if sel is None else pos[sel]), ins_keys
 
@@ -268,7 +231,7 @@ class ColumnarMaterializeOp(Operator):
         kept = ~exists
         if exists.any():
             ex_locs = ilocs[exists]
-            ex_old = gather(ex_locs, self._batch_of)
+            ex_old = self._store.gather(ex_locs)
             same = rows_equal(ex_old, ins_batch.filter(pa.array(exists)))
             changed = ~same
             kept[exists] = changed
@@ -281,7 +244,7 @@ class ColumnarMaterializeOp(Operator):
         # build the output before killing rows (gathering reads the stored rows)
         parts: list[pa.RecordBatch] = []
         if n_del:
-            parts.append(gather(del_locs, self._batch_of))
+            parts.append(self._store.gather(del_locs))
         if n_upd:
             assert old_rows is not None
             parts.append(old_rows)
@@ -290,11 +253,10 @@ class ColumnarMaterializeOp(Operator):
         parts.append(new_rows)
         out, ops = _interleave(parts, n_del, n_upd, exists[kept])
         # state: kill deleted and replaced rows, drop deleted keys, append the new rows
-        touched = self._kill(np.concatenate([del_locs, old_locs]))
-        deque(map(index.pop, gone), maxlen=0)
+        touched = self._store.kill(np.concatenate([del_locs, old_locs]), gone)
         if len(new_rows):
-            self._append(new_rows, new_keys)
-        self._finish(touched)
+            self._store.append(new_rows, new_keys)
+        self._store.finish(touched)
         return StreamChunk(ops, out)
 
     def _missing(self, pks: list[Any]) -> None:
@@ -308,105 +270,6 @@ class ColumnarMaterializeOp(Operator):
         )
 
     # -- segments -----------------------------------------------------------------------
-    def _batch_of(self, sid: int) -> pa.RecordBatch:
-        return self._segments[sid].batch
-
-    def _append(self, batch: pa.RecordBatch, keys: list[Any]) -> None:
-        """Store `batch` (rows with distinct pks `keys`) as new segment(s); index them."""
-        n = batch.num_rows
-        for start in range(0, n, MAX_SEGMENT_ROWS):
-            part = batch.slice(start, MAX_SEGMENT_ROWS) if n > MAX_SEGMENT_ROWS else batch
-            sid = self._store.new_sid()
-            rows = part.num_rows
-            self._segments[sid] = _Segment(self._store.write(sid, part), None, rows)
-            if rows < SMALL_SEGMENT_ROWS:
-                self._small.add(sid)
-            base = sid << _SHIFT
-            part_keys = keys if rows == n else keys[start : start + rows]
-            self._index.update(zip(part_keys, range(base, base + rows)))
-
-    def _kill(self, locs: np.ndarray) -> set[int]:
-        """Mark rows dead; returns the ids of the segments touched."""
-        touched: set[int] = set()
-        for sid, _, rows in by_segment(locs):
-            seg = self._segments[sid]
-            if seg.mask is None:
-                seg.mask = np.ones(seg.batch.num_rows, bool)
-            seg.mask[rows] = False
-            seg.live -= len(rows)
-            touched.add(sid)
-        return touched
-
-    def _finish(self, touched: set[int]) -> None:
-        """Compact what the step made sparse, then persist the masks it changed."""
-        segs = self._segments
-        for sid in [sid for sid in touched if segs[sid].live == 0]:
-            self._drop(sid)
-        rewrite = [
-            sid
-            for sid in touched
-            if sid in segs and segs[sid].live < MIN_LIVE_FRACTION * segs[sid].batch.num_rows
-        ]
-        if len(self._small) > MAX_SMALL_SEGMENTS:
-            rewrite = list(dict.fromkeys([*rewrite, *sorted(self._small)]))
-        if rewrite:
-            self._rewrite(rewrite)
-        for sid in touched:
-            seg = segs.get(sid)
-            if seg is not None and seg.mask is not None:
-                self._store.put_mask(sid, seg.mask)
-
-    def _rewrite(self, sids: list[int]) -> None:
-        parts = [self._segments[s].live_batch() for s in sids if self._segments[s].live]
-        for sid in sids:
-            self._drop(sid)
-        if not parts:
-            return
-        merged = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
-        self._append(merged, self._keys(merged))
-
-    def _drop(self, sid: int) -> None:
-        seg = self._segments.pop(sid)
-        self._small.discard(sid)
-        self._store.drop(sid, (MASK,) if seg.mask is not None else ())
-
-    def _load(self) -> None:
-        """Rebuild segments, masks and the pk index from the (already loaded) state table."""
-        if not self._table.data:
-            return
-        batches, aux = self._store.load()
-        masks = aux.get(MASK, {})
-        for sid, batch in batches.items():
-            mask: np.ndarray | None = None
-            live = batch.num_rows
-            if sid in masks:
-                mask = unpack_mask(masks[sid])
-                live = int(mask.sum())
-            seg = _Segment(batch, mask, live)
-            self._segments[sid] = seg
-            if batch.num_rows < SMALL_SEGMENT_ROWS:
-                self._small.add(sid)
-            rows = (
-                np.arange(batch.num_rows, dtype=np.int64) if mask is None else np.flatnonzero(mask)
-            )
-            keys = self._keys(seg.live_batch())
-            self._index.update(zip(keys, ((sid << _SHIFT) | rows).tolist()))
-
-    # -- keys and conversions -----------------------------------------------------------
-    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        return conform(batch, self._arrow_schema)
-
-    def _keys(self, batch: pa.RecordBatch) -> list[Any]:
-        """The pk index key of every row (bare value for a one-column pk, else tuples)."""
-        return row_keys(batch, self.pk, self._key_fns)
-
-    def _key_of(self, pk: Row) -> Any:
-        arrays = [
-            pa.array([v], type=self._arrow_schema.field(i).type)
-            for v, i in zip(pk, self.pk, strict=True)
-        ]
-        cols = [fn(a)[0] for fn, a in zip(self._key_fns, arrays, strict=True)]
-        return cols[0] if len(cols) == 1 else tuple(cols)
 
 
 # -- module helpers -----------------------------------------------------------------------

@@ -229,8 +229,8 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-def rows_equal(a: pa.RecordBatch, b: pa.RecordBatch) -> np.ndarray:
-    """Per row: are all columns equal (NULL equals NULL, NaN never equals)?"""
+def rows_equal(a: pa.RecordBatch, b: pa.RecordBatch, nan_equal: bool = False) -> np.ndarray:
+    """Per row: are all columns equal (NULL equals NULL; NaN equals NaN iff `nan_equal`)?"""
     n = a.num_rows
     eq = np.ones(n, bool)
     for ca, cb in zip(a.columns, b.columns, strict=True):
@@ -244,6 +244,8 @@ def rows_equal(a: pa.RecordBatch, b: pa.RecordBatch) -> np.ndarray:
             eq &= np.fromiter(same, bool, n)
             continue
         e = pc.equal(ca, cb)
+        if nan_equal and pa.types.is_floating(t):
+            e = pc.or_(e, pc.and_(pc.is_nan(ca), pc.is_nan(cb)))
         if ca.null_count or cb.null_count:
             na, nb = pc.is_null(ca), pc.is_null(cb)
             e = pc.if_else(pc.or_(na, nb), pc.and_(na, nb), e)

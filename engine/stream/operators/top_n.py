@@ -13,50 +13,57 @@ their stream key ascending (NULLS LAST), so a view, an ad-hoc run and a restarte
 pick the same rows. The output is a changelog of "the current window": a row entering
 the window is `+`, a row leaving it is `-`. With the rank column, a row that stays in the
 window but moves gets a `U-`/`U+` pair (old rank, new rank), and so does a row whose
-non-order columns were updated in place.
+non-order columns were updated in place. A window "element" is (group, order values,
+ident): a row whose order values change leaves as `-` and enters as `+`.
 
-Per step (state touched once per changed group):
+State (why: rows that can never be in a window need no Python objects):
 
-1. the epoch's delta is consolidated by full row (net Z-set weight) when it contains
-   deletes; sort keys are encoded column by column into plain comparable Python values
-   (NULL placement, DESC and NaN handled in the encoding, Arrow kernels where possible);
-2. rows are bucketed by group; for each changed group the current window is read,
-   the group's deletes and then inserts are applied to its in-memory sorted index and to
-   the `rows` table, and the window is read again;
-3. the old and new windows are diffed (as multisets of index elements) into output rows.
-   Deleting a row of the window thus brings in the next row automatically: every row of
-   the group stays indexed, not only the window.
+* every row lives columnar in a `KeyedSegments` store (keyed_segments.py):
+  Arrow segments of `(*row, __n)` with live masks, indexed by `ident` (the stream key,
+  or every column when the stream key is empty; `__n` then counts identical rows, which
+  occupy `__n` consecutive positions). It is persisted as few large values in the state
+  table `rows` (format version in its `("meta",)` key; a table in the older per-row
+  format is converted on load);
+* in memory only, per group a *cache*: the group's first `K = 2 * (offset + limit)` rows
+  in window order, as one polars frame for all groups (columns: group id `__g`, the
+  order and ident columns in a sortable form `k*`/`i*`, `__n` and the store location
+  `__loc`), sorted within each group. A group is *incomplete* when the store holds rows
+  beyond its cache; an incomplete group's cache always holds at least `offset + limit`
+  rows (else it is refilled), so the window is always read from the cache alone. Group
+  values map to ids through an in-memory frame of the groups seen. The cache, the group
+  ids and the incomplete flags are rebuilt from the store on construction (restart).
 
-State: table `rows`, key `(*group, *order_by values, *ident) -> (*row, count)`, where
-`ident` is the stream key (or every column when the stream key is empty; `count` then
-records identical rows, which occupy `count` consecutive positions). The per-run index
-`group -> _SortedList` of `(encoded sort key + encoded ident, state key)` elements is
-rebuilt from the table on the first step after construction.
+Per step, all vectorised (polars/numpy/Arrow; no per-row Python):
 
-Insert-only epochs take a fast path: each group with at least `offset + limit` rows
-remembers its `offset + limit`-th element; a new row that does not sort before it can
-never enter the window (inserts only push that element down), so it is written to the
-table in bulk and appended, unsorted, to the group's pending elements without a window
-diff. Pending elements are merged into the sorted index only when the group next sees
-a delete (or all its elements are read).
+1. consolidate the delta (net Z-set weight per full row); update the store: an
+   insert-only delta of new idents is appended as it is; otherwise old rows of touched
+   idents are killed and their net rows (summed `__n`) appended;
+2. map the appended rows to group ids and drop those that sort after their incomplete
+   group's cache end (one sort of the appended rows with the cache ends; such rows live
+   only in the store); the affected groups are those of the remaining appended rows and
+   of killed rows that were cached. For those groups: old cache rows + appended rows are
+   sorted, killed rows dropped, appended rows that sort after an incomplete group's old
+   cache end dropped (they stay only in the store), the cache trimmed to `K` copies
+   (trimming marks the group incomplete); incomplete groups left with fewer than
+   `offset + limit` copies are refilled from the store (one vectorised pass over the
+   segments for all of them, then sort and trim);
+3. the old and new windows of the affected groups are expanded to copies with their
+   positions and diffed with one outer join on (element, copy number); the output rows
+   are gathered from the store (killed rows are still readable until `finish`).
 
-Cost: O(log group size) per changed row plus O(offset + limit) per changed group per
-epoch; O(1) per inserted row that falls below a full window. All rows of every group
-stay in memory (no append-only truncation yet).
+Cost per epoch: O(delta + cache rows of affected groups) vectorised, plus one
+O(stored rows) pass in epochs where some group needs a refill; insert-only rows that
+fall below a full cache cost only the columnar append.
 """
 
 from __future__ import annotations
 
 import logging
-from bisect import bisect_left, insort
-from collections import Counter
-from collections.abc import Iterable
-from functools import total_ordering
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError, not_supported
@@ -64,201 +71,62 @@ from engine.state import codec
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
-from engine.stream.operators.frames import (
-    batch_from_rows,
-    consolidate,
-    ops_array,
-)
-from engine.stream.operators.hash_join import canonical_nan, hashable_values
-from engine.types import BIGINT, Field, SqlType, TypeKind
+from engine.stream.operators.frames import batch_from_rows, consolidate
+from engine.stream.operators.keyed_segments import KeyedSegments
+from engine.stream.operators.segments import META_KEY, SHIFT, conform, rows_equal
+from engine.types import BIGINT, Field, SqlType, TypeKind, arrow_schema
 
 log = logging.getLogger(__name__)
 
-Key = tuple[Any, ...]
-Elem = tuple[Key, Key]  # (encoded sort key + encoded ident, state key)
 OrderSpec = tuple[int, bool, bool]  # (column, desc, nulls_first)
 
-_INVERT = bytes(range(255, -1, -1))
+FORMAT_VERSION = 1
+CACHE_FACTOR = 2
+"""Each group caches its first `CACHE_FACTOR * (offset + limit)` rows."""
+COUNT = "__n"
+_UNBOUNDED = 1 << 62
+_NS_DAY = 86_400_000_000_000
+_G, _N, _LOC, _C, _R = "__g", COUNT, "__loc", "__c", "__r"
 
 
-class _SortedList:
-    """A sorted multiset as a list of bounded sorted sublists (bisect within and across).
-
-    Inserting into or removing from one long Python list moves O(n) pointers; bounded
-    sublists keep every change O(log n + _LOAD). `head(k)` walks sublists from the start.
-    """
-
-    __slots__ = ("_lists", "_maxes", "_len", "pending")
-    _LOAD = 512
-
-    def __init__(self) -> None:
-        self._lists: list[list[Elem]] = []
-        self._maxes: list[Elem] = []
-        self._len = 0
-        # elements known not to be among the first `hi` (see `TopNOp._insert_fast`),
-        # kept unsorted until a removal or a full `head` needs them
-        self.pending: list[Elem] = []
-
-    @classmethod
-    def from_sorted(cls, items: list[Elem]) -> _SortedList:
-        sl = cls()
-        step = cls._LOAD
-        sl._lists = [items[i : i + step] for i in range(0, len(items), step)]
-        sl._maxes = [s[-1] for s in sl._lists]
-        sl._len = len(items)
-        return sl
-
-    def __len__(self) -> int:
-        return self._len + len(self.pending)
-
-    def _flush(self) -> None:
-        """Merge the pending elements into the sorted sublists."""
-        pend = self.pending
-        self.pending = []
-        if len(pend) * 8 > self._len:
-            merged = sorted([x for sub in self._lists for x in sub] + pend)
-            step = self._LOAD
-            self._lists = [merged[i : i + step] for i in range(0, len(merged), step)]
-            self._maxes = [sub[-1] for sub in self._lists]
-            self._len = len(merged)
-        else:
-            for x in pend:
-                self.add(x)
-
-    def at(self, i: int) -> Elem | None:
-        """The i-th element of the sorted part (pending ones excluded), or None."""
-        if i >= self._len:
-            return None
-        for sub in self._lists:
-            if i < len(sub):
-                return sub[i]
-            i -= len(sub)
-        return None
-
-    def add(self, x: Elem) -> None:
-        lists, maxes = self._lists, self._maxes
-        self._len += 1
-        if not maxes:
-            lists.append([x])
-            maxes.append(x)
-            return
-        pos = bisect_left(maxes, x)
-        if pos == len(maxes):
-            pos -= 1
-            lists[pos].append(x)
-            maxes[pos] = x
-        else:
-            insort(lists[pos], x)
-        sub = lists[pos]
-        if len(sub) > 2 * self._LOAD:
-            half = sub[self._LOAD :]
-            del sub[self._LOAD :]
-            maxes[pos] = sub[-1]
-            lists.insert(pos + 1, half)
-            maxes.insert(pos + 1, half[-1])
-
-    def remove(self, x: Elem) -> bool:
-        if self.pending:
-            self._flush()
-        lists, maxes = self._lists, self._maxes
-        pos = bisect_left(maxes, x)
-        if pos == len(maxes):
-            return False
-        sub = lists[pos]
-        i = bisect_left(sub, x)
-        if i == len(sub) or sub[i] != x:
-            return False
-        del sub[i]
-        self._len -= 1
-        if not sub:
-            del lists[pos]
-            del maxes[pos]
-        elif i == len(sub):
-            maxes[pos] = sub[-1]
-        return True
-
-    def head(self, k: int | None) -> list[Elem]:
-        """The first k elements (all when k is None).
-
-        Pending elements are never among the first `hi` (the caller's bound), so they
-        are merged in only when all elements are asked for.
-        """
-        if k is None and self.pending:
-            self._flush()
-        out: list[Elem] = []
-        for sub in self._lists:
-            if k is not None and len(out) + len(sub) >= k:
-                out.extend(sub[: k - len(out)])
-                break
-            out.extend(sub)
-        return out
-
-
-@total_ordering
-class _Desc:
-    """Reverses the order of a value with no cheaper order-inverting encoding (bytea)."""
-
-    __slots__ = ("v",)
-
-    def __init__(self, v: Any) -> None:
-        self.v = v
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Desc) and self.v == other.v
-
-    def __lt__(self, other: _Desc) -> bool:
-        return bool(other.v < self.v)
-
-    def __hash__(self) -> int:
-        return hash(self.v)
-
-
-def _sort_parts(arr: pa.Array, t: SqlType, desc: bool, nulls_first: bool) -> list[list[Any]]:
-    """Comparable Python values for one sort column: a NULL-rank list then value lists."""
-    isnull = pc.is_null(arr).to_numpy(zero_copy_only=False)
-    nrank = (~isnull if nulls_first else isnull).astype(np.int8).tolist()
+def _sortable(arr: pa.Array, t: SqlType, what: str) -> list[pa.Array]:
+    """One column as arrays polars sorts and compares in SQL order (NaN above numbers)."""
     k = t.kind
-    if t.is_float:
-        a = arr.to_numpy(zero_copy_only=False).astype(np.float64)
-        nan = np.isnan(a)
-        flag = (nan & ~isnull).astype(np.int8)  # NaN sorts above every number
-        vals = np.where(nan, 0.0, a)
-        if desc:
-            flag, vals = -flag, -vals
-        return [nrank, flag.tolist(), vals.tolist()]
-    if k in (TypeKind.DATE, TypeKind.TIME, TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ):
-        ints = arr.cast(pa.int32() if k is TypeKind.DATE else pa.int64())
-        v = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        return [nrank, (-v if desc else v).tolist()]
-    values = arr.to_pylist()
-    sign = -1 if desc else 1
-    if t.is_integer or k in (TypeKind.NUMERIC, TypeKind.BOOLEAN):
-        return [nrank, [0 if v is None else sign * v for v in values]]
     if k is TypeKind.INTERVAL:  # PostgreSQL compares intervals as 30-day months
-        return [
-            nrank,
-            [
-                0
-                if v is None
-                else sign * ((v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds)
-                for v in values
-            ],
-        ]
-    if k in (TypeKind.VARCHAR, TypeKind.JSONB):
-        if not desc:
-            return [nrank, ["" if v is None else v for v in values]]
-        # UTF-8 byte order is code point order; inverting bytes and ending with 0xff
-        # (above every inverted byte of a NUL-free string) reverses it
-        return [
-            nrank,
-            [b"" if v is None else v.encode().translate(_INVERT) + b"\xff" for v in values],
-        ]
-    if k is TypeKind.BYTEA:
-        return [nrank, [b"" if v is None else (_Desc(v) if desc else v) for v in values]]
-    raise not_supported(
-        f"ORDER BY a value of type {t.display} in a streaming top-N",
-        hint="Order by a scalar column or expression instead.",
-    )
+        days: list[int | None] = []
+        rest: list[int | None] = []
+        for v in arr.to_pylist():
+            if v is None:
+                days.append(None)
+                rest.append(None)
+            else:
+                d, r = divmod(v.nanoseconds, _NS_DAY)
+                days.append(v.months * 30 + v.days + d)
+                rest.append(r)
+        return [pa.array(days, pa.int64()), pa.array(rest, pa.int64())]
+    if k is TypeKind.LIST:
+        if what == "order":
+            raise not_supported(
+                f"ORDER BY a value of type {t.display} in a streaming top-N",
+                hint="Order by a scalar column or expression instead.",
+            )
+        # an ident needs no SQL order, only a deterministic one
+        vals = [None if v is None else codec.encode_key((_freeze(v),)) for v in arr.to_pylist()]
+        return [pa.array(vals, pa.binary())]
+    if pa.types.is_nested(arr.type) or pa.types.is_null(arr.type):
+        raise not_supported(
+            f"ORDER BY a value of type {t.display} in a streaming top-N",
+            hint="Order by a scalar column or expression instead.",
+        )
+    return [arr]
+
+
+def _width(t: SqlType) -> int:
+    return 2 if t.kind is TypeKind.INTERVAL else 1
+
+
+def _freeze(v: Any) -> Any:
+    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
 class TopNOp(Operator):
@@ -290,6 +158,7 @@ class TopNOp(Operator):
         self.group_keys = list(group_keys)
         self.with_rank_column = with_rank_column
         n = len(input_schema)
+        self._keyed = bool(stream_key)
         self._ident = list(stream_key) or list(range(n))
         self.schema = list(input_schema)
         if with_rank_column:
@@ -298,12 +167,51 @@ class TopNOp(Operator):
             self.stream_key = list(stream_key)
         else:
             self.stream_key = list(range(len(self.schema)))
+        self._hi = _UNBOUNDED if limit is None else offset + limit
+        self._cap = _UNBOUNDED if limit is None else CACHE_FACTOR * self._hi
+        # sortable column names and their sort flags
+        self._gcols = self._names("g", self.group_keys)
+        self._kcols = self._names("k", [c for c, _, _ in self.order_by])
+        self._icols = self._names("i", self._ident)
+        self._desc = [False] + [d for c, d, _ in self.order_by for _ in range(self._w(c))]
+        self._desc += [False] * len(self._icols)
+        self._nulls_last = [False]
+        self._nulls_last += [not nf for c, _, nf in self.order_by for _ in range(self._w(c))]
+        self._nulls_last += [True] * len(self._icols)
+        self._elem = [_G, *self._kcols, *self._icols]
+        self._in_schema = arrow_schema(self.input_schema)
+        self._row_schema = self._in_schema.append(pa.field(COUNT, pa.int64(), nullable=False))
         self._rows = alloc.table("rows")
-        self._groups: dict[Key, _SortedList] | None = None
-        self._hi = None if limit is None else offset + limit
-        # group -> its `hi`-th element while the group has at least `hi` (sorted)
-        # elements: an inserted element not below it cannot enter the window
-        self._thr: dict[Key, Elem] = {}
+        self._groups: pl.DataFrame | None = None  # group columns -> `__g`
+        self._ngroups = 0 if self.group_keys else 1
+        self._incomplete = np.zeros(16, bool)
+        empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
+        self._cache = self._frame(empty, np.empty(0, np.int64))
+        self._store: KeyedSegments | None = None  # built on the first step (after `load`)
+
+    @property
+    def _st(self) -> KeyedSegments:
+        assert self._store is not None
+        return self._store
+
+    def _open(self) -> KeyedSegments:
+        """Build the store from the (possibly just loaded) table; rebuild the cache."""
+        migrated = self._old_format_rows()
+        store = self._store = KeyedSegments(
+            self._rows, self._row_schema, self._ident, FORMAT_VERSION, "top-n"
+        )
+        if migrated is not None and migrated.num_rows:
+            store.append(migrated, store.keys(migrated))
+        if len(store):
+            self._cache = self._load_groups(None)
+            log.debug("%s: rebuilt the cache of %d groups", self.explain(), self._ngroups)
+        return store
+
+    def _w(self, c: int) -> int:
+        return _width(self.input_schema[c].type)
+
+    def _names(self, prefix: str, cols: list[int]) -> list[str]:
+        return [f"{prefix}{j}_{p}" for j, c in enumerate(cols) for p in range(self._w(c))]
 
     def state_tables(self) -> list[StateTable]:
         return [self._rows]
@@ -321,246 +229,319 @@ class TopNOp(Operator):
             extra += ", output_rank"
         return f"{name} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{extra} }}"
 
-    # -- encoding -----------------------------------------------------------------------
-    def _encode(self, batch: pa.RecordBatch) -> list[Key]:
-        """Per row: the comparable sort key followed by the ident tie-breaker."""
-        parts: list[list[Any]] = []
-        for c, desc, nf in self.order_by:
-            parts += _sort_parts(batch.column(c), self.input_schema[c].type, desc, nf)
-        for c in self._ident:
-            t = self.input_schema[c].type
-            if t.kind is TypeKind.LIST:  # no SQL order needed, only a deterministic one
-                parts.append([codec.encode_key((v,)) for v in hashable_values(batch.column(c))])
-            else:
-                parts += _sort_parts(batch.column(c), t, False, False)
-        return list(zip(*parts, strict=True))
+    # -- frames -------------------------------------------------------------------------
+    def _frame(self, rows: pa.RecordBatch, locs: np.ndarray) -> pl.DataFrame:
+        """Cache-shaped frame of stored rows `(*row, __n)` at `locs` (group ids assigned)."""
+        order = [c for c, _, _ in self.order_by]
+        df = pl.concat(
+            [
+                self._sortable(rows, order, self._kcols, "order"),
+                self._sortable(rows, self._ident, self._icols, "ident"),
+                pl.DataFrame([pl.Series(_N, rows.column(COUNT)), pl.Series(_LOC, locs)]),
+            ],
+            how="horizontal",
+        )
+        if self.group_keys:
+            gids = self._gids(self._sortable(rows, self.group_keys, self._gcols, "group"))
+        else:
+            gids = np.zeros(rows.num_rows, np.int64)
+        return df.with_columns(pl.Series(_G, gids, pl.Int64)).select(
+            _G, *self._kcols, *self._icols, _N, _LOC
+        )
 
-    def _state_keys(self, cols: list[list[Any]], n: int) -> list[Key]:
-        kc = [cols[g] for g in self.group_keys]
-        kc += [cols[c] for c, _, _ in self.order_by]
-        kc += [cols[i] for i in self._ident]
-        return _tuples(kc, n)
+    def _sortable(
+        self, rows: pa.RecordBatch, cols: list[int], names: list[str], what: str
+    ) -> pl.DataFrame:
+        types = self.input_schema
+        arrays = [a for c in cols for a in _sortable(rows.column(c), types[c].type, what)]
+        df = pl.from_arrow(pa.Table.from_arrays(arrays, names=names))
+        assert isinstance(df, pl.DataFrame)
+        return df
+
+    def _gids(self, g: pl.DataFrame) -> np.ndarray:
+        """Group ids of the rows of `g` (group columns), new groups numbered as they come."""
+        if self._groups is None:
+            self._groups = g.clear().with_columns(pl.Series(_G, [], pl.Int64))
+        groups = self._groups
+
+        def look() -> pl.Series:
+            j = g.join(groups, on=self._gcols, how="left", nulls_equal=True, maintain_order="left")
+            return j.get_column(_G)
+
+        ids = look()
+        if ids.null_count():
+            new = g.filter(ids.is_null()).unique(maintain_order=True)
+            base = self._ngroups
+            self._ngroups += new.height
+            new = new.with_columns(pl.int_range(base, self._ngroups, dtype=pl.Int64).alias(_G))
+            groups = self._groups = pl.concat([groups, new], how="vertical_relaxed")
+            if self._ngroups > len(self._incomplete):
+                grown = np.zeros(max(self._ngroups, 2 * len(self._incomplete)), bool)
+                grown[: len(self._incomplete)] = self._incomplete
+                self._incomplete = grown
+            ids = look()
+        return ids.to_numpy()
+
+    def _sort(self, df: pl.DataFrame) -> pl.DataFrame:
+        return df.sort(self._elem, descending=self._desc, nulls_last=self._nulls_last)
+
+    def _trim(self, df: pl.DataFrame) -> pl.DataFrame:
+        """Keep a sorted frame's first `K` copies per group; trimmed groups are incomplete."""
+        g = df.get_column(_G).to_numpy()
+        n = df.get_column(_N).to_numpy()
+        cut = _group_cumsum(g, n) - n >= self._cap
+        if cut.any():
+            self._incomplete[np.unique(g[cut])] = True
+            df = df.filter(pl.Series(~cut))
+        return df
 
     # -- step ---------------------------------------------------------------------------
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
         chunk = inputs[0]
         if chunk is None or len(chunk) == 0:
             return None
-        if self._groups is None:
-            self._build_index()
-        assert self._groups is not None
         batch, w = consolidate(chunk)
         if batch.num_rows == 0:
             return None
+        batch = conform(batch, self._in_schema)
+        store = self._store or self._open()
+        killed, added_locs, added, touched = self._apply_store(store, batch, w)
+        out = None
+        if self._hi:
+            out = self._update_cache(killed, self._frame(added, added_locs))
+        old, new = store.finish(touched)
+        if len(old) and self._cache.height:
+            loc = pl.col(_LOC)
+            self._cache = self._cache.with_columns(loc.replace(pl.Series(old), pl.Series(new)))
+        return out
+
+    def _apply_store(
+        self, store: KeyedSegments, batch: pa.RecordBatch, w: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, pa.RecordBatch, set[int]]:
+        """Apply the delta to the store: (killed locs, appended locs, appended rows, touched)."""
         n = batch.num_rows
-        enc = self._encode(batch)
-        cols = [hashable_values(c) for c in batch.columns]
-        rows = _tuples(cols, n)
-        skeys = self._state_keys(cols, n)
-        gkeys = _tuples([cols[g] for g in self.group_keys], n)
-        ws = w.tolist()
-        todo: Iterable[int] = range(n)
-        if self._hi and (w == 1).all():
-            todo = self._insert_fast(gkeys, enc, rows, skeys)
-        by_group: dict[Key, list[int]] = {}
-        for i in todo:
-            g = gkeys[i]
-            lst = by_group.get(g)
-            if lst is None:
-                by_group[g] = [i]
-            else:
-                lst.append(i)
-        ops: list[int] = []
-        out: list[Key] = []
-        for g, idxs in by_group.items():
-            self._apply_group(g, idxs, ws, enc, rows, skeys, ops, out)
-        if not ops:
+        keys = store.keys(batch)
+        if (w > 0).all():
+            first = dict(zip(keys, range(n)))
+            if len(first) == n and store.index.keys().isdisjoint(first):
+                rows = _with_count(batch, pa.array(w, pa.int64()))
+                return np.empty(0, np.int64), store.append(rows, keys), rows, set()
+        uniq = list(dict.fromkeys(keys))
+        pos = dict(zip(uniq, range(len(uniq))))
+        codes = np.fromiter(map(pos.__getitem__, keys), np.int64, n)
+        nu = len(uniq)
+        old = store.lookup(uniq)
+        has_old = old >= 0
+        old_n = np.zeros(nu, np.int64)
+        old_rows = store.gather(old[has_old])
+        if len(old_rows):
+            old_n[has_old] = old_rows.column(COUNT).to_numpy()
+        total = old_n + np.bincount(codes, weights=w, minlength=nu).astype(np.int64)
+        if (total < 0).any():
+            raise InternalError(
+                "top-n state row count became negative",
+                detail=f"A row of {self.explain()} was deleted but never inserted.",
+            )
+        last = np.full(nu, -1, np.int64)
+        ins = np.flatnonzero(w > 0)
+        np.maximum.at(last, codes[ins], ins)
+        alive = total > 0
+        from_delta = alive & (last >= 0)
+        from_old = alive[has_old] & (last[has_old] < 0)
+        parts = []
+        if from_delta.any():
+            parts.append(batch.take(pa.array(last[from_delta])))
+        if from_old.any():
+            parts.append(old_rows.filter(pa.array(from_old)).drop_columns([COUNT]))
+        sel = np.concatenate([np.flatnonzero(from_delta), np.flatnonzero(has_old)[from_old]])
+        gone = [uniq[i] for i in np.flatnonzero(has_old & ~alive).tolist()]
+        touched = store.kill(old[has_old], gone)
+        if not parts:
+            empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
+            return old[has_old], np.empty(0, np.int64), empty, touched
+        rows = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
+        rows = _with_count(rows, pa.array(total[sel], pa.int64()))
+        new_keys = [uniq[i] for i in sel.tolist()]
+        return old[has_old], store.append(rows, new_keys), rows, touched
+
+    def _update_cache(self, killed: np.ndarray, add: pl.DataFrame) -> StreamChunk | None:
+        cache = self._cache
+        kill_s = pl.Series(killed, dtype=pl.Int64).implode()
+        dead = cache.get_column(_LOC).is_in(kill_s) if len(killed) else None
+        add = self._below_ends(add)
+        affected = add.get_column(_G)
+        if dead is not None and dead.any():
+            affected = pl.concat([affected, cache.get_column(_G).filter(dead)])
+        if affected.is_empty():
             return None
-        return StreamChunk(ops_array(ops), batch_from_rows(self.schema, out))
+        affected = affected.unique()
+        in_aff = cache.get_column(_G).is_in(affected.implode())
+        old_part = cache.filter(in_aff)
+        rest = cache.filter(~in_aff)
+        # merge: old rows (flagged, killed ones too: they mark the old cache end) + new rows
+        m = pl.concat(
+            [
+                old_part.with_columns(
+                    pl.lit(1, pl.Int8).alias("__o"),
+                    pl.col(_LOC).is_in(kill_s).alias("__d"),
+                ),
+                add.with_columns(pl.lit(0, pl.Int8).alias("__o"), pl.lit(False).alias("__d")),
+            ]
+        )
+        m = self._sort(m)
+        g = m.get_column(_G).to_numpy()
+        is_old = m.get_column("__o").to_numpy() == 1
+        inc = self._incomplete[g]
+        after = _group_cumsum(g[::-1], is_old[::-1].astype(np.int64))[::-1]
+        keep = np.where(is_old, ~m.get_column("__d").to_numpy(), ~inc | (after > 0))
+        new_part = self._trim(m.filter(pl.Series(keep)).drop("__o", "__d"))
+        new_part = self._refill(new_part, affected.to_numpy())
+        self._cache = pl.concat([rest, new_part]) if rest.height else new_part
+        return self._diff(old_part, new_part)
 
-    def _insert_fast(
-        self, gkeys: list[Key], enc: list[Key], rows: list[Key], skeys: list[Key]
-    ) -> list[int]:
-        """Insert-only epoch: store rows that cannot enter their group's window in bulk.
+    def _below_ends(self, add: pl.DataFrame) -> pl.DataFrame:
+        """Drop appended rows that sort after their incomplete group's cache end.
 
-        A new row whose element is not below its group's `hi`-th element stays outside
-        the window (inserts only push that element down), so it is only written to the
-        table and appended to the group's pending elements, with no window diff. Returns
-        the rows left for the general path (groups without a full window, rows that
-        may enter it, rows whose state key is already stored or repeated).
+        They cannot enter the window before the group is refilled (which reads the
+        store), and skipping them keeps their groups out of this step's merge. One sort
+        of the appended rows with the ends marks each row before or after its end.
         """
-        assert self._groups is not None
-        thr_get = self._thr.get
-        groups = self._groups
-        data = self._rows.data
-        seen: set[Key] = set()
-        rest: list[int] = []
-        keys: list[Key] = []
-        vals: list[Key] = []
-        for i, (g, e, sk) in enumerate(zip(gkeys, enc, skeys)):
-            t = thr_get(g)
-            if t is None or sk in seen or sk in data:
-                rest.append(i)
-                continue
-            elem = (e, sk)
-            if elem < t:
-                rest.append(i)
-                continue
-            seen.add(sk)
-            groups[g].pending.append(elem)
-            keys.append(sk)
-            vals.append(rows[i] + (1,))
-        if keys:
-            self._rows.put_many(keys, vals)
-        return rest
+        cache = self._cache
+        if not add.height or not cache.height:
+            return add
+        g = cache.get_column(_G).to_numpy()
+        last = np.ones(len(g), bool)
+        last[:-1] = g[1:] != g[:-1]
+        last &= self._incomplete[g]
+        if not last.any():
+            return add
+        ends = cache.filter(pl.Series(last)).with_columns(pl.lit(1, pl.Int8).alias("__o"))
+        m = pl.concat([add.with_columns(pl.lit(0, pl.Int8).alias("__o")), ends])
+        m = m.with_row_index("__i").sort(
+            [*self._elem, "__o"],
+            descending=[*self._desc, False],
+            nulls_last=[*self._nulls_last, False],
+        )
+        mark = m.get_column("__o").to_numpy().astype(np.int64)
+        seen = _group_cumsum(m.get_column(_G).to_numpy(), mark)
+        keep = m.get_column("__i").to_numpy()[(seen == 0) & (mark == 0)]
+        if len(keep) == add.height:
+            return add
+        return add[np.sort(keep)]
 
-    def _apply_group(
-        self,
-        g: Key,
-        idxs: list[int],
-        ws: list[int],
-        enc: list[Key],
-        rows: list[Key],
-        skeys: list[Key],
-        ops: list[int],
-        out: list[Key],
-    ) -> None:
-        assert self._groups is not None
-        sl = self._groups.get(g)
-        if sl is None:
-            sl = self._groups[g] = _SortedList()
-        off, hi = self.offset, self._hi
-        old = sl.head(hi)[off:]
-        data = self._rows.data
-        table = self._rows
-        gone: dict[Key, Key] = {}
-        changed: set[Key] = set()
-        for i in sorted(idxs, key=lambda j: ws[j] > 0):  # deletes first
-            wi, sk = ws[i], skeys[i]
-            elem = (enc[i], sk)
-            v = data.get(sk)
-            if wi < 0:
-                if v is None or v[-1] + wi < 0:
-                    raise InternalError(
-                        "top-n state row count became negative",
-                        detail=f"A row of {self.explain()} was deleted but never inserted.",
-                    )
-                for _ in range(-wi):
-                    sl.remove(elem)
-                c = v[-1] + wi
-                if c:
-                    table.put(sk, v[:-1] + (c,))
-                else:
-                    gone[sk] = v[:-1]
-                    table.delete(sk)
-            else:
-                if v is None:
-                    c = wi
-                    if sk in gone and gone[sk] != rows[i]:
-                        changed.add(sk)
-                else:
-                    c = v[-1] + wi
-                table.put(sk, rows[i] + (c,))
-                for _ in range(wi):
-                    sl.add(elem)
-        if not len(sl):
-            del self._groups[g]
-        if hi:
-            t = sl.at(hi - 1)
-            if t is None:
-                self._thr.pop(g, None)
-            else:
-                self._thr[g] = t
-        new = sl.head(hi)[off:]
-        if old == new and not changed:
-            return
+    def _refill(self, part: pl.DataFrame, affected: np.ndarray) -> pl.DataFrame:
+        """Refill incomplete groups of `part` left with fewer than `offset + limit` copies."""
+        cand = affected[self._incomplete[affected]]
+        if not len(cand):
+            return part
+        copies = np.zeros(self._ngroups or 1, np.int64)
+        np.add.at(copies, part.get_column(_G).to_numpy(), part.get_column(_N).to_numpy())
+        need = cand[copies[cand] < self._hi]
+        if not len(need):
+            return part
+        fresh = self._load_groups(need)
+        kept = part.filter(~pl.col(_G).is_in(pl.Series(need).implode()))
+        return self._sort(pl.concat([kept, fresh]))
 
-        def old_row(sk: Key) -> Key:
-            r = gone.get(sk)
-            return data[sk][:-1] if r is None else r
+    def _load_groups(self, gids: np.ndarray | None) -> pl.DataFrame:
+        """The first `K` stored rows of groups `gids` (all groups when None), sorted."""
+        frames: list[pl.DataFrame] = []
+        want = None
+        if gids is not None and self._groups is not None:
+            want = self._groups.filter(pl.col(_G).is_in(pl.Series(gids).implode()))
+        for sid, rows, nums in self._st.live_batches():
+            locs = (sid << SHIFT) | nums
+            if want is not None:
+                g = self._sortable(rows, self.group_keys, self._gcols, "group")
+                hit = g.with_row_index("__i").join(
+                    want, on=self._gcols, how="semi", nulls_equal=True
+                )
+                idx = hit.get_column("__i").to_numpy()
+                if not len(idx):
+                    continue
+                rows = rows.take(pa.array(idx))
+                locs = locs[idx]
+            frames.append(self._frame(rows, locs))
+        if gids is not None:
+            self._incomplete[gids] = False
+        if not frames:
+            return self._cache.clear()
+        return self._trim(self._sort(pl.concat(frames)))
 
-        def new_row(sk: Key) -> Key:
-            return data[sk][:-1]
+    # -- output -------------------------------------------------------------------------
+    def _window(self, part: pl.DataFrame) -> pl.DataFrame:
+        """The window copies of a cache part: element, copy number `__c`, rank `__r`, loc."""
+        n = part.get_column(_N).to_numpy()
+        end = _group_cumsum(part.get_column(_G).to_numpy(), n)
+        lo = np.maximum(end - n, self.offset)
+        cnt = np.clip(np.minimum(end, self._hi) - lo, 0, None)
+        rep = np.repeat(np.arange(len(cnt)), cnt)
+        within = np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        out = part.select(*self._elem, _LOC)[rep]
+        return out.with_columns(
+            pl.Series(_C, within, pl.Int64), pl.Series(_R, lo[rep] + within + 1, pl.Int64)
+        )
 
+    def _diff(self, old_part: pl.DataFrame, new_part: pl.DataFrame) -> StreamChunk | None:
+        ow, nw = self._window(old_part), self._window(new_part)
+        if not ow.height and not nw.height:
+            return None
+        j = ow.join(nw, on=[*self._elem, _C], how="full", nulls_equal=True, suffix="_new")
+        lo = j.get_column(_LOC).fill_null(-1).to_numpy()
+        ln = j.get_column(_LOC + "_new").fill_null(-1).to_numpy()
+        ro = j.get_column(_R).fill_null(0).to_numpy()
+        rn = j.get_column(_R + "_new").fill_null(0).to_numpy()
+        both = (lo >= 0) & (ln >= 0)
+        upd = both & (ro != rn) if self.with_rank_column else np.zeros(len(lo), bool)
+        moved = both & (lo != ln)
+        if self._keyed and moved.any():
+            a = self._st.gather(lo[moved]).drop_columns([COUNT])
+            b = self._st.gather(ln[moved]).drop_columns([COUNT])
+            upd[moved] |= ~rows_equal(a, b, nan_equal=True)
+        dels = np.flatnonzero(ln < 0)
+        inss = np.flatnonzero(lo < 0)
+        ups = np.flatnonzero(upd)
+        if not len(dels) and not len(inss) and not len(ups):
+            return None
+        locs = np.concatenate([lo[dels], np.stack([lo[ups], ln[ups]], 1).ravel(), ln[inss]])
+        ranks = np.concatenate([ro[dels], np.stack([ro[ups], rn[ups]], 1).ravel(), rn[inss]])
+        ops = np.concatenate(
+            [
+                np.full(len(dels), Op.DELETE, np.int8),
+                np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8), len(ups)),
+                np.full(len(inss), Op.INSERT, np.int8),
+            ]
+        )
+        rows = self._st.gather(locs).drop_columns([COUNT])
         if self.with_rank_column:
-            self._diff_ranked(old, new, changed, old_row, new_row, ops, out)
-            return
-        oc, nc = Counter(old), Counter(new)
-        for e, k in oc.items():
-            m = nc.get(e, 0)
-            if k > m:
-                r = old_row(e[1])
-                ops.extend([Op.DELETE] * (k - m))
-                out.extend([r] * (k - m))
-            if m and e[1] in changed:
-                for _ in range(min(k, m)):
-                    ops += (Op.UPDATE_DELETE, Op.UPDATE_INSERT)
-                    out += (old_row(e[1]), new_row(e[1]))
-        for e, m in nc.items():
-            k = oc.get(e, 0)
-            if m > k:
-                ops.extend([Op.INSERT] * (m - k))
-                out.extend([new_row(e[1])] * (m - k))
+            rows = rows.append_column(self.schema[-1].name, pa.array(ranks, pa.int64()))
+        data = pa.RecordBatch.from_arrays(rows.columns, schema=arrow_schema(self.schema))
+        return StreamChunk(pa.array(ops), data)
 
-    def _diff_ranked(
-        self,
-        old: list[Elem],
-        new: list[Elem],
-        changed: set[Key],
-        old_row: Any,
-        new_row: Any,
-        ops: list[int],
-        out: list[Key],
-    ) -> None:
-        base = self.offset + 1
-        opos = _positions(old, base)
-        npos = _positions(new, base)
-        for e in dict.fromkeys([*old, *new]):
-            ro = opos.get(e, [])
-            rn = npos.get(e, [])
-            sk = e[1]
-            for j in range(max(len(ro), len(rn))):
-                if j < len(ro) and j < len(rn):
-                    if ro[j] != rn[j] or sk in changed:
-                        ops += (Op.UPDATE_DELETE, Op.UPDATE_INSERT)
-                        out += (old_row(sk) + (ro[j],), new_row(sk) + (rn[j],))
-                elif j < len(ro):
-                    ops.append(Op.DELETE)
-                    out.append(old_row(sk) + (ro[j],))
-                else:
-                    ops.append(Op.INSERT)
-                    out.append(new_row(sk) + (rn[j],))
+    # -- old state format ---------------------------------------------------------------
+    def _old_format_rows(self) -> pa.RecordBatch | None:
+        """Rows of a `rows` table in the per-row format (`key -> (*row, count)`), cleared.
 
-    def _build_index(self) -> None:
-        """Rebuild every group's sorted index from the `rows` table."""
-        canonical_nan(self._rows)
-        items = list(self._rows.items())
-        groups: dict[Key, _SortedList] = {}
-        if items:
-            values = [v for _, v in items]
-            batch = batch_from_rows(self.input_schema, [v[:-1] for v in values])
-            enc = self._encode(batch)
-            ng = len(self.group_keys)
-            elems: dict[Key, list[Elem]] = {}
-            for (k, v), e in zip(items, enc, strict=True):
-                lst = elems.setdefault(k[:ng], [])
-                lst.extend([(e, k)] * v[-1])
-            for g, lst in elems.items():
-                lst.sort()
-                groups[g] = _SortedList.from_sorted(lst)
-            log.debug("%s: rebuilt %d group indexes", self.explain(), len(groups))
-        self._groups = groups
-        self._thr = {}
+        That format had no `("meta",)` key; its rows are re-stored as segments.
+        """
+        data = self._rows.data
+        if not data or META_KEY in data:
+            return None
+        values = list(data.values())
+        self._rows.clear()
+        b = batch_from_rows(self.input_schema, [v[:-1] for v in values])
+        return _with_count(b, pa.array([v[-1] for v in values], pa.int64()))
 
 
-def _positions(elems: Iterable[Elem], base: int) -> dict[Elem, list[int]]:
-    pos: dict[Elem, list[int]] = {}
-    for i, e in enumerate(elems):
-        pos.setdefault(e, []).append(base + i)
-    return pos
+def _group_cumsum(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Inclusive running sum of `v` within runs of equal `g` (groups are contiguous)."""
+    total = np.cumsum(v)
+    if not len(g):
+        return total
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    before = total[starts] - v[starts]
+    return total - np.repeat(before, np.diff(np.r_[starts, len(g)]))
 
 
-def _tuples(columns: list[list[Any]], n: int) -> list[Key]:
-    if not columns:
-        return [()] * n
-    return list(zip(*columns, strict=True))
+def _with_count(batch: pa.RecordBatch, n: pa.Array) -> pa.RecordBatch:
+    return batch.append_column(pa.field(COUNT, pa.int64(), nullable=False), n)

@@ -21,7 +21,7 @@ from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
 from engine.state.store import StateStore
 from engine.stream.operators import LocalStateAllocator, MaterializeOp
-from engine.stream.operators import columnar_materialize as cm
+from engine.stream.operators import keyed_segments as cm
 from engine.stream.operators.columnar_materialize import ColumnarMaterializeOp
 from engine.types import (
     BIGINT,

@@ -25,7 +25,7 @@ from unit.stream.operators.helpers import make_chunk
 from engine.chunk import Op, StreamChunk
 from engine.state.store import StateStore
 from engine.stream.operators import LocalStateAllocator, MaterializeOp
-from engine.stream.operators import columnar_materialize as cm
+from engine.stream.operators import keyed_segments as cm
 from engine.stream.operators.columnar_materialize import ColumnarMaterializeOp
 from engine.types import INT, VARCHAR, Field
 

@@ -1,0 +1,219 @@
+"""KeyedSegments: rows by unique key in Arrow segments with live masks, compacted as they thin.
+
+Why: `ColumnarMaterializeOp` (a relation's rows by pk) and `TopNOp` (every input row by
+stream key) both keep rows that are found by key, deleted by marking them dead, and
+appended in bulk, without a Python tuple or a store key per row. This class is that
+store, built on `segments.SegmentTable` (persistence as few large values):
+
+* rows live in immutable Arrow record batches ("segments") with a numpy live-mask each;
+  a key index (a dict over `segments.key_fn` values) maps each stored key to its
+  location `segment_id << 32 | row`. Keys are unique: the owner kills a key's old row
+  (`kill`) before appending a new one (`append`);
+* persisted in ONE state table: `(sid,)` -> Arrow IPC bytes (written once),
+  `("mask", sid)` -> packed live bitmap (rewritten only for segments whose mask changed),
+  `("meta",)` -> (format version, next segment id);
+* compaction keeps this amortised: `finish` drops segments with no live rows, and
+  rewrites segments whose live fraction fell below `MIN_LIVE_FRACTION`, and all small
+  segments once more than `MAX_SMALL_SEGMENTS` have accumulated (one-row epochs), into
+  new segments of at most `MAX_SEGMENT_ROWS` rows; it returns the locations it moved so
+  owners holding locations (the top-N cache) can follow.
+
+Lifecycle: the owner constructs it over its state table once the runtime loaded that
+table (the constructor rebuilds segments, masks and the index); per step the owner looks
+keys up, kills old rows, appends new ones, reads rows with `gather` (dead rows stay
+readable until `finish`), then calls `finish` once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.state.table import StateTable
+from engine.stream.operators.segments import (
+    MASK,
+    SHIFT,
+    SegmentTable,
+    by_segment,
+    gather,
+    key_fn,
+    row_keys,
+    unpack_mask,
+)
+
+Row = tuple[Any, ...]
+
+SMALL_SEGMENT_ROWS = 4096
+"""Segments with fewer rows are "small"; too many of them are merged."""
+MAX_SMALL_SEGMENTS = 16
+MAX_SEGMENT_ROWS = 1 << 18
+"""Segments are split at this size so no single store value grows unboundedly."""
+MIN_LIVE_FRACTION = 0.5
+
+EMPTY = np.empty(0, np.int64)
+
+
+@dataclass(slots=True)
+class Segment:
+    """One immutable batch of rows; `mask` None means every row is live."""
+
+    batch: pa.RecordBatch
+    mask: np.ndarray | None
+    live: int
+
+    def live_batch(self, mask: np.ndarray | None = None) -> pa.RecordBatch:
+        m = self.mask if mask is None else mask
+        if m is None or self.live == self.batch.num_rows and mask is None:
+            return self.batch
+        return self.batch.filter(pa.array(m))
+
+    def live_rows(self) -> np.ndarray:
+        n = self.batch.num_rows
+        return np.arange(n, dtype=np.int64) if self.mask is None else np.flatnonzero(self.mask)
+
+
+class KeyedSegments:
+    """Rows by unique key in Arrow segments; see the module docstring."""
+
+    def __init__(
+        self, table: StateTable, schema: pa.Schema, key_cols: list[int], version: int, what: str
+    ) -> None:
+        self.schema = schema
+        self.key_cols = list(key_cols)
+        self.key_fns = [key_fn(schema.field(i).type) for i in self.key_cols]
+        self.segments: dict[int, Segment] = {}
+        self.index: dict[Any, int] = {}
+        self._small: set[int] = set()
+        self._table = SegmentTable(table, schema, version, what)
+        if table.data:
+            self._load()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    # -- keys ---------------------------------------------------------------------------
+    def keys(self, batch: pa.RecordBatch) -> list[Any]:
+        """The index key of every row (bare value for a one-column key, else tuples)."""
+        return row_keys(batch, self.key_cols, self.key_fns)
+
+    def key_of(self, values: Row) -> Any:
+        """The index key of one row's key column values (Python values)."""
+        arrays = [
+            pa.array([v], type=self.schema.field(i).type)
+            for v, i in zip(values, self.key_cols, strict=True)
+        ]
+        cols = [fn(a)[0] for fn, a in zip(self.key_fns, arrays, strict=True)]
+        return cols[0] if len(cols) == 1 else tuple(cols)
+
+    def lookup(self, keys: list[Any]) -> np.ndarray:
+        """Locations of `keys` (-1 where not stored)."""
+        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+
+    # -- reads --------------------------------------------------------------------------
+    def batch_of(self, sid: int) -> pa.RecordBatch:
+        return self.segments[sid].batch
+
+    def gather(self, locs: np.ndarray) -> pa.RecordBatch:
+        """The rows at `locs`, in that order (dead rows too until `finish`)."""
+        if not len(locs):
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        return gather(locs, self.batch_of)
+
+    def live_batches(self) -> Iterator[tuple[int, pa.RecordBatch, np.ndarray]]:
+        """Per segment with live rows: (sid, its live rows, their row numbers)."""
+        for sid, seg in self.segments.items():
+            if seg.live:
+                yield sid, seg.live_batch(), seg.live_rows()
+
+    # -- writes -------------------------------------------------------------------------
+    def append(self, batch: pa.RecordBatch, keys: list[Any]) -> np.ndarray:
+        """Store rows with distinct, unstored `keys` as new segment(s); their locations."""
+        n = batch.num_rows
+        out: list[np.ndarray] = []
+        for start in range(0, n, MAX_SEGMENT_ROWS):
+            part = batch.slice(start, MAX_SEGMENT_ROWS) if n > MAX_SEGMENT_ROWS else batch
+            sid = self._table.new_sid()
+            rows = part.num_rows
+            self.segments[sid] = Segment(self._table.write(sid, part), None, rows)
+            if rows < SMALL_SEGMENT_ROWS:
+                self._small.add(sid)
+            base = sid << SHIFT
+            part_keys = keys if rows == n else keys[start : start + rows]
+            self.index.update(zip(part_keys, range(base, base + rows)))
+            out.append(np.arange(base, base + rows, dtype=np.int64))
+        return np.concatenate(out) if len(out) > 1 else (out[0] if out else EMPTY)
+
+    def kill(self, locs: np.ndarray, gone: list[Any] | None = None) -> set[int]:
+        """Mark rows dead and drop the keys `gone` from the index; the segments touched."""
+        touched: set[int] = set()
+        for sid, _, rows in by_segment(locs):
+            seg = self.segments[sid]
+            if seg.mask is None:
+                seg.mask = np.ones(seg.batch.num_rows, bool)
+            seg.mask[rows] = False
+            seg.live -= len(rows)
+            touched.add(sid)
+        if gone:
+            deque(map(self.index.pop, gone), maxlen=0)
+        return touched
+
+    def finish(self, touched: set[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Compact what the step made sparse, persist changed masks; (old, new) moved locs."""
+        segs = self.segments
+        for sid in [sid for sid in touched if segs[sid].live == 0]:
+            self._drop(sid)
+        rewrite = [
+            sid
+            for sid in touched
+            if sid in segs and segs[sid].live < MIN_LIVE_FRACTION * segs[sid].batch.num_rows
+        ]
+        if len(self._small) > MAX_SMALL_SEGMENTS:
+            rewrite = list(dict.fromkeys([*rewrite, *sorted(self._small)]))
+        moved = (EMPTY, EMPTY)
+        if rewrite:
+            moved = self._rewrite(rewrite)
+        for sid in touched:
+            seg = segs.get(sid)
+            if seg is not None and seg.mask is not None:
+                self._table.put_mask(sid, seg.mask)
+        return moved
+
+    def _rewrite(self, sids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        live = [s for s in sids if self.segments[s].live]
+        parts = [self.segments[s].live_batch() for s in live]
+        old = [(s << SHIFT) | self.segments[s].live_rows() for s in live]
+        for sid in sids:
+            self._drop(sid)
+        if not parts:
+            return EMPTY, EMPTY
+        merged = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
+        new = self.append(merged, self.keys(merged))
+        return np.concatenate(old), new
+
+    def _drop(self, sid: int) -> None:
+        seg = self.segments.pop(sid)
+        self._small.discard(sid)
+        self._table.drop(sid, (MASK,) if seg.mask is not None else ())
+
+    def _load(self) -> None:
+        """Rebuild segments, masks and the index from the (already loaded) state table."""
+        batches, aux = self._table.load()
+        masks = aux.get(MASK, {})
+        for sid, batch in batches.items():
+            mask: np.ndarray | None = None
+            live = batch.num_rows
+            if sid in masks:
+                mask = unpack_mask(masks[sid])
+                live = int(mask.sum())
+            seg = Segment(batch, mask, live)
+            self.segments[sid] = seg
+            if batch.num_rows < SMALL_SEGMENT_ROWS:
+                self._small.add(sid)
+            keys = self.keys(seg.live_batch())
+            self.index.update(zip(keys, ((sid << SHIFT) | seg.live_rows()).tolist()))
