@@ -212,6 +212,7 @@ class HashJoinOp(Operator):
             self._apply(self._right, dr, deg)
         self._left.flush()
         self._right.flush()
+        self._jkids.compact([self._left, self._right])
         both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
         return self._output(pieces, both)
 

@@ -73,6 +73,9 @@ MAX_SEGMENT_ROWS = 1 << 20
 MIN_LIVE_FRACTION = 0.5
 RENUMBER_SLACK = 1 << 16
 """Row ids are renumbered once more than twice the live rows plus this many were handed out."""
+KEY_SLACK = 1 << 16
+"""Join-key ids are compacted once more than twice the live keys plus this many exist."""
+"""Row ids are renumbered once more than twice the live rows plus this many were handed out."""
 COUNT = "count"
 DEGREE = "degree"
 _AUX = (MASK, COUNT, DEGREE)
@@ -127,6 +130,32 @@ class JoinKeyIds:
             uid[i] = ids.setdefault(distinct[i], len(ids))
         return uid[inverse]
 
+    def compact(self, sides: list[JoinSide]) -> None:
+        """Forget key values no stored row (live or dead) holds any more, renumbering ids.
+
+        Keys come and go (interval joins clean by watermark; updates move rows between
+        keys), so without this the dict and the per-key arrays would only grow. New ids
+        keep the old order, so every segment's `sjk` stays sorted. Runs between steps,
+        only once most ids are unused (amortised O(1) per key).
+        """
+        n = len(self.ids)
+        live = sum(np.count_nonzero(s.tot[:n]) for s in sides)
+        if n <= 2 * live + KEY_SLACK:
+            return
+        used = np.zeros(n, bool)
+        for side in sides:
+            for seg in side.segs.values():
+                used[seg.jk] = True
+        new_of_old = np.cumsum(used) - 1
+        new_of_old[~used] = -1
+        old = np.fromiter(self.ids.values(), np.int64, n)
+        keep = used[old]
+        self.ids = dict(
+            zip(compress(self.ids.keys(), keep.tolist()), new_of_old[old[keep]].tolist())
+        )
+        for side in sides:
+            side.remap_keys(new_of_old, used)
+
 
 @dataclass(slots=True)
 class JoinSegment:
@@ -179,6 +208,13 @@ class JoinSide:
         """Make `tot` cover `n_keys` join-key ids."""
         if len(self.tot) < n_keys:
             self.tot = np.concatenate([self.tot, np.zeros(n_keys - len(self.tot), np.int64)])
+
+    def remap_keys(self, new_of_old: np.ndarray, used: np.ndarray) -> None:
+        """Apply a join-key id compaction (see `JoinKeyIds.compact`)."""
+        for seg in self.segs.values():
+            seg.jk = new_of_old[seg.jk]
+            seg.sjk = new_of_old[seg.sjk]
+        self.tot = self.tot[: len(used)][used]
 
     def probe(self, ujk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Live rows under the key ids `ujk`: (position in `ujk`, location), grouped by key."""

@@ -208,3 +208,23 @@ def test_multi_column_and_text_keys() -> None:
                           chunk("+ 100 10 a\n+ 101 10 c\n+ 102 . a", R)]),
                  "+ 1 10 a 100 10 a")
     assert_chunk(op.step([None, chunk("U- 101 10 c\nU+ 101 10 b", R)]), "+ 2 10 b 101 10 b")
+
+
+def test_key_ids_of_vanished_keys_are_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(join_side, "KEY_SLACK", 0)
+    op = HashJoinOp(L, R, "left", [1], [1], None, None, LocalStateAllocator(), [0], [0])
+    op.step([None, chunk("+ 100 5 keep", R)])
+    for e in range(1, 30):  # keys come and go; key 5 stays matched throughout
+        new = f"+ {e * 10} {e * 10} a\n+ {e * 10 + 1} 5 b"
+        old = f"\n- {(e - 1) * 10} {(e - 1) * 10} a" if e > 1 else ""
+        right = chunk(f"+ {200 + e} {e * 10} x" + (f"\n- {199 + e} {e * 10 - 10} x" if e > 1
+                                                       else ""), R)
+        out = op.step([chunk(new + old, L), right])
+        expect = [f"+ {e * 10} {e * 10} a {200 + e} {e * 10} x", f"+ {e * 10 + 1} 5 b 100 5 keep"]
+        if e > 1:
+            expect.append(f"- {(e - 1) * 10} {(e - 1) * 10} a {199 + e} {e * 10 - 10} x")
+        assert_chunk(out, "\n".join(expect))
+        assert len(op._jkids) <= 2 * 3 + 2
+    # key 5 still finds all its left rows after many compactions
+    assert_chunk(op.step([None, chunk("- 100 5 keep", R)]), "\n".join(
+        f"- {e * 10 + 1} 5 b 100 5 keep\n+ {e * 10 + 1} 5 b . . ." for e in range(1, 30)))
