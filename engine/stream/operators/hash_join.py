@@ -205,10 +205,10 @@ class HashJoinOp(Operator):
         dl = self._delta(self._left, cl)
         dr = self._delta(self._right, cr)
         if dl is not None:
-            deg = self._probe_and_emit(dl, self._left, self._right, pieces)
+            deg = self._probe_and_emit(dl, self._left, self._right, pieces, dr)
             self._apply(self._left, dl, deg)
         if dr is not None:
-            deg = self._probe_and_emit(dr, self._right, self._left, pieces)
+            deg = self._probe_and_emit(dr, self._right, self._left, pieces, dl)
             self._apply(self._right, dr, deg)
         self._left.flush()
         self._right.flush()
@@ -308,14 +308,22 @@ class HashJoinOp(Operator):
         probe: JoinSide,
         build: JoinSide,
         pieces: list[Piece],
+        build_delta: _Delta | None,
     ) -> np.ndarray:
-        """Emit this delta's output against `build`; returns the delta rows' degrees."""
+        """Emit this delta's output against `build`; returns the delta rows' degrees.
+
+        `build_delta` is `build`'s own delta this epoch: a pair can be emitted again (and
+        cancel) by the other probe only when its `build` row is in it.
+        """
         m = self._match(delta, probe, build)
         n = delta.batch.num_rows
         is_left = probe is self._left
         if self._pairs_out and len(m.d):
             pw = delta.w[m.d] * m.counts[m.e]
-            pieces.append((self._pair_batch(delta, probe, m), pw, delta.jkf[m.d]))
+            pjk = delta.jkf[m.d]
+            if build_delta is not None:
+                pjk = self._maybe_again(pjk, m, build, build_delta)
+            pieces.append((self._pair_batch(delta, probe, m), pw, pjk))
         # degrees of the delta's own rows (preserved side)
         deg = np.zeros(n, dtype=np.int64)
         if self._preserved(probe):
@@ -343,6 +351,24 @@ class HashJoinOp(Operator):
                 alone = self._alone(self._other(m, build), idx, not is_left)
                 pieces.append((alone, w, delta.ujk[m.egid[idx]]))
         return deg
+
+    def _maybe_again(
+        self, pjk: np.ndarray, m: _Matches, build: JoinSide, build_delta: _Delta
+    ) -> np.ndarray:
+        """Pair key ids, -1 for pairs whose `build` row is not in `build_delta`.
+
+        Checked by identity when it is one integer column (else every pair stays).
+        """
+        if len(build.ident) != 1:
+            return pjk
+        c = build.ident[0]
+        mine = self._other(m, build).column(c)
+        theirs = build_delta.batch.column(c)
+        if mine.null_count or theirs.null_count or not pa.types.is_integer(mine.type):
+            return pjk
+        vals = mine.to_numpy(zero_copy_only=False)[m.e]
+        again = np.isin(vals, theirs.to_numpy(zero_copy_only=False))
+        return np.where(again, pjk, -1)
 
     def _preserved(self, side: JoinSide) -> bool:
         return self._l_pres if side is self._left else self._r_pres
@@ -410,7 +436,7 @@ class HashJoinOp(Operator):
         change). Only output rows under those keys can come from both probes and cancel
         (a pair needs its left row in dL and its right row in dR; a padded or semi/anti
         row emitted by both probes is one row under one key), so only they are
-        consolidated.
+        consolidated; pair rows known not to recur carry key id -1 (`_maybe_again`).
         """
         pieces = [p for p in pieces if p[0].num_rows]
         if not pieces:
