@@ -272,7 +272,7 @@ class JoinSide:
         out = np.zeros(n, bool)
         if found.any():
             fi = np.flatnonzero(found)
-            out[fi] = rows_equal(self.rows_at(locs[fi]), batch.take(pa.array(fi)))
+            out[fi] = rows_equal(self.rows_at(locs[fi]), batch.take(pa.array(fi)), nan_equal=True)
         return out
 
     def ident_keys(self, batch: pa.RecordBatch) -> list[Any]:
