@@ -14,6 +14,7 @@ from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
 from engine.errors import (
     DependentObjectsStillExist,
+    EngineError,
     InvalidColumnReference,
     SqlSyntaxError,
     UndefinedTable,
@@ -223,6 +224,22 @@ def create_view(session: Any, st: Statement) -> QueryResult:
     return _create_view(session, st, materialized=False)
 
 
+def _user_position(session: Any, e: EngineError, query: exp.Expression, streaming: bool) -> None:
+    """Point an error's position into the user's statement: views are planned from the
+    regenerated query text, so a binder error's position is re-derived by planning the
+    statement's own tree (error path only)."""
+    from engine.handlers.query import planner_for
+
+    if e.position is None:
+        return
+    e.position = None
+    try:
+        planner_for(session, None, streaming=streaming).plan_query(query)
+    except EngineError as e2:
+        if type(e2) is type(e) and str(e2) == str(e):
+            e.position = e2.position
+
+
 def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryResult:
     """CREATE [MATERIALIZED] VIEW: plan the query (for streaming if materialized), record it.
 
@@ -247,7 +264,11 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
         planner = planner_for(session, None, streaming=materialized)
         parsed = parse_one(query_sql).ast
         assert parsed is not None
-        plan = planner.plan_query(parsed)
+        try:
+            plan = planner.plan_query(parsed)
+        except EngineError as e:
+            _user_position(session, e, ast.expression, materialized)
+            raise
         if materialized and any(r.extra.get("iceberg_source") for r in planner.dependencies):
             raise not_supported(
                 "materialized views over Iceberg sources",

@@ -281,7 +281,11 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
             return
         if isinstance(node, exp.AggFunc) and not isinstance(node, tuple(AGG_CLASSES)):
             name = node.sql(dialect="postgres").split("(", 1)[0].lower()  # not J_S_O_N_B_...
-            raise not_supported(f"aggregate function {name} is not supported yet")
+            raise not_supported(
+                f"aggregate function {name} is not supported yet",
+                hint="Aggregates available: count, sum, avg, min, max, string_agg, array_agg, "
+                "jsonb_agg, bool_and, bool_or (with DISTINCT and FILTER).",
+            )
         for child in node.iter_expressions():
             walk(child)
 

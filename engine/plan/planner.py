@@ -344,7 +344,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         ):
             order_keys = []  # allowed and ignored as in RisingWave: a view has no row order
         if order_keys or q.args.get("limit") or q.args.get("offset"):
-            if self.streaming and (not order_keys or q.args.get("limit") is None):
+            if self.streaming and not order_keys:
+                raise not_supported(
+                    "LIMIT / OFFSET without ORDER BY in a materialized view",
+                    hint="Add ORDER BY so the view keeps a well-defined top N.",
+                )
+            if self.streaming and q.args.get("limit") is None:
                 raise not_supported(
                     "ORDER BY without LIMIT in a materialized view",
                     hint="Add LIMIT for a top-N view, or order the rows when you query the view.",

@@ -1,0 +1,92 @@
+"""Refusals and binder errors of streaming SQL over the wire (psycopg's diagnostics).
+
+Unsupported view patterns answer SQLSTATE 0A000 `Not supported: ...` with a HINT saying what
+to write instead; binder errors in CREATE MATERIALIZED VIEW carry the position (ErrorResponse
+'P' field, 1-based) of the offending name in the statement the user sent, although views
+are planned from their regenerated query text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+SETUP = [
+    "CREATE TABLE sr_t (id INT PRIMARY KEY, k VARCHAR, v INT)",
+    "CREATE TABLE sr_u (id INT PRIMARY KEY, k VARCHAR, v INT)",
+]
+REFUSALS = [
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT sr_t.id FROM sr_t JOIN sr_u ON sr_t.v < sr_u.v",
+        "Not supported: streaming nested-loop join",
+        "dynamic filter",
+    ),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t WHERE v NOT IN "
+        "(SELECT v FROM sr_u)",
+        "Not supported: NOT IN (subquery) in a materialized view",
+        "NOT EXISTS",
+    ),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t WHERE EXISTS "
+        "(SELECT count(*) FROM sr_u WHERE sr_u.k = sr_t.k)",
+        "Not supported: correlated EXISTS / IN subquery over an aggregate",
+        "always true",
+    ),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT id, (SELECT v FROM sr_u WHERE sr_u.k = sr_t.k) "
+        "FROM sr_t",
+        "Not supported: a correlated scalar subquery that may return several rows",
+        "Aggregate it",
+    ),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t LIMIT 3",
+        "Not supported: LIMIT / OFFSET without ORDER BY in a materialized view",
+        "Add ORDER BY",
+    ),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT percentile_cont(0.5) WITHIN GROUP "
+        "(ORDER BY v) FROM sr_t",
+        "Not supported: aggregate function percentile_cont is not supported yet",
+        "Aggregates available",
+    ),
+]
+BINDER = [
+    ("CREATE MATERIALIZED VIEW sr_bad AS SELECT nope FROM sr_t", "42703", "nope"),
+    ("CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM no_table", "42P01", "no_table"),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT a.id FROM sr_t a JOIN sr_u b ON a.nope = b.id",
+        "42703",
+        "a.nope",
+    ),
+    ("CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t JOIN sr_u USING (k)", "42702", "id"),
+]
+
+
+@pytest.mark.e2e
+def test_refusals_and_binder_positions(conn: psycopg.Connection[Any]) -> None:
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS sr_t CASCADE")
+        cur.execute("DROP TABLE IF EXISTS sr_u CASCADE")
+        for s in SETUP:
+            cur.execute(s)
+        try:
+            for sql, message, hint in REFUSALS:
+                with pytest.raises(psycopg.Error) as ei:
+                    cur.execute(sql)
+                diag = ei.value.diag
+                assert diag.sqlstate == "0A000", sql
+                assert diag.message_primary == message, sql
+                assert hint in (diag.message_hint or ""), sql
+            for sql, code, name in BINDER:
+                with pytest.raises(psycopg.Error) as ei:
+                    cur.execute(sql)
+                diag = ei.value.diag
+                assert diag.sqlstate == code, sql
+                assert diag.statement_position == str(sql.index(name) + 1), sql
+        finally:
+            cur.execute("DROP TABLE IF EXISTS sr_t CASCADE")
+            cur.execute("DROP TABLE IF EXISTS sr_u CASCADE")
