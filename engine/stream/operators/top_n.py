@@ -25,15 +25,17 @@ State (why: rows that can never be in a window need no Python objects):
   table `rows` (format version in its `("meta",)` key; a table in the older per-row
   format is converted on load);
 * in memory only, per group a *cache*: the group's first `K = 2 * (offset + limit)` rows
-  in window order, as one polars frame for all groups (columns: group id `__g`, the
-  order and ident columns in a sortable form `k*`/`i*`, `__n` and the store location
-  `__loc`), sorted within each group. A group is *incomplete* when the store holds rows
-  beyond its cache; an incomplete group's cache always holds at least `offset + limit`
-  rows (else it is refilled), so the window is always read from the cache alone. Group
-  values map to ids through an in-memory frame of the groups seen. The cache, the group
-  ids and the incomplete flags are rebuilt from the store on construction (restart).
+  in window order, kept in a `GroupCache` (topn_cache.py): one polars frame (columns:
+  group id `__g`, the order and ident columns in a sortable form `k*`/`i*`, `__n` and
+  the store location `__loc`) in which each group's rows are a contiguous range, so a
+  step reads and replaces only the affected groups' rows. A group is *incomplete* when
+  the store holds rows beyond its cache; an incomplete group's cache always holds at
+  least `offset + limit` rows (else it is refilled), so the window is always read from
+  the cache alone. Group values map to ids through a dict over their key values (and a
+  frame of each group's sortable values, for refills). The cache, the group ids and the
+  incomplete flags are rebuilt from the store on the first step (restart).
 
-Per step, all vectorised (polars/numpy/Arrow; no per-row Python):
+Per step, all vectorised (polars/numpy/Arrow; per-row work only as C-level dict lookups):
 
 1. consolidate the delta (net Z-set weight per full row); update the store: an
    insert-only delta of new idents is appended as it is; otherwise old rows of touched
@@ -52,13 +54,15 @@ Per step, all vectorised (polars/numpy/Arrow; no per-row Python):
    are gathered from the store (killed rows are still readable until `finish`).
 
 Cost per epoch: O(delta + cache rows of affected groups) vectorised, plus one
-O(stored rows) pass in epochs where some group needs a refill; insert-only rows that
-fall below a full cache cost only the columnar append.
+O(stored rows) pass in epochs where some group needs a refill; inserted rows that
+sort after their group's full cache cost only the columnar append and one vectorised
+comparison with the cache end. Fixed overhead: some 25 polars calls per step (~5 ms).
 """
 
 from __future__ import annotations
 
 import logging
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -73,7 +77,15 @@ from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import batch_from_rows, consolidate
 from engine.stream.operators.keyed_segments import KeyedSegments
-from engine.stream.operators.segments import META_KEY, SHIFT, conform, rows_equal
+from engine.stream.operators.segments import (
+    META_KEY,
+    SHIFT,
+    conform,
+    key_fn,
+    row_keys,
+    rows_equal,
+)
+from engine.stream.operators.topn_cache import GroupCache
 from engine.types import BIGINT, Field, SqlType, TypeKind, arrow_schema
 
 log = logging.getLogger(__name__)
@@ -182,11 +194,12 @@ class TopNOp(Operator):
         self._in_schema = arrow_schema(self.input_schema)
         self._row_schema = self._in_schema.append(pa.field(COUNT, pa.int64(), nullable=False))
         self._rows = alloc.table("rows")
-        self._groups: pl.DataFrame | None = None  # group columns -> `__g`
+        self._gid: dict[Any, int] = {}  # group key -> group id `__g`
+        self._gkey_fns = [key_fn(self._in_schema.field(c).type) for c in self.group_keys]
+        self._groups: pl.DataFrame | None = None  # sortable group columns + `__g`
         self._ngroups = 0 if self.group_keys else 1
-        self._incomplete = np.zeros(16, bool)
         empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
-        self._cache = self._frame(empty, np.empty(0, np.int64))
+        self._cache = GroupCache(self._frame(empty, np.empty(0, np.int64)))
         self._store: KeyedSegments | None = None  # built on the first step (after `load`)
 
     @property
@@ -203,7 +216,8 @@ class TopNOp(Operator):
         if migrated is not None and migrated.num_rows:
             store.append(migrated, store.keys(migrated))
         if len(store):
-            self._cache = self._load_groups(None)
+            part = self._load_groups(None)
+            self._cache.put(np.arange(self._ngroups), part, part.get_column(_G).to_numpy())
             log.debug("%s: rebuilt the cache of %d groups", self.explain(), self._ngroups)
         return store
 
@@ -242,7 +256,7 @@ class TopNOp(Operator):
             how="horizontal",
         )
         if self.group_keys:
-            gids = self._gids(self._sortable(rows, self.group_keys, self._gcols, "group"))
+            gids = self._gids(rows)
         else:
             gids = np.zeros(rows.num_rows, np.int64)
         return df.with_columns(pl.Series(_G, gids, pl.Int64)).select(
@@ -258,29 +272,27 @@ class TopNOp(Operator):
         assert isinstance(df, pl.DataFrame)
         return df
 
-    def _gids(self, g: pl.DataFrame) -> np.ndarray:
-        """Group ids of the rows of `g` (group columns), new groups numbered as they come."""
-        if self._groups is None:
-            self._groups = g.clear().with_columns(pl.Series(_G, [], pl.Int64))
-        groups = self._groups
-
-        def look() -> pl.Series:
-            j = g.join(groups, on=self._gcols, how="left", nulls_equal=True, maintain_order="left")
-            return j.get_column(_G)
-
-        ids = look()
-        if ids.null_count():
-            new = g.filter(ids.is_null()).unique(maintain_order=True)
+    def _gids(self, rows: pa.RecordBatch) -> np.ndarray:
+        """Group ids of `rows`, new groups numbered as they come."""
+        keys = row_keys(rows, self.group_keys, self._gkey_fns)
+        n = len(keys)
+        ids = np.fromiter(map(self._gid.get, keys, repeat(-1)), np.int64, n)
+        miss = ids < 0
+        if miss.any():
+            # one row position per new group (its sortable values serve refills)
+            first = dict(zip(compress(keys, miss), np.flatnonzero(miss).tolist()))
             base = self._ngroups
-            self._ngroups += new.height
-            new = new.with_columns(pl.int_range(base, self._ngroups, dtype=pl.Int64).alias(_G))
-            groups = self._groups = pl.concat([groups, new], how="vertical_relaxed")
-            if self._ngroups > len(self._incomplete):
-                grown = np.zeros(max(self._ngroups, 2 * len(self._incomplete)), bool)
-                grown[: len(self._incomplete)] = self._incomplete
-                self._incomplete = grown
-            ids = look()
-        return ids.to_numpy()
+            self._ngroups += len(first)
+            self._gid.update(zip(first, range(base, self._ngroups)))
+            self._cache.grow(self._ngroups)
+            taken = rows.take(pa.array(list(first.values()), pa.int64()))
+            new = self._sortable(taken, self.group_keys, self._gcols, "group").with_columns(
+                pl.int_range(base, self._ngroups, dtype=pl.Int64).alias(_G)
+            )
+            old = self._groups
+            self._groups = new if old is None else pl.concat([old, new], rechunk=False)
+            ids[miss] = list(map(self._gid.__getitem__, compress(keys, miss)))
+        return ids
 
     def _sort(self, df: pl.DataFrame) -> pl.DataFrame:
         return df.sort(self._elem, descending=self._desc, nulls_last=self._nulls_last)
@@ -291,7 +303,7 @@ class TopNOp(Operator):
         n = df.get_column(_N).to_numpy()
         cut = _group_cumsum(g, n) - n >= self._cap
         if cut.any():
-            self._incomplete[np.unique(g[cut])] = True
+            self._cache.incomplete[np.unique(g[cut])] = True
             df = df.filter(pl.Series(~cut))
         return df
 
@@ -305,27 +317,29 @@ class TopNOp(Operator):
             return None
         batch = conform(batch, self._in_schema)
         store = self._store or self._open()
-        killed, added_locs, added, touched = self._apply_store(store, batch, w)
+        killed, killed_rows, added_locs, added, touched = self._apply_store(store, batch, w)
         out = None
         if self._hi:
-            out = self._update_cache(killed, self._frame(added, added_locs))
-        old, new = store.finish(touched)
-        if len(old) and self._cache.height:
-            loc = pl.col(_LOC)
-            self._cache = self._cache.with_columns(loc.replace(pl.Series(old), pl.Series(new)))
+            out = self._update_cache(killed, killed_rows, self._frame(added, added_locs))
+        self._cache.remap(*store.finish(touched))
         return out
 
     def _apply_store(
         self, store: KeyedSegments, batch: pa.RecordBatch, w: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, pa.RecordBatch, set[int]]:
-        """Apply the delta to the store: (killed locs, appended locs, appended rows, touched)."""
+    ) -> tuple[np.ndarray, pa.RecordBatch, np.ndarray, pa.RecordBatch, set[int]]:
+        """Apply the delta to the store.
+
+        Returns the killed locations and rows, the appended locations and rows, and the
+        segments touched.
+        """
         n = batch.num_rows
         keys = store.keys(batch)
         if (w > 0).all():
             first = dict(zip(keys, range(n)))
             if len(first) == n and store.index.keys().isdisjoint(first):
                 rows = _with_count(batch, pa.array(w, pa.int64()))
-                return np.empty(0, np.int64), store.append(rows, keys), rows, set()
+                none = pa.RecordBatch.from_pylist([], schema=self._row_schema)
+                return np.empty(0, np.int64), none, store.append(rows, keys), rows, set()
         uniq = list(dict.fromkeys(keys))
         pos = dict(zip(uniq, range(len(uniq))))
         codes = np.fromiter(map(pos.__getitem__, keys), np.int64, n)
@@ -358,26 +372,25 @@ class TopNOp(Operator):
         touched = store.kill(old[has_old], gone)
         if not parts:
             empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
-            return old[has_old], np.empty(0, np.int64), empty, touched
+            return old[has_old], old_rows, np.empty(0, np.int64), empty, touched
         rows = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
         rows = _with_count(rows, pa.array(total[sel], pa.int64()))
         new_keys = [uniq[i] for i in sel.tolist()]
-        return old[has_old], store.append(rows, new_keys), rows, touched
+        return old[has_old], old_rows, store.append(rows, new_keys), rows, touched
 
-    def _update_cache(self, killed: np.ndarray, add: pl.DataFrame) -> StreamChunk | None:
+    def _update_cache(
+        self, killed: np.ndarray, killed_rows: pa.RecordBatch, add: pl.DataFrame
+    ) -> StreamChunk | None:
         cache = self._cache
-        kill_s = pl.Series(killed, dtype=pl.Int64).implode()
-        dead = cache.get_column(_LOC).is_in(kill_s) if len(killed) else None
         add = self._below_ends(add)
-        affected = add.get_column(_G)
-        if dead is not None and dead.any():
-            affected = pl.concat([affected, cache.get_column(_G).filter(dead)])
-        if affected.is_empty():
+        parts = [add.get_column(_G).to_numpy()]
+        if len(killed):
+            parts.append(self._group_ids(killed_rows))
+        affected = np.unique(np.concatenate(parts))
+        if not len(affected):
             return None
-        affected = affected.unique()
-        in_aff = cache.get_column(_G).is_in(affected.implode())
-        old_part = cache.filter(in_aff)
-        rest = cache.filter(~in_aff)
+        old_part = cache.part(affected)
+        kill_s = pl.Series(killed, dtype=pl.Int64).implode()
         # merge: old rows (flagged, killed ones too: they mark the old cache end) + new rows
         m = pl.concat(
             [
@@ -391,13 +404,18 @@ class TopNOp(Operator):
         m = self._sort(m)
         g = m.get_column(_G).to_numpy()
         is_old = m.get_column("__o").to_numpy() == 1
-        inc = self._incomplete[g]
+        inc = cache.incomplete[g]
         after = _group_cumsum(g[::-1], is_old[::-1].astype(np.int64))[::-1]
         keep = np.where(is_old, ~m.get_column("__d").to_numpy(), ~inc | (after > 0))
         new_part = self._trim(m.filter(pl.Series(keep)).drop("__o", "__d"))
-        new_part = self._refill(new_part, affected.to_numpy())
-        self._cache = pl.concat([rest, new_part]) if rest.height else new_part
+        new_part = self._refill(new_part, affected)
+        cache.put(affected, new_part, new_part.get_column(_G).to_numpy())
         return self._diff(old_part, new_part)
+
+    def _group_ids(self, rows: pa.RecordBatch) -> np.ndarray:
+        if not self.group_keys:
+            return np.zeros(rows.num_rows, np.int64)
+        return self._gids(rows)
 
     def _below_ends(self, add: pl.DataFrame) -> pl.DataFrame:
         """Drop appended rows that sort after their incomplete group's cache end.
@@ -406,16 +424,13 @@ class TopNOp(Operator):
         store), and skipping them keeps their groups out of this step's merge. One sort
         of the appended rows with the ends marks each row before or after its end.
         """
-        cache = self._cache
-        if not add.height or not cache.height:
+        if not add.height:
             return add
-        g = cache.get_column(_G).to_numpy()
-        last = np.ones(len(g), bool)
-        last[:-1] = g[1:] != g[:-1]
-        last &= self._incomplete[g]
-        if not last.any():
+        gids = np.unique(add.get_column(_G).to_numpy())
+        gids = gids[self._cache.incomplete[gids]]
+        if not len(gids):
             return add
-        ends = cache.filter(pl.Series(last)).with_columns(pl.lit(1, pl.Int8).alias("__o"))
+        ends = self._cache.ends(gids).with_columns(pl.lit(1, pl.Int8).alias("__o"))
         m = pl.concat([add.with_columns(pl.lit(0, pl.Int8).alias("__o")), ends])
         m = m.with_row_index("__i").sort(
             [*self._elem, "__o"],
@@ -431,12 +446,16 @@ class TopNOp(Operator):
 
     def _refill(self, part: pl.DataFrame, affected: np.ndarray) -> pl.DataFrame:
         """Refill incomplete groups of `part` left with fewer than `offset + limit` copies."""
-        cand = affected[self._incomplete[affected]]
+        cand = affected[self._cache.incomplete[affected]]
         if not len(cand):
             return part
-        copies = np.zeros(self._ngroups or 1, np.int64)
-        np.add.at(copies, part.get_column(_G).to_numpy(), part.get_column(_N).to_numpy())
-        need = cand[copies[cand] < self._hi]
+        g = part.get_column(_G).to_numpy()
+        n = part.get_column(_N).to_numpy()
+        copies = np.zeros(len(cand), np.int64)
+        at = np.searchsorted(cand, g)
+        hit = (at < len(cand)) & (cand[np.minimum(at, len(cand) - 1)] == g)
+        np.add.at(copies, at[hit], n[hit])
+        need = cand[copies < self._hi]
         if not len(need):
             return part
         fresh = self._load_groups(need)
@@ -463,9 +482,9 @@ class TopNOp(Operator):
                 locs = locs[idx]
             frames.append(self._frame(rows, locs))
         if gids is not None:
-            self._incomplete[gids] = False
+            self._cache.incomplete[gids] = False
         if not frames:
-            return self._cache.clear()
+            return self._cache.frame.clear()
         return self._trim(self._sort(pl.concat(frames)))
 
     # -- output -------------------------------------------------------------------------
