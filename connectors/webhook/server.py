@@ -10,8 +10,9 @@ validated completely before any of them is queued.
 
 Request path and why it is shaped this way:
 1. resolve the table (`engine.handlers.webhook.WebhookIngest`, cached per catalog version);
-2. read the body; decode it to an Arrow batch (inline when small, in a worker thread when
-   large, so pgwire connections on the same loop stay responsive);
+2. read the body; decode it (inline when small, in a worker thread when large, so pgwire
+   connections on the same loop stay responsive): canonical jsonb texts for the
+   single-jsonb-column form (one Arrow column is built per flush), else an Arrow batch;
 3. hand it to the table's `_Batcher`: every request that arrives while the previous flush
    is running (or in the same loop iteration) is flushed together: VALIDATE evaluated once
    over all of them, the accepted rows written as one chunk and one WAL record. This keeps

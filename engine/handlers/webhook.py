@@ -9,13 +9,15 @@ raw body has inside VALIDATE, `is_batched` and `wait_for_persistence`.
 Request lifecycle (driven by `connectors.webhook.server`):
 1. `WebhookIngest.resolve(db, schema, table)` -> a `WebhookTarget` (cached per catalog
    version, including its compiled VALIDATE expression), or `WebhookError` 404/403;
-2. `target.decode(body)` -> an Arrow batch of the table's visible columns (orjson, one row,
-   or one row per non-empty NDJSON line when batched; all or nothing), or `WebhookError`
-   422; done per request, off the event loop for large bodies;
+2. `target.decode_rows(body)` -> the rows (one, or one per non-empty NDJSON line when
+   batched; all or nothing): canonical jsonb texts (`jsonb_many`, C-speed) for the
+   single-jsonb-column form, else an Arrow batch of the visible columns; or `WebhookError`
+   422 (batched: naming the first bad line); per request, off the event loop for large
+   bodies (`decode` gives the Arrow batch either way);
 3. `target.validate(requests)` evaluates VALIDATE once over many requests at once (one row
    per request: `headers` JSONB with lower-cased names, the raw body as bytea, the secret
    as varchar) -> per request None (ok), 401 (false) or 400 (NULL);
-4. `target.write(batches)` -> WAL sequence number: the accepted requests' rows, as one
+4. `target.write(decoded)` -> WAL sequence number: the accepted requests' rows, as one
    chunk with fresh hidden `_row_id`s, queued for the next barrier under the runtime lock,
    exactly like INSERT. The caller waits for `db.wal` durability before answering when
    `target.wait_for_persistence`.
