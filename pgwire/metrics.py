@@ -164,6 +164,16 @@ class SwellCollector(Collector):
             if isinstance(v, (int, float)):
                 g.add_metric([key], float(v))
         yield g
+        cpu = st.get("cpu")
+        if isinstance(cpu, dict):  # engine.stream.cpu: barrier CPU by phase / operator
+            for key, name, label, doc in (
+                ("phases", "swell_stream_cpu_seconds", "phase", "barrier CPU by phase"),
+                ("operators", "swell_operator_cpu_seconds", "operator", "view operator CPU"),
+            ):
+                c = CounterMetricFamily(name, doc, labels=[label])
+                for k, v in sorted(cpu.get(key, {}).items()):
+                    c.add_metric([k], float(v))
+                yield c
 
     @staticmethod
     def _pgwire(srv: Any) -> Iterator[Metric]:

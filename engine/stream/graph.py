@@ -21,6 +21,7 @@ import pyarrow as pa
 from engine.catalog import Relation
 from engine.chunk import StreamChunk
 from engine.state.table import StateTable
+from engine.stream.cpu import StreamCpu
 from engine.stream.operator import Operator
 from engine.stream.operators.watermark import propagate
 from engine.types import arrow_schema
@@ -95,10 +96,12 @@ class ViewFlow:
         *,
         force: bool = False,
         watermarks: dict[int, dict[int, int]] | None = None,
+        cpu: StreamCpu | None = None,
     ) -> StreamChunk | None:
         """Step every node; `watermarks` (relation id -> {column: value}) flow alongside
         the chunks (see `engine.stream.operators.watermark`), the view's own output
-        watermarks end up in `self.out_watermarks`."""
+        watermarks end up in `self.out_watermarks`; `cpu` (the runtime's accounting)
+        is charged each stepped node's thread CPU time under its operator class."""
         outs: list[StreamChunk | None] = []
         wms: list[dict[int, int]] = []
         rel_wms = watermarks or {}
@@ -114,7 +117,12 @@ class ViewFlow:
             if not force and not wake and all(c is None or len(c) == 0 for c in ins):
                 outs.append(None)
                 continue
+            if cpu is None:
+                outs.append(node.op.step(ins))
+                continue
+            t = cpu.now()
             outs.append(node.op.step(ins))
+            cpu.add_operator(type(node.op).__name__, cpu.now() - t)
         self.out_watermarks = wms[-1] if wms else {}
         return outs[-1]
 

@@ -40,6 +40,7 @@ from engine.expr import EvalContext
 from engine.plan.logical import PlanNode
 from engine.state.table import StateTable
 from engine.stream.build import build_view_nodes
+from engine.stream.cpu import StreamCpu
 from engine.stream.graph import (
     Allocator,
     RowIdGen,
@@ -100,6 +101,7 @@ class Runtime:
         self.last_barrier_ms = 0.0
         self.barriers = 0
         self.rows_in = 0
+        self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
 
     # ------------------------------------------------------------------------------------
     # lifecycle
@@ -153,6 +155,8 @@ class Runtime:
             if not has_work and not force and not self._dirty_catalog and not self._dropped:
                 return self.epoch
             t0 = time.perf_counter()
+            cpu = self.cpu
+            c = cpu.now()
             self.ctx.now = None
             cut = self.wal_seq  # the WAL records this epoch consumes
             deltas: dict[int, StreamChunk | None] = {}
@@ -164,26 +168,34 @@ class Runtime:
                     deltas[sid] = source_delta(chunks)
                     self.rows_in += len(deltas[sid] or ())
                     self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.ctx)
+            c = cpu.lap("sources", c)
             for tid, flow in self.tables.items():
                 d = flow.drain()
                 if d is not None:
                     self.rows_in += len(d)
                 deltas[tid] = d
                 self.watermarks.on_relation_delta(flow.rel, d, self.ctx)
+            c = cpu.lap("tables", c)
             for vid in sorted(self.views):
-                deltas[vid] = self.views[vid].step(deltas, watermarks=self.watermarks.current)
+                deltas[vid] = self.views[vid].step(
+                    deltas, watermarks=self.watermarks.current, cpu=cpu
+                )
                 self.watermarks.set_view(vid, self.views[vid].out_watermarks)
+            c = cpu.lap("views", c)
             for sid in sorted(self.sinks):
                 self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
+            c = cpu.lap("sinks", c)
             try:
                 self._commit(cut, block=force)
             except SinkNotReady:
                 if force:
                     raise
                 return self.epoch
+            c = cpu.lap("commit", c)
             # State lives in long-lived Python objects; moving them out of the collector's
             # generations after each epoch keeps GC passes proportional to new garbage.
             gc.freeze()
+            cpu.lap("gc", c)
             self.last_barrier_ms = (time.perf_counter() - t0) * 1000
             self.barriers += 1
             if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
@@ -461,4 +473,5 @@ class Runtime:
             "tables": len(self.tables),
             "views": len(self.views),
             "sinks": len(self.sinks),
+            "cpu": self.cpu.snapshot(),
         }

@@ -36,6 +36,8 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
         with srv.connect() as c:
             c.execute("CREATE TABLE m_t (id INT PRIMARY KEY)")
             c.execute("INSERT INTO m_t VALUES (1), (2), (3)")
+            c.execute("CREATE MATERIALIZED VIEW m_v AS SELECT count(*) AS n FROM m_t")
+            c.execute("INSERT INTO m_t VALUES (4)")
             c.execute(
                 "CREATE TABLE m_wh (data JSONB) WITH (connector = 'webhook') "
                 "VALIDATE AS secure_compare(headers->>'authorization', 'tok')"
@@ -64,6 +66,10 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
         assert v("swell_wal_fsyncs_total") >= 1
         assert v("swell_state_store_bytes_written_total") > 0
         assert v("swell_relations", kind="tables") == 2
+        # barrier CPU by phase and by view operator class (engine/stream/cpu.py)
+        assert v("swell_stream_cpu_seconds_total", phase="tables") >= 0
+        assert v("swell_stream_cpu_seconds_total", phase="commit") >= 0
+        assert v("swell_operator_cpu_seconds_total", operator="HashAggOp") >= 0
         assert v("swell_webhook_requests_total") == 1
         assert v("swell_webhook_rows_ingested_total") == 1
         assert v("swell_webhook_responses_total", status="200") == 1
