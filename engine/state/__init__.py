@@ -7,7 +7,7 @@ offsets and the WAL truncation in one atomic RocksDB WriteBatch. Between checkpo
 acknowledged writes (DML and webhook rows) are made durable by the group-committed WAL.
 
 Modules:
-- `table`: StateTable (contract; others code against it).
+- `table`: StateTable (contract; others code against it); its log and keyed layouts.
 - `codec`: key/value byte encodings (marshal format 2 + tagged extensions), table prefixes.
 - `store`: StateStore (one rocksdict `Rdict`, raw mode), WriteBatchLike, StorageError.
 - `wal`: Wal (sequence-numbered records, background group commit, async append).
@@ -17,7 +17,8 @@ Key layout of the single database at `<data_dir>/state` (default column family):
 
 | key                                        | value                            |
 |--------------------------------------------|----------------------------------|
-| table id (4 bytes BE) + encode_key(key)    | encode_value(value)              |
+| table id (4 bytes BE) + 0x02 + seq (8 B BE)| log record: marshal of row blobs |
+| table id (4 bytes BE) + encode_key(key)    | encode_value(value) (keyed)      |
 | 0xFFFF "wal/" + seq (8 bytes BE)           | WAL payload (caller's bytes)     |
 | 0xFFFF "walfloor"                          | highest truncated seq (8 B BE)   |
 | 0xFFFF "meta/checkpoint"                   | version, epoch, wal_seq          |

@@ -16,11 +16,33 @@ Lifecycle:
 
 Reads see the epoch's own writes. Keys and values are tuples of the Python values
 documented in `engine.types`.
+
+Two store layouts (one per table at any time; `load` reads either):
+
+* log (the default): each checkpoint writes the table's dirty entries as ONE record,
+  `prefix + 0x02 + seq (8 bytes BE)` -> `marshal((keys, values, deleted keys))` with each
+  list an `codec.encode_rows` blob, so an epoch's thousands of changed rows cost a few
+  C-level marshal calls and one RocksDB put instead of one encode and one put per row
+  (the per-row form was most of the checkpoint's CPU). `load` replays the records in seq
+  order. The store then holds dead entries (overwritten or deleted keys); when they
+  outnumber the live ones (and `COMPACT_MIN`), the checkpoint rewrites the table: a
+  delete_range of its prefix, then the live rows in records of `CHUNK_ROWS`. Each rewrite
+  follows at least as many logged changes as it writes, so it at most doubles the bytes.
+* keyed: one record per key, `prefix + codec.encode_key(key)` -> `codec.encode_value`.
+  For tables with few, large values rewritten in place (the columnar materialization's
+  Arrow segments and masks, see `prefer_keyed`), where rewriting the table would copy
+  megabytes to drop a few dead masks. A table also switches when its logged values
+  average more than `BIG_VALUE` bytes, and stays keyed when loaded from keyed records
+  (stores written before the log layout existed).
+A switch of layout rewrites the whole table (delete_range, then the new form) in the same
+checkpoint batch, so the range never mixes the two.
 """
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from engine.state import codec
@@ -32,19 +54,52 @@ Key = tuple[Any, ...]
 Value = tuple[Any, ...]
 
 _TOMBSTONE = object()
+_LOG = 0x02
+"""First byte after the table prefix of a log record (encoded keys start 0x01 or 0x28)."""
+COMPACT_MIN = 65_536
+"""Dead entries tolerated in the store regardless of the table's size."""
+CHUNK_ROWS = 65_536
+"""Rows per record when the log layout rewrites a table."""
+BIG_VALUE = 2048
+"""Mean encoded value size (bytes) from which a log-layout table switches to keyed."""
 
 
 class StateTable:
     """Keyed state with epoch-batched persistence; see the module docstring."""
 
-    __slots__ = ("table_id", "name", "_data", "_dirty", "_prefix")
+    __slots__ = (
+        "table_id",
+        "name",
+        "_data",
+        "_dirty",
+        "_prefix",
+        "_keyed",
+        "_relayout",
+        "_seq",
+        "_records",
+    )
 
     def __init__(self, table_id: int, name: str = "") -> None:
         self.table_id = table_id
         self.name = name
         self._data: dict[Key, Value] = {}
-        self._dirty: set[Key] = set()
+        # changed keys -> their new value (or _TOMBSTONE): the checkpoint needs no lookups
+        self._dirty: dict[Key, Any] = {}
         self._prefix = codec.table_prefix(table_id)
+        self._keyed = False  # store layout: one record per key (else: log records)
+        self._relayout = False  # the store holds the other layout: rewrite at next write
+        self._seq = 0  # next log record number
+        self._records = 0  # entries the store holds for this table (live and dead)
+
+    def prefer_keyed(self) -> None:
+        """Use the keyed layout (few large values updated in place); call before writing."""
+        if not self._keyed:
+            self._keyed = True
+            self._relayout = self._records > 0
+
+    @property
+    def keyed(self) -> bool:
+        return self._keyed
 
     # -- reads -------------------------------------------------------------------------
     def get(self, key: Key) -> Value | None:
@@ -73,26 +128,26 @@ class StateTable:
     # -- writes ------------------------------------------------------------------------
     def put(self, key: Key, value: Value) -> None:
         self._data[key] = value
-        self._dirty.add(key)
+        self._dirty[key] = value
 
     def delete(self, key: Key) -> None:
         if self._data.pop(key, _TOMBSTONE) is not _TOMBSTONE:
-            self._dirty.add(key)
+            self._dirty[key] = _TOMBSTONE
 
     def put_many(self, keys: Iterable[Key], values: Iterable[Value]) -> None:
         pairs = dict(zip(keys, values, strict=True))
         self._data.update(pairs)
-        self._dirty.update(pairs.keys())
+        self._dirty.update(pairs)
 
     def delete_many(self, keys: Iterable[Key]) -> None:
         data = self._data
         dirty = self._dirty
         for k in keys:
             if data.pop(k, _TOMBSTONE) is not _TOMBSTONE:
-                dirty.add(k)
+                dirty[k] = _TOMBSTONE
 
     def clear(self) -> None:
-        self._dirty.update(self._data.keys())
+        self._dirty.update(dict.fromkeys(self._data, _TOMBSTONE))
         self._data.clear()
 
     # -- persistence -------------------------------------------------------------------
@@ -101,23 +156,81 @@ class StateTable:
         return len(self._dirty)
 
     def write_dirty(self, batch: WriteBatchLike) -> int:
-        """Encode every key changed since the last call into `batch`; returns the count."""
+        """Write every key changed since the last call into `batch` (in this table's
+        layout, see the module docstring); returns the number of changed keys."""
+        n = len(self._dirty)
+        if not n:
+            return 0
+        if self._relayout:
+            self._rewrite(batch)
+            return n
+        if self._keyed:
+            return self._write_keyed(batch)
+        data = self._data
+        keys = list(self._dirty)
+        vals = list(self._dirty.values())
+        dels: list[Key] = []
+        if _TOMBSTONE in vals:
+            live = [(k, v) for k, v in zip(keys, vals, strict=True) if v is not _TOMBSTONE]
+            dels = [k for k, v in zip(keys, vals, strict=True) if v is _TOMBSTONE]
+            keys = [k for k, _ in live]
+            vals = [v for _, v in live]
+        if self._records + n - len(data) > max(len(data), COMPACT_MIN):
+            self._rewrite(batch)  # more dead entries than live ones
+            return n
+        vb = codec.encode_rows(vals)
+        if vals and len(vb) > BIG_VALUE * len(vals):
+            self._keyed = True
+            self._rewrite(batch)
+            return n
+        batch.put(self._log_key(), _log_record(codec.encode_rows(keys), vb, dels))
+        self._records += n
+        self._dirty.clear()
+        return n
+
+    def _log_key(self) -> bytes:
+        self._seq += 1
+        return self._prefix + bytes((_LOG,)) + (self._seq - 1).to_bytes(8, "big")
+
+    def _rewrite(self, batch: WriteBatchLike) -> None:
+        """Replace the table's whole store range by its live rows in the current layout."""
+        batch.delete_range(self._prefix, codec.table_prefix(self.table_id + 1))
+        self._relayout = False
+        if self._keyed:
+            self._dirty = dict(self._data)
+            self._write_keyed(batch)
+            self._records = 0
+            return
+        items = list(self._data.items())
+        for i in range(0, len(items), CHUNK_ROWS):
+            part = items[i : i + CHUNK_ROWS]
+            kb = codec.encode_rows([k for k, _ in part])
+            vb = codec.encode_rows([v for _, v in part])
+            batch.put(self._log_key(), _log_record(kb, vb, []))
+        self._records = len(items)
+        self._dirty.clear()
+
+    def _write_keyed(self, batch: WriteBatchLike) -> int:
         n = len(self._dirty)
         if not n:
             return 0
         prefix = self._prefix
-        data = self._data
         keys = list(self._dirty)
-        get = data.get
-        vals = [get(k, _TOMBSTONE) for k in keys]
+        vals = list(self._dirty.values())
         kbs = codec.encode_keys(keys)
         if _TOMBSTONE in vals:
-            put, delete = batch.put, batch.delete
+            delete = batch.delete
+            live_k: list[bytes] = []
+            live_v: list[Value] = []
             for kb, v in zip(kbs, vals, strict=True):
                 if v is _TOMBSTONE:
                     delete(prefix + kb)
                 else:
-                    put(prefix + kb, codec.encode_value(v))
+                    live_k.append(kb)
+                    live_v.append(v)
+            put = batch.put
+            for kb, vb in zip(live_k, codec.encode_values(live_v), strict=True):
+                put(prefix + kb, vb)
         else:
             put = batch.put
             for kb, vb in zip(kbs, codec.encode_values(vals), strict=True):
@@ -129,17 +242,83 @@ class StateTable:
         """Fill the dict from the store (recovery). Clears anything in memory first."""
         self._data.clear()
         self._dirty.clear()
+        self._records = 0
+        self._seq = 0
+        self._relayout = False
+        data = self._data
         dec_k = codec.decode_key
         dec_v = codec.decode_value
         plen = len(self._prefix)
+        logs = keyed = 0
         for kb, vb in store.scan_prefix(self._prefix):
-            self._data[dec_k(kb[plen:])] = dec_v(vb)
+            if kb[plen] == _LOG:
+                logs += 1
+                self._seq = int.from_bytes(kb[plen + 1 :], "big") + 1
+                ks, vs, ds = _read_log_record(vb)
+                data.update(zip(ks, vs, strict=True))
+                for k in ds:
+                    data.pop(k, None)
+                self._records += len(ks) + len(ds)
+            else:
+                keyed += 1
+                data[dec_k(kb[plen:])] = dec_v(vb)
+        if keyed:
+            self._keyed = True
+            self._relayout = logs > 0  # cannot happen unless a batch was torn; heal it
+        elif logs and self._keyed:
+            self._relayout = True  # prefer_keyed() before load: convert at the next write
 
     def drop(self, batch: WriteBatchLike) -> None:
         """Delete every key of this table (in memory now, in the store with the batch)."""
         self._data.clear()
         self._dirty.clear()
+        self._records = 0
+        self._relayout = False
         batch.delete_range(self._prefix, codec.table_prefix(self.table_id + 1))
 
     def __repr__(self) -> str:
         return f"StateTable({self.table_id}, {self.name!r}, rows={len(self._data)})"
+
+
+def _log_record(keys: bytes, values: bytes, deleted: list[Key]) -> bytes:
+    return marshal.dumps((keys, values, codec.encode_rows(deleted)), 2)
+
+
+def _read_log_record(raw: bytes) -> tuple[list[Key], list[Value], list[Key]]:
+    kb, vb, db = marshal.loads(raw)
+    return _same_nan(codec.decode_rows(kb)), codec.decode_rows(vb), _same_nan(codec.decode_rows(db))
+
+
+_NAN = float("nan")
+_CONTAINERS = frozenset({tuple, list})
+_NAN_HOLDERS = frozenset({float, tuple, list})
+
+
+def _same_nan(keys: list[Key]) -> list[Key]:
+    """Keys with every NaN replaced by one NaN object: NaN != NaN, but dict lookups
+    compare by identity first, so a later record's delete (or overwrite) of a NaN key
+    finds the key an earlier record put (the keyed layout got this from equal bytes)."""
+    types = set(map(type, chain.from_iterable(keys)))
+    if not types & _NAN_HOLDERS:
+        return keys
+    if not types & _CONTAINERS and not any(v != v for v in chain.from_iterable(keys)):
+        return keys
+    return [_fix_nan(k) if _has_nan(k) else k for k in keys]
+
+
+def _has_nan(v: Any) -> bool:
+    if type(v) is float:
+        return v != v
+    if type(v) in (tuple, list):
+        return any(_has_nan(x) for x in v)
+    return False
+
+
+def _fix_nan(v: Any) -> Any:
+    if type(v) is float:
+        return _NAN if v != v else v
+    if type(v) is tuple:
+        return tuple(_fix_nan(x) for x in v)
+    if type(v) is list:
+        return [_fix_nan(x) for x in v]
+    return v

@@ -158,3 +158,63 @@ def test_table_prefix_range() -> None:
         codec.table_prefix(codec.MAX_TABLE_ID + 2)
     with pytest.raises(ValueError):
         codec.table_prefix(-1)
+
+
+# -- bulk encoding: the same bytes as one tuple at a time ------------------------------------
+column_values = st.one_of(
+    st.just(st.none()),
+    st.just(st.one_of(st.none(), st.datetimes())),
+    st.just(st.one_of(st.none(), st.datetimes(timezones=st.just(UTC)), st.datetimes())),
+    st.just(st.one_of(st.none(), st.dates())),
+    st.just(st.floats(allow_nan=False)),
+    st.just(st.one_of(st.none(), INT64)),
+    st.just(st.text(max_size=3)),
+    st.just(scalars),
+)
+
+
+@st.composite
+def tables(draw: Any) -> list[tuple[Any, ...]]:
+    """Rows of one arity whose columns each draw from one strategy (as state rows do)."""
+    cols = draw(st.lists(column_values, min_size=1, max_size=4))
+    n = draw(st.integers(1, 6))
+    return [tuple(draw(c) for c in cols) for _ in range(n)]
+
+
+@settings(max_examples=300)
+@given(tables())
+def test_bulk_encoding_equals_per_tuple_encoding(rows_: list[tuple[Any, ...]]) -> None:
+    assert codec.encode_values(rows_) == [codec.encode_value(r) for r in rows_]
+    assert codec.encode_keys(rows_) == [codec.encode_key(r) for r in rows_]
+    for r, b in zip(rows_, codec.encode_values(rows_), strict=True):
+        assert same(codec.decode_value(b), r)
+
+
+def test_bulk_datetime_column_rows_mix_plain_and_extended_forms() -> None:
+    rows_ = [(1, datetime(2024, 1, 1, 0, 0, 1)), (2, None), (3, -0.0)]
+    assert codec.encode_keys(rows_[:2]) == [codec.encode_key(r) for r in rows_[:2]]
+    assert codec.encode_keys([(1, -0.0), (2, 1.5)]) == [
+        codec.encode_key((1, 0.0)),
+        codec.encode_key((2, 1.5)),
+    ]
+    assert codec.encode_keys(rows_[:2])[1][:1] == b"("  # no datetime in that row: plain form
+
+
+@settings(max_examples=300)
+@given(st.lists(rows, max_size=6))
+def test_row_blobs_round_trip_exactly(rows_: list[tuple[Any, ...]]) -> None:
+    out = codec.decode_rows(codec.encode_rows(rows_))
+    assert same(out, rows_) if rows_ else out == []
+
+
+@settings(max_examples=200)
+@given(tables())
+def test_row_blobs_of_uniform_rows_round_trip(rows_: list[tuple[Any, ...]]) -> None:
+    assert same(codec.decode_rows(codec.encode_rows(rows_)), rows_)
+
+
+def test_row_blobs_keep_non_tuple_items() -> None:
+    items = ["abc", [1, datetime(2024, 1, 1)], (..., 1), datetime(2024, 1, 2), ()]
+    assert same(codec.decode_rows(codec.encode_rows(items)), items)
+    with pytest.raises(ValueError):
+        codec.decode_rows(b"\x7f" + b"N")
