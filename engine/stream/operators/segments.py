@@ -56,6 +56,7 @@ class SegmentTable:
     """A state table holding Arrow segments and per-segment arrays; see the module docstring."""
 
     def __init__(self, table: StateTable, schema: pa.Schema, version: int, what: str) -> None:
+        table.prefer_keyed()  # few large values updated in place (engine.state.table)
         self.table = table
         self.schema = schema
         self.version = version
