@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
@@ -184,6 +185,9 @@ class ColumnarMaterializeOp(Operator):
         if (w > 0).all():
             keys = self._store.keys(batch)
             return [], *_last_rows(keys, dict(zip(keys, range(len(keys)))))
+        quick = _paired_changes(batch, self._store.keys(batch), w)
+        if quick is not None:
+            return quick
         frame = polars_frame(batch, self._all, weights=w, index=True)
         net = (
             frame.df.group_by([col_name(i) for i in self._all])
@@ -273,6 +277,64 @@ class ColumnarMaterializeOp(Operator):
 
 
 # -- module helpers -----------------------------------------------------------------------
+def _paired_changes(
+    batch: pa.RecordBatch, keys: list[Any], w: np.ndarray
+) -> tuple[list[Any], np.ndarray, list[Any]] | None:
+    """`_consolidate`'s answer without the full-row group-by, for the usual shape of a
+    change chunk (updates as U-/U+ pairs, deletes, inserts): every pk has at most one
+    negative and at most one positive row, and a pk with both has the negative first.
+    Then a full-row consolidation only cancels `-r, +r` pairs of equal rows, found here
+    by comparing each pair's two rows. None when the chunk has another shape (or nested
+    columns, whose equality the group-by defines)."""
+    neg = w < 0
+    neg_at = np.flatnonzero(neg)
+    pos_at = np.flatnonzero(~neg)
+    del_keys = list(map(keys.__getitem__, neg_at.tolist()))
+    ins_keys = list(map(keys.__getitem__, pos_at.tolist()))
+    first_neg = dict(zip(del_keys, neg_at.tolist()))
+    if len(first_neg) != len(del_keys) or len(set(ins_keys)) != len(ins_keys):
+        return None
+    before = np.fromiter(map(first_neg.get, ins_keys, repeat(-1)), np.int64, len(ins_keys))
+    if (before > pos_at).any():
+        return None  # an insert followed by a delete of the same pk: consolidate
+    paired = np.flatnonzero(before >= 0)
+    if not len(paired):
+        return del_keys, pos_at, ins_keys
+    if any(pa.types.is_nested(t) for t in batch.schema.types):
+        return None
+    old_at, new_at = before[paired], pos_at[paired]
+    same = _same_rows(batch.take(pa.array(old_at)), batch.take(pa.array(new_at)))
+    if not same.any():
+        return del_keys, pos_at, ins_keys
+    keep_neg = ~np.isin(neg_at, old_at[same])
+    keep_pos = np.ones(len(pos_at), bool)
+    keep_pos[paired[same]] = False
+    return (
+        list(compress(del_keys, keep_neg)),
+        pos_at[keep_pos],
+        list(compress(ins_keys, keep_pos)),
+    )
+
+
+def _same_rows(a: pa.RecordBatch, b: pa.RecordBatch) -> np.ndarray:
+    """Per row: equal in every column, NULL equal to NULL and NaN to NaN (as a group-by)."""
+    eq = np.ones(a.num_rows, bool)
+    for ca, cb in zip(a.columns, b.columns, strict=True):
+        t = ca.type
+        if pa.types.is_null(t):
+            continue
+        if pa.types.is_interval(t):
+            ca, cb = ca.view(pa.binary(16)), cb.view(pa.binary(16))
+        e = pc.equal(ca, cb)
+        if pa.types.is_floating(t):
+            e = pc.or_(e, pc.and_(pc.is_nan(ca), pc.is_nan(cb)))
+        if ca.null_count or cb.null_count:
+            na, nb = pc.is_null(ca), pc.is_null(cb)
+            e = pc.if_else(pc.or_(na, nb), pc.and_(na, nb), e)
+        eq &= e.to_numpy(zero_copy_only=False)
+    return eq
+
+
 def _last_rows(keys: list[Any], last: dict[Any, int]) -> tuple[np.ndarray | None, list[Any]]:
     """Positions (ascending; None = all) and keys of the last row of each key.
 
