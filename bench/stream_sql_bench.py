@@ -43,7 +43,10 @@ this thread), the barrier's phases from `Runtime.cpu` (engine/stream/cpu.py, thr
 `tables` (DML chunks through each table's materialization), `operators` (the views'
 operators except their materialization; per class below), `view mat` (the views'
 ColumnarMaterializeOp), `commit` (checkpoint encode + synced RocksDB write), `gc` (the
-per-epoch gc.freeze), and `other` (the rest: WAL writer thread, FLUSH dispatch, ...).
+per-epoch gc.freeze), and `other` (the rest: other threads - polars' pool, RocksDB's
+background threads, the WAL writer - and FLUSH/COPY statement dispatch). The `threads`
+line is CPU per thread over the run (/proc, 10 ms ticks; the main thread's figure also
+holds the untimed data generation).
 `op-only` is events per CPU-second of the operators alone, for comparison with the
 operator benchmarks (bench/join_bench.py, bench/tumble_bench.py).
 
