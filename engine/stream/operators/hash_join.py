@@ -70,7 +70,7 @@ from engine.stream.operator import Operator
 from engine.stream.operators.base import Expr, StateAllocator
 from engine.stream.operators.frames import net_rows
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
-from engine.stream.operators.segments import NAN, conform
+from engine.stream.operators.segments import NAN, conform, rows_equal
 from engine.types import Field, TypeKind, arrow_schema
 
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
@@ -204,16 +204,17 @@ class HashJoinOp(Operator):
         pieces: list[Piece] = []
         dl = self._delta(self._left, cl)
         dr = self._delta(self._right, cr)
+        # key ids changed on both sides: only output under them can be emitted twice
+        both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
         if dl is not None:
-            deg = self._probe_and_emit(dl, self._left, self._right, pieces, dr)
+            deg = self._probe_and_emit(dl, self._left, self._right, pieces, dr, both)
             self._apply(self._left, dl, deg)
         if dr is not None:
-            deg = self._probe_and_emit(dr, self._right, self._left, pieces, dl)
+            deg = self._probe_and_emit(dr, self._right, self._left, pieces, dl, both)
             self._apply(self._right, dr, deg)
         self._left.flush()
         self._right.flush()
         self._jkids.compact([self._left, self._right])
-        both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
         return self._output(pieces, both)
 
     def stored_rows(self, side: int, batch: pa.RecordBatch) -> np.ndarray:
@@ -247,8 +248,7 @@ class HashJoinOp(Operator):
         batch = conform(chunk.data, side.schema)
         w = chunk.weights().astype(np.int64)
         if (w < 0).any():
-            # only rows sharing an identity with a deleted row can cancel out
-            batch, w = _net(batch, w, _same_ident(batch, w, side.ident))
+            batch, w = _net_delta(batch, w, side.ident)
             if not batch.num_rows:
                 return None
         n = batch.num_rows
@@ -309,6 +309,7 @@ class HashJoinOp(Operator):
         build: JoinSide,
         pieces: list[Piece],
         build_delta: _Delta | None,
+        both: np.ndarray | None,
     ) -> np.ndarray:
         """Emit this delta's output against `build`; returns the delta rows' degrees.
 
@@ -321,8 +322,8 @@ class HashJoinOp(Operator):
         if self._pairs_out and len(m.d):
             pw = delta.w[m.d] * m.counts[m.e]
             pjk = delta.jkf[m.d]
-            if build_delta is not None:
-                pjk = self._maybe_again(pjk, m, build, build_delta)
+            if build_delta is not None and both is not None:
+                pjk = self._maybe_again(pjk, m, build, build_delta, both)
             pieces.append((self._pair_batch(delta, probe, m), pw, pjk))
         # degrees of the delta's own rows (preserved side)
         deg = np.zeros(n, dtype=np.int64)
@@ -353,22 +354,34 @@ class HashJoinOp(Operator):
         return deg
 
     def _maybe_again(
-        self, pjk: np.ndarray, m: _Matches, build: JoinSide, build_delta: _Delta
+        self,
+        pjk: np.ndarray,
+        m: _Matches,
+        build: JoinSide,
+        build_delta: _Delta,
+        both: np.ndarray,
     ) -> np.ndarray:
-        """Pair key ids, -1 for pairs whose `build` row is not in `build_delta`.
+        """Pair key ids, -1 for pairs that cannot be emitted by the other probe too.
 
-        Checked by identity when it is one integer column (else every pair stays).
+        Such a pair needs a key in `both` and its `build` row in `build_delta` (checked by
+        identity when that is one integer column).
         """
+        sel = np.flatnonzero(np.isin(pjk, both))
+        out = np.full(len(pjk), -1, np.int64)
+        if not len(sel):
+            return out
+        out[sel] = pjk[sel]
         if len(build.ident) != 1:
-            return pjk
+            return out
         c = build.ident[0]
         mine = self._other(m, build).column(c)
         theirs = build_delta.batch.column(c)
         if mine.null_count or theirs.null_count or not pa.types.is_integer(mine.type):
-            return pjk
-        vals = mine.to_numpy(zero_copy_only=False)[m.e]
+            return out
+        vals = mine.to_numpy(zero_copy_only=False)[m.e[sel]]
         again = np.isin(vals, theirs.to_numpy(zero_copy_only=False))
-        return np.where(again, pjk, -1)
+        out[sel[~again]] = -1
+        return out
 
     def _preserved(self, side: JoinSide) -> bool:
         return self._l_pres if side is self._left else self._r_pres
@@ -464,15 +477,45 @@ class HashJoinOp(Operator):
         return StreamChunk(pa.array(ops), batch.take(pa.array(idx)))
 
 
-def _same_ident(batch: pa.RecordBatch, w: np.ndarray, ident: list[int]) -> np.ndarray | None:
-    """Rows whose identity is also a deleted row's (None: cannot tell cheaply, all rows)."""
-    if len(ident) != 1:
-        return None
-    col = batch.column(ident[0])
-    if col.null_count or not (pa.types.is_integer(col.type) or pa.types.is_temporal(col.type)):
-        return None
+def _net_delta(
+    batch: pa.RecordBatch, w: np.ndarray, ident: list[int]
+) -> tuple[pa.RecordBatch, np.ndarray]:
+    """A delta with deletes, consolidated where rows can cancel out.
+
+    Only rows sharing an identity with a deleted row can cancel. With a one-column
+    integer identity the common case, one `-1` and one `+1` row per identity (an update,
+    or a delete and re-insert), is settled by comparing the two rows column-wise; other
+    identities go through the general consolidation by full row.
+    """
+    col = batch.column(ident[0]) if len(ident) == 1 else None
+    if col is None or col.null_count or not pa.types.is_integer(col.type):
+        return net_rows(batch, w)
     vals = col.to_numpy(zero_copy_only=False)
-    return np.isin(vals, vals[w < 0])
+    cand = np.flatnonzero(np.isin(vals, vals[w < 0]))
+    order = cand[np.lexsort((w[cand], vals[cand]))]  # by identity, deletes first
+    sv = vals[order]
+    starts = np.flatnonzero(np.r_[True, sv[1:] != sv[:-1]])
+    sizes = np.diff(np.r_[starts, len(sv)])
+    a = order[starts[sizes == 2]]
+    b = order[starts[sizes == 2] + 1]
+    simple = (w[a] == -1) & (w[b] == 1)
+    a, b = a[simple], b[simple]
+    keep = np.ones(len(w), bool)
+    if len(a):
+        same = rows_equal(batch.take(pa.array(a)), batch.take(pa.array(b)), nan_equal=True)
+        keep[a[same]] = False
+        keep[b[same]] = False
+    rest = np.zeros(len(w), bool)
+    rest[cand] = True
+    rest[a] = False
+    rest[b] = False
+    if rest.any():
+        keep &= ~rest
+        nb, nw = net_rows(batch.filter(pa.array(rest)), w[rest])
+        return pa.concat_batches([batch.filter(pa.array(keep)), nb]), np.concatenate([w[keep], nw])
+    if keep.all():
+        return batch, w
+    return batch.filter(pa.array(keep)), w[keep]
 
 
 def _net(
