@@ -157,6 +157,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     from engine.stream.operators.watermark import define_watermark
 
     watermark = define_watermark(watermarks, fields)
+    if watermark is not None and st.args.get("watermark_ttl"):
+        watermark["ttl"] = True  # rows below the watermark leave the table (engine/stream/ttl.py)
     notices: list[Notice] = []
     webhook: dict[str, Any] | None = None
     if connector == "webhook":

@@ -157,6 +157,11 @@ def create_source(session: Any, st: Statement) -> QueryResult:
         from engine.stream.operators.watermark import define_watermark
 
         watermark = define_watermark(watermarks, fields)
+        if st.args.get("watermark_ttl"):
+            raise not_supported(
+                "WATERMARK ... WITH TTL on a source",
+                hint="A source keeps no rows to clean up: remove WITH TTL, or use a table.",
+            )
         if watermark is not None:  # advanced from each epoch's messages (Runtime.barrier)
             rel.extra["watermark"] = watermark
         from engine.stream.source import connector_for

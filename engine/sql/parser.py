@@ -97,6 +97,7 @@ def parse_one(text: str, offset: int = 0) -> Statement:
         st.offset = offset
         return st
     append_only = False
+    watermark_ttl = False
     sql_for_glot = text
     clauses = None
     if head == "CREATE" and create_object_kind(body) in ("TABLE", "SOURCE", "SINK"):
@@ -105,6 +106,12 @@ def parse_one(text: str, offset: int = 0) -> Statement:
         clauses = parse_ddl_clauses(text)
         sql_for_glot = clauses.stripped
         append_only = clauses.append_only
+        # WATERMARK FOR ts AS ... WITH TTL (blanked, same length; read by define_watermark)
+        m = _TTL_RE.search(sql_for_glot)
+        if m is not None:
+            a, b = m.span(1)
+            sql_for_glot = sql_for_glot[:a] + " " * (b - a) + sql_for_glot[b:]
+            watermark_ttl = True
     elif head == "CREATE" and re.search(r"\bAPPEND\s+ONLY\b", body, re.I):
         append_only = True
         sql_for_glot = re.sub(r"\bAPPEND\s+ONLY\b", "", text, flags=re.I)
@@ -125,11 +132,14 @@ def parse_one(text: str, offset: int = 0) -> Statement:
         st.args["clauses"] = clauses
     if append_only:
         st.args["append_only"] = True
+    if watermark_ttl:
+        st.args["watermark_ttl"] = True
     if eowc:
         st.args["emit_on_window_close"] = True
     return st
 
 
+_TTL_RE = re.compile(r"\bWATERMARK\s+FOR\b[^;]*?(\bWITH\s+TTL\b)", re.I)
 _EOWC_RE = re.compile(r"\bEMIT\s+ON\s+WINDOW\s+CLOSE\b(?=\s*(?:--[^\n]*\s*)*;?\s*$)", re.I)
 
 

@@ -70,6 +70,7 @@ class TableFlow:
     mat: Operator  # MaterializeOp
     pending: list[StreamChunk] = field(default_factory=list)
     tables: list[StateTable] = field(default_factory=list)
+    ttl_cleaned: int | None = None  # the watermark of the last TTL cleanup (stream/ttl.py)
 
     def drain(self) -> StreamChunk | None:
         if not self.pending:

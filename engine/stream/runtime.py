@@ -59,6 +59,7 @@ from engine.stream.source import (
     needs_reader,
     source_delta,
 )
+from engine.stream.ttl import clean_expired
 
 log = logging.getLogger("swell.runtime")
 
@@ -185,6 +186,7 @@ class Runtime:
             for sid in sorted(self.sinks):
                 self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
             c = cpu.lap("sinks", c)
+            clean_expired(self.tables, self.watermarks.current)  # WATERMARK ... WITH TTL
             try:
                 self._commit(cut, block=force)
             except SinkNotReady:
