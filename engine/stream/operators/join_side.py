@@ -13,7 +13,8 @@ updating dicts and collecting garbage. A `JoinSide` keeps rows the way
 * join-key ids come from `JoinKeyIds`, ONE dict over the distinct join-key values shared by
   both sides, so `jk` arrays of the two sides are comparable and `tot[jk]` (the live count
   of this side's rows under a key) is one numpy array: without a residual condition it
-  is the degree of every row of the other side under that key;
+  is the degree of every row of the other side under that key; ids no stored row holds
+  are forgotten once they are most of them (`JoinKeyIds.compact`, order-preserving);
 * a probe takes the probing delta's distinct key ids and per segment runs `searchsorted`
   over `sjk`, expanding the hits with `repeat` arithmetic: no per-row Python;
 * an identity index (dict: ident key -> row id; ident = the stream key, or all columns
@@ -33,7 +34,8 @@ the identity index are rebuilt by `load` (ids are per run, never stored).
 
 Lifecycle: constructed by `HashJoinOp` over its allocated table; `load` once before the
 first step (the runtime has loaded the table by then); per step `probe`/degree updates,
-then `apply` of the side's own delta, then `flush`.
+then `apply` of the side's own delta, then `flush`; `HashJoinOp` then lets
+`JoinKeyIds.compact` run (no probe result is held across steps).
 """
 
 from __future__ import annotations
