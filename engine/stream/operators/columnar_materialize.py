@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
@@ -303,7 +302,8 @@ def _paired_changes(
     if any(pa.types.is_nested(t) for t in batch.schema.types):
         return None
     old_at, new_at = before[paired], pos_at[paired]
-    same = _same_rows(batch.take(pa.array(old_at)), batch.take(pa.array(new_at)))
+    # equal as a group-by sees them: NULL equal to NULL and NaN to NaN
+    same = rows_equal(batch.take(pa.array(old_at)), batch.take(pa.array(new_at)), nan_equal=True)
     if not same.any():
         return del_keys, pos_at, ins_keys
     keep_neg = ~np.isin(neg_at, old_at[same])
@@ -314,25 +314,6 @@ def _paired_changes(
         pos_at[keep_pos],
         list(compress(ins_keys, keep_pos)),
     )
-
-
-def _same_rows(a: pa.RecordBatch, b: pa.RecordBatch) -> np.ndarray:
-    """Per row: equal in every column, NULL equal to NULL and NaN to NaN (as a group-by)."""
-    eq = np.ones(a.num_rows, bool)
-    for ca, cb in zip(a.columns, b.columns, strict=True):
-        t = ca.type
-        if pa.types.is_null(t):
-            continue
-        if pa.types.is_interval(t):
-            ca, cb = ca.view(pa.binary(16)), cb.view(pa.binary(16))
-        e = pc.equal(ca, cb)
-        if pa.types.is_floating(t):
-            e = pc.or_(e, pc.and_(pc.is_nan(ca), pc.is_nan(cb)))
-        if ca.null_count or cb.null_count:
-            na, nb = pc.is_null(ca), pc.is_null(cb)
-            e = pc.if_else(pc.or_(na, nb), pc.and_(na, nb), e)
-        eq &= e.to_numpy(zero_copy_only=False)
-    return eq
 
 
 def _last_rows(keys: list[Any], last: dict[Any, int]) -> tuple[np.ndarray | None, list[Any]]:
