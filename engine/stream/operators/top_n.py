@@ -40,10 +40,11 @@ Per step, all vectorised (polars/numpy/Arrow; per-row work only as C-level dict 
 1. consolidate the delta (net Z-set weight per full row); update the store: an
    insert-only delta of new idents is appended as it is; otherwise old rows of touched
    idents are killed and their net rows (summed `__n`) appended;
-2. map the appended rows to group ids and drop those that sort after their incomplete
-   group's cache end (one sort of the appended rows with the cache ends; such rows live
-   only in the store); the affected groups are those of the remaining appended rows and
-   of killed rows that were cached. For those groups: old cache rows + appended rows are
+2. map the appended and killed rows to group ids and drop those that sort after their
+   incomplete group's cache end (one join with the cache ends and a lexicographic
+   comparison in window order): such appended rows live only in the store, such killed
+   rows were not cached. The affected groups are those of the remaining rows. For those
+   groups: old cache rows + appended rows are
    sorted, killed rows dropped, appended rows that sort after an incomplete group's old
    cache end dropped (they stay only in the store), the cache trimmed to `K` copies
    (trimming marks the group incomplete); incomplete groups left with fewer than
@@ -368,14 +369,14 @@ class TopNOp(Operator):
         if from_old.any():
             parts.append(old_rows.filter(pa.array(from_old)).drop_columns([COUNT]))
         sel = np.concatenate([np.flatnonzero(from_delta), np.flatnonzero(has_old)[from_old]])
-        gone = [uniq[i] for i in np.flatnonzero(has_old & ~alive).tolist()]
+        gone = list(map(uniq.__getitem__, np.flatnonzero(has_old & ~alive).tolist()))
         touched = store.kill(old[has_old], gone)
         if not parts:
             empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
             return old[has_old], old_rows, np.empty(0, np.int64), empty, touched
         rows = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
         rows = _with_count(rows, pa.array(total[sel], pa.int64()))
-        new_keys = [uniq[i] for i in sel.tolist()]
+        new_keys = list(map(uniq.__getitem__, sel.tolist()))
         return old[has_old], old_rows, store.append(rows, new_keys), rows, touched
 
     def _update_cache(
@@ -384,8 +385,9 @@ class TopNOp(Operator):
         cache = self._cache
         add = self._below_ends(add)
         parts = [add.get_column(_G).to_numpy()]
-        if len(killed):
-            parts.append(self._group_ids(killed_rows))
+        if len(killed):  # killed rows after their group's cache end were not cached
+            cached = self._below_ends(self._frame(killed_rows, killed))
+            parts.append(cached.get_column(_G).to_numpy())
         affected = np.unique(np.concatenate(parts))
         if not len(affected):
             return None
@@ -412,17 +414,13 @@ class TopNOp(Operator):
         cache.put(affected, new_part, new_part.get_column(_G).to_numpy())
         return self._diff(old_part, new_part)
 
-    def _group_ids(self, rows: pa.RecordBatch) -> np.ndarray:
-        if not self.group_keys:
-            return np.zeros(rows.num_rows, np.int64)
-        return self._gids(rows)
-
     def _below_ends(self, add: pl.DataFrame) -> pl.DataFrame:
-        """Drop appended rows that sort after their incomplete group's cache end.
+        """Drop rows that sort after their incomplete group's cache end.
 
-        They cannot enter the window before the group is refilled (which reads the
-        store), and skipping them keeps their groups out of this step's merge. One sort
-        of the appended rows with the ends marks each row before or after its end.
+        Appended rows there cannot enter the window before the group is refilled (which
+        reads the store), and killed rows there were not cached; skipping them keeps
+        their groups out of this step's merge. One join with the ends and a
+        lexicographic comparison in window order decide.
         """
         if not add.height:
             return add
@@ -430,19 +428,28 @@ class TopNOp(Operator):
         gids = gids[self._cache.incomplete[gids]]
         if not len(gids):
             return add
-        ends = self._cache.ends(gids).with_columns(pl.lit(1, pl.Int8).alias("__o"))
-        m = pl.concat([add.with_columns(pl.lit(0, pl.Int8).alias("__o")), ends])
-        m = m.with_row_index("__i").sort(
-            [*self._elem, "__o"],
-            descending=[*self._desc, False],
-            nulls_last=[*self._nulls_last, False],
+        cols = [*self._kcols, *self._icols]
+        ends = self._cache.ends(gids).select(
+            _G, *[pl.col(c).alias(c + "_e") for c in cols], pl.lit(True).alias("__e")
         )
-        mark = m.get_column("__o").to_numpy().astype(np.int64)
-        seen = _group_cumsum(m.get_column(_G).to_numpy(), mark)
-        keep = m.get_column("__i").to_numpy()[(seen == 0) & (mark == 0)]
-        if len(keep) == add.height:
+        j = add.select(_G, *cols).join(ends, on=_G, how="left", maintain_order="left")
+        after = pl.lit(False)
+        flags = zip(cols, self._desc[1:], self._nulls_last[1:], strict=True)
+        for c, desc, nulls_last in reversed(list(flags)):
+            a, e = pl.col(c), pl.col(c + "_e")
+            beyond = (a < e) if desc else (a > e)
+            col_after = (
+                pl.when(a.is_null() & e.is_not_null())
+                .then(pl.lit(nulls_last))
+                .when(a.is_not_null() & e.is_null())
+                .then(pl.lit(not nulls_last))
+                .otherwise(beyond.fill_null(False))
+            )
+            after = col_after | (a.eq_missing(e) & after)
+        drop = j.select((pl.col("__e").fill_null(False) & after).alias("d")).to_series()
+        if not drop.any():
             return add
-        return add[np.sort(keep)]
+        return add.filter(~drop)
 
     def _refill(self, part: pl.DataFrame, affected: np.ndarray) -> pl.DataFrame:
         """Refill incomplete groups of `part` left with fewer than `offset + limit` copies."""
