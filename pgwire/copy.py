@@ -145,6 +145,10 @@ def _text_field(raw: str) -> str:
 
 def _split_text_line(line: str, delim: str) -> list[str]:
     """Split on unescaped delimiters, keeping escapes for `_text_field`."""
+    if "\\" + delim not in line:
+        # the loop below only differs from a split where a backslash pairs with the
+        # delimiter; with no backslash right before a delimiter a plain split is exact
+        return line.split(delim)
     fields: list[str] = []
     cur: list[str] = []
     i, n = 0, len(line)
@@ -245,6 +249,17 @@ def convert_rows(
     assert result.columns is not None
     parsers = [codecs.text_parser(c.type, tz) for c in result.columns]
     ncols = len(parsers)
+    if raw and all(len(f) == ncols for f in raw):
+        # column at a time: one comprehension per column instead of a generator per row;
+        # on any error the row loop below reports the first bad row, as before
+        try:
+            cols = [
+                [None if v is None else p(v) for v in col]
+                for p, col in zip(parsers, zip(*raw, strict=True), strict=True)
+            ]
+            return list(zip(*cols, strict=True))
+        except Exception:  # noqa: BLE001 - the row loop raises the exact error
+            pass
     rows: list[tuple[Any, ...]] = []
     for lineno, fields in enumerate(raw, start=1):
         if len(fields) != ncols:

@@ -153,12 +153,23 @@ def parse_time(text: str) -> time:
         raise _bad("time", text) from None
 
 
+_HOUR_OFFSET = re.compile(r"([+-]\d{2})$")
+
+
 def _iso(s: str) -> str:
     # Python wants `+HH:MM`; Postgres prints `+HH` for whole-hour offsets.
-    return re.sub(r"([+-]\d{2})$", r"\1:00", s.strip())
+    s = s.strip()
+    if len(s) > 3 and s[-3] in "+-":
+        return _HOUR_OFFSET.sub(r"\1:00", s)
+    return s
 
 
 def parse_timestamp(text: str) -> datetime:
+    try:  # the common ISO text (what clients and COPY send) without the checks below
+        ts = datetime.fromisoformat(text)
+        return ts if ts.tzinfo is None else ts.replace(tzinfo=None)
+    except ValueError:
+        pass
     low = text.strip().lower()
     if low == "infinity":
         return datetime.max
@@ -168,7 +179,7 @@ def parse_timestamp(text: str) -> datetime:
         ts = datetime.fromisoformat(_iso(text))
     except ValueError:
         raise _bad("timestamp", text) from None
-    return ts.replace(tzinfo=None)
+    return ts if ts.tzinfo is None else ts.replace(tzinfo=None)
 
 
 def parse_timestamptz(text: str, tz: tzinfo) -> datetime:

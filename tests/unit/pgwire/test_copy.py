@@ -75,3 +75,42 @@ def test_convert_rows_checks_column_count() -> None:
     assert convert_rows([["1", None]], r, UTC) == [(1, None)]
     with pytest.raises(EngineError, match="missing data"):
         convert_rows([["1"]], r, UTC)
+
+
+def test_text_split_fast_path_matches_the_escape_aware_split() -> None:
+    from pgwire.copy import _split_text_line
+
+    for line, delim in [
+        ("1\tabc\t\\N", "\t"),
+        ("a\\\tb\tc", "\t"),  # escaped delimiter stays in the field
+        ("a\\\\\tb", "\t"),  # escaped backslash, then a real delimiter
+        ("x\\,y,z", ","),
+        ("\\x41|b", "|"),
+    ]:
+        got = _split_text_line(line, delim)
+        want: list[str] = []
+        cur = ""
+        i = 0
+        while i < len(line):
+            if line[i] == "\\" and i + 1 < len(line):
+                cur += line[i : i + 2]
+                i += 2
+            elif line[i] == delim:
+                want.append(cur)
+                cur = ""
+                i += 1
+            else:
+                cur += line[i]
+                i += 1
+        want.append(cur)
+        assert got == want, (line, got, want)
+
+
+def test_timestamp_text_with_and_without_offsets() -> None:
+    from datetime import datetime
+
+    from pgwire.temporal import parse_timestamp
+
+    assert parse_timestamp("2024-01-01 00:00:01.5") == datetime(2024, 1, 1, 0, 0, 1, 500000)
+    assert parse_timestamp(" 2024-01-01 10:00:00+02 ") == datetime(2024, 1, 1, 10, 0)
+    assert parse_timestamp("2024-01-01 10:00:00-05:30") == datetime(2024, 1, 1, 10, 0)
