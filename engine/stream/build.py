@@ -93,7 +93,7 @@ def build_view_nodes(
         elif isinstance(p, Agg) and any(a.kind in COLLECT_KINDS for a in p.aggs):
             from engine.stream.operators.collect_agg import CollectAggOp
 
-            op = CollectAggOp(in_schema, p, alloc)
+            op = CollectAggOp(in_schema, p, alloc, list(p.input.stream_key or []))
         elif isinstance(p, Agg):
             calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
             op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])

@@ -1,22 +1,25 @@
-"""CollectAggOp: GROUP BY with string_agg / array_agg in materialized views.
+"""CollectAggOp: GROUP BY with string_agg / array_agg / jsonb_agg in materialized views.
 
 These aggregates are order-sensitive collections, not invertible accumulators, so the
-operator keeps every input row of every group (in state) and, per epoch, recomputes only
-the groups the delta touched, with the same kernel ad-hoc queries use
+operator keeps every input row of every group and, per epoch, recomputes only the groups
+the delta touched, with the same kernel ad-hoc queries use
 (`engine.batch.agg_batch.run_agg_batch`, one polars group-by over all touched groups):
 
-1. consolidate the delta by full row; collect the touched group keys;
-2. evaluate the touched groups' current rows — the old output;
-3. apply the delta to state; evaluate again — the new output;
-4. emit old (-) and new (+) rows that differ (consolidated by full row), deletes first.
+1. consolidate the delta by full row;
+2. take the touched groups' input rows and their previous output rows out of the two
+   `PartitionStore`s (the old output is kept, never recomputed);
+3. apply the delta to the input rows (`recompute.apply_delta`) and aggregate them: the
+   new output; both go back into their stores;
+4. emit the output rows that changed (matched by group key), deletes first.
 
 Every other aggregate of the same GROUP BY (count, sum, min, FILTER, DISTINCT, ...) is
 computed by that kernel too. Without GROUP BY one row always exists: the first step
 emits it (also with no input), like `HashAggOp`.
 
-State: `rows`: `(*group key, *row) -> (count,)` over the aggregation's input columns;
-`meta`: `("emitted",)` once the global row was emitted. The per-run index `group ->
-set of state keys` is rebuilt on the first step after construction.
+State: `groups`: the input rows by group key; `outs`: the output row of every group by
+group key (both `PartitionStore`s: one value per hash bucket); `meta`: `("emitted",)`
+once the global row was emitted. Input rows are identified by the input stream key
+(every column when it is empty).
 """
 
 from __future__ import annotations
@@ -27,36 +30,43 @@ import numpy as np
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
-from engine.errors import InternalError
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
-from engine.stream.operators.frames import batch_from_rows, consolidate
-from engine.stream.operators.hash_join import hashable_values
-from engine.stream.operators.over_window import _diff, _tuples, prefix_index
+from engine.stream.operators.frames import consolidate
+from engine.stream.operators.partition_store import PartitionStore
+from engine.stream.operators.recompute import apply_delta, changes, conform, table_batch
 from engine.types import Field, arrow_schema
-
-Key = tuple[Any, ...]
 
 
 class CollectAggOp(Operator):
     """`SELECT g.., agg(..) .. GROUP BY g..` recomputed per touched group; see the module
     docstring. `plan` is the logical `Agg` node (its specs drive the shared kernel)."""
 
-    def __init__(self, input_schema: list[Field], plan: Any, alloc: StateAllocator) -> None:
+    def __init__(
+        self,
+        input_schema: list[Field],
+        plan: Any,
+        alloc: StateAllocator,
+        input_key: list[int] | None = None,
+    ) -> None:
         self.input_schema = list(input_schema)
         self.plan = plan
         self.group_keys = list(plan.group_keys)
         self.schema = list(plan.schema)
         self.stream_key = list(range(len(self.group_keys)))
         self._global = not self.group_keys
-        self._rows = alloc.table("rows")
-        self._meta = alloc.table("meta")
-        self._index: dict[Key, set[Key]] | None = None
+        self._key = list(input_key or [])
+        self._in_schema = arrow_schema(self.input_schema)
         self._out_schema = arrow_schema(self.schema)
+        self._groups_t = alloc.table("groups")
+        self._outs_t = alloc.table("outs")
+        self._meta = alloc.table("meta")
+        self._groups = PartitionStore(self._groups_t, self._in_schema, self.group_keys)
+        self._outs = PartitionStore(self._outs_t, self._out_schema, self.stream_key)
 
     def state_tables(self) -> list[StateTable]:
-        return [self._rows, self._meta]
+        return [self._groups_t, self._outs_t, self._meta]
 
     def explain(self) -> str:
         aggs = ", ".join(str(a) for a in self.plan.aggs)
@@ -64,69 +74,36 @@ class CollectAggOp(Operator):
         return f"StreamCollectAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
 
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
-        if self._index is None:
-            self._build_index()
-        assert self._index is not None
         chunk = inputs[0]
         first = self._global and ("emitted",) not in self._meta
+        if first:
+            self._meta.put(("emitted",), (True,))
         if chunk is None or len(chunk) == 0:
             if not first:
                 return None
-            self._meta.put(("emitted",), (True,))
-            new = self._eval([()])
-            return StreamChunk.inserts(new)
+            batch = self._in_schema.empty_table().to_batches() or [
+                pa.RecordBatch.from_pylist([], schema=self._in_schema)
+            ]
+            return self._recompute(batch[0], np.zeros(0, np.int64), True)
         batch, w = consolidate(chunk)
-        n = batch.num_rows
-        if n == 0 and not first:
+        if batch.num_rows == 0 and not first:
             return None
-        cols = [hashable_values(c) for c in batch.columns]
-        rows = _tuples(cols, n)
-        ng = len(self.group_keys)
-        gk = _tuples([cols[g] for g in self.group_keys], n)
-        touched = list(dict.fromkeys(gk)) if not self._global else [()]
-        old = self._eval(touched) if not first else self._out_schema.empty_table()
-        data = self._rows.data
-        for i in np.argsort(w > 0, kind="stable").tolist():  # deletes first
-            sk = gk[i] + rows[i]
-            v = data.get(sk)
-            c = (0 if v is None else v[0]) + int(w[i])
-            if c < 0:
-                raise InternalError(
-                    "collect-agg state row count became negative",
-                    detail=f"A row of {self.explain()} was deleted but never inserted.",
-                )
-            part = sk[:ng]
-            if c == 0:
-                self._rows.delete(sk)
-                members = self._index.get(part)
-                if members is not None:
-                    members.discard(sk)
-                    if not members:
-                        del self._index[part]
-            else:
-                self._rows.put(sk, (c,))
-                self._index.setdefault(part, set()).add(sk)
-        if first:
-            self._meta.put(("emitted",), (True,))
-        new = self._eval(touched)
-        return _diff(old, new, self._out_schema)
+        return self._recompute(batch, w, first)
 
-    def _eval(self, groups: list[Key]) -> pa.Table:
+    def _recompute(self, batch: pa.RecordBatch, w: Any, first: bool) -> StreamChunk | None:
         from engine.batch.agg_batch import run_agg_batch
 
-        assert self._index is not None
-        ng = len(self.group_keys)
-        data = self._rows.data
-        rows: list[Key] = []
-        for g in groups:
-            for sk in self._index.get(g, ()):
-                rows.extend([sk[ng:]] * data[sk][0])
-        t = pa.Table.from_batches([batch_from_rows(self.input_schema, rows)])
-        out = run_agg_batch(self.plan, t)
-        return pa.Table.from_arrays(out.columns, schema=self._out_schema)
-
-    def _build_index(self) -> None:
-        self._index = prefix_index(self._rows, len(self.group_keys))
+        delta = conform(pa.Table.from_batches([batch], self._in_schema), self._in_schema)
+        probe = delta.select(self.group_keys)
+        if first:  # the global row: its one group is touched even without input
+            probe = pa.table({"x": [0]}).select([])
+        old_in = self._groups.take(probe)
+        old_out = self._outs.take(probe)
+        rows = apply_delta(old_in, table_batch(delta), w, self._key, "collect-agg")
+        new_out = conform(run_agg_batch(self.plan, rows), self._out_schema)
+        self._groups.put(rows)
+        self._outs.put(new_out)
+        return changes(old_out, new_out, self.stream_key, self._out_schema)
 
 
 __all__ = ["CollectAggOp", "Op"]
