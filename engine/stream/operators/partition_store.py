@@ -14,9 +14,10 @@ columnar:
   returns them; the rest of those buckets waits in `_pending`;
 * `put(rows)` (the recomputed rows of the taken partitions) splits them by bucket,
   appends them to the pending remainders and persists each touched bucket;
-* persistence is few large values in ONE `StateTable`: `(bucket,)` -> `(Arrow IPC stream
-  bytes,)`, rewritten only for buckets an epoch touched, and `("meta",)` -> `(format,
-  bucket count)`. The table in memory is re-read zero-copy from those bytes;
+* persistence is few large values in ONE `StateTable` (keyed layout): `(bucket,)` ->
+  `(Arrow IPC stream bytes,)`, rewritten only for buckets an epoch touched, and
+  `("meta",)` -> `(format, bucket count)`. The table in memory is re-read zero-copy
+  from those bytes;
 * the bucket count doubles (all rows re-split and rewritten) whenever the average bucket
   exceeds `BUCKET_ROWS`, so a small epoch costs one bucket's rows, amortised.
 
@@ -56,6 +57,7 @@ class PartitionStore:
 
     def __init__(self, table: StateTable, schema: pa.Schema, key_cols: Sequence[int]) -> None:
         self.table = table
+        table.prefer_keyed()  # few large values rewritten in place
         self.schema = schema
         self.key_cols = list(key_cols)
         self._hash_pos = [
