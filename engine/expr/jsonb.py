@@ -265,6 +265,9 @@ def _as_text(v: Any) -> str | None:
 
 _NO_FAST = object()
 _CACHE_COLUMNS = 4
+_MIN_CACHED_ROWS = 64
+"""Smaller columns (VALIDATE's headers, one request's rows) are cheap to parse again and
+are not cached: they would evict a barrier's big columns between its expressions."""
 _column_cache: dict[tuple[int, ...], tuple[Any, ...]] = {}
 """Recently used jsonb columns: key -> (array, texts, fast-parsed values, results).
 
@@ -305,6 +308,8 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
 def _cache_entry(key: tuple[int, ...], arr: pa.Array, texts: list[Any],
                  parsed: list[Any]) -> tuple[Any, ...]:
     entry = (arr, texts, parsed, {})
+    if len(texts) < _MIN_CACHED_ROWS:
+        return entry
     while len(_column_cache) >= _CACHE_COLUMNS:
         _column_cache.pop(next(iter(_column_cache)), None)
     _column_cache[key] = entry

@@ -179,3 +179,22 @@ def test_access_column_one_type_per_key(values: list[object], null_row: bool) ->
         jsonb.access_column(sub, "a", True).to_pylist()
         == jsonb.access(sub.to_pylist(), ["a"] * len(docs), True).to_pylist()
     )
+
+
+def test_access_chain_over_cached_columns() -> None:
+    """Big columns are cached with their parsed values, and a `->` result with its own, so
+    `j -> 'p' ->> 'x'` reads the cached sub-values; results equal the exact row path."""
+    rows = [f'{{"p": {{"x": {i}.50, "y": "s{i}", "z": [{i}, 1.5]}}, "q": {i}}}' for i in range(150)]
+    rows[7] = '{"p": {"x": 123456789012345678901234567890}, "q": null}'
+    col = pa.concat_arrays([canonicalize_many(rows), pa.array([None], pa.string())])
+    docs = col.to_pylist()
+    n = len(docs)
+    sub = jsonb.access_column(col, "p", False)
+    assert sub.to_pylist() == jsonb.access(docs, ["p"] * n, False).to_pylist()
+    assert jsonb.access_column(col, "p", False) is sub  # the cached result
+    for k in ("x", "y", "z"):
+        for as_text in (True, False):
+            got = jsonb.access_column(sub, k, as_text).to_pylist()
+            assert got == jsonb.access(sub.to_pylist(), [k] * n, as_text).to_pylist()
+    assert jsonb.access_column(sub, "x", True).to_pylist()[:2] == ["0.50", "1.50"]
+    assert jsonb.access_column(sub, "x", True).to_pylist()[7] == "123456789012345678901234567890"
