@@ -41,6 +41,7 @@ from engine.errors import (
 from engine.expr.binder import _coalesce_kernel
 from engine.plan.helpers import _and_all, _Col, _conjuncts, _visible
 from engine.plan.logical import Agg, Join, PlanNode, Project
+from engine.plan.plan_join import pushable_where
 from engine.types import INT, Field, TypeKind
 
 _HINT_EQ = (
@@ -129,8 +130,9 @@ class SubqueryPlannerMixin:
         probe = self._child_planner()
         probe.dependencies = []
         inode, icols = probe._plan_from(from_.this)
-        for j in q.args.get("joins") or []:
-            inode, icols = probe._plan_join(inode, icols, j)
+        pending = pushable_where(q, where.this) if probe.streaming else None
+        for j in q.args.get("joins") or []:  # comma joins keyed by local WHERE equalities
+            inode, icols = probe._plan_join(inode, icols, j, pending)
         scope = probe._scope(icols)
         local: list[exp.Expression] = []
         corr: list[exp.Expression] = []

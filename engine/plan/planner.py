@@ -119,7 +119,9 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             if isinstance(q, exp.Values):
                 return self._plan_values(q)
             if isinstance(q, (exp.Intersect, exp.Except)):
-                raise not_supported(f"{type(q).__name__.upper()}", hint="Use a join instead.")
+                from engine.plan.plan_setop import plan_intersect_except
+
+                return plan_intersect_except(self, q)
             raise SqlSyntaxError(f"unexpected query form {type(q).__name__}")
         finally:
             if pushed:

@@ -20,6 +20,9 @@ VIEWS = {
     "WHERE a.k = b.k AND b.v = c.v AND a.id <> c.id",
     "j_using_full": "SELECT k, t.id, u.id AS uid FROM t FULL JOIN u USING (k)",
     "j_using_right": "SELECT k, v, t.id FROM t RIGHT JOIN u USING (k, v)",
+    "j_in_comma": "SELECT id FROM t WHERE k IN (SELECT u.k FROM u, t t2 WHERE u.v = t2.v)",
+    "j_exists_comma": "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u, t t2 "
+    "WHERE u.k = t2.k AND t2.id = t.id AND u.v > 0)",
 }
 
 

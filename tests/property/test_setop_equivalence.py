@@ -1,4 +1,4 @@
-"""UNION ALL, UNION, DISTINCT and DISTINCT ON in views equal recomputation.
+"""UNION ALL, UNION, INTERSECT, EXCEPT, DISTINCT and DISTINCT ON in views equal recomputation.
 
 See differential.py for the harness.
 """
@@ -20,6 +20,8 @@ VIEWS = {
     "SELECT k, v FROM u) x GROUP BY k",
     "d_on": "SELECT DISTINCT ON (k) k, id, v FROM t ORDER BY k, v DESC NULLS LAST, id",
     "d_on_expr": "SELECT DISTINCT ON (v % 2) id, v FROM t WHERE v IS NOT NULL ORDER BY v % 2, id",
+    "x_intersect": "SELECT k, v FROM t INTERSECT SELECT k, v FROM u",
+    "x_except": "SELECT k, v FROM t EXCEPT SELECT k, v FROM u WHERE v > 0",
     "d_plain": "SELECT DISTINCT k, v IS NULL AS nv FROM t",
 }
 # DuckDB computes v % 2 of negatives like PostgreSQL; DISTINCT ON is DuckDB syntax too
