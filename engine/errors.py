@@ -152,6 +152,10 @@ class NullValueNotAllowed(DataError):
     sqlstate = "22004"
 
 
+class InvalidPrecedingOrFollowingSize(DataError):
+    sqlstate = "22013"
+
+
 class InvalidJsonText(DataError):
     sqlstate = "22032"
 

@@ -20,18 +20,19 @@ kernel per touched partition) or `TopNOp`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.plan.logical import PlanNode, SortKey
 from engine.types import SqlType
 
 #: frame bound: (kind, offset) with kind in unbounded_preceding, preceding, current_row,
 #: following, unbounded_following; offset only for preceding/following
-Bound = tuple[str, int]
+Bound = tuple[str, Any]
 
 
 @dataclass(frozen=True)
 class WindowFrame:
-    mode: str  # rows, range
+    mode: str  # rows, range, groups
     start: Bound
     end: Bound
 
@@ -39,6 +40,9 @@ class WindowFrame:
         def one(b: Bound) -> str:
             k, n = b
             if k in ("preceding", "following"):
+                if hasattr(n, "months"):  # an interval offset (RANGE over dates/timestamps)
+                    secs = n.nanoseconds / 1e9
+                    n = f"INTERVAL '{n.months} mons {n.days} days {secs:g} secs'"
                 return f"{n} {k.upper()}"
             return k.replace("_", " ").upper()
 

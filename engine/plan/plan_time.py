@@ -336,6 +336,7 @@ def _now_offset(e: ex.Expr) -> int | None:
 # ==========================================================================================
 def apply_eowc(plan: PlanNode) -> PlanNode:
     """Make the view's aggregation emit on window close (or refuse, as RisingWave does)."""
+    _refuse_over_window_eowc(plan)
     node = plan
     parent: PlanNode | None = None
     while isinstance(node, (Project, Filter)) and not isinstance(node, Agg):
@@ -363,6 +364,23 @@ def apply_eowc(plan: PlanNode) -> PlanNode:
     raise not_supported(
         "Emit-On-Window-Close mode requires a watermark column in GROUP BY.", hint=EOWC_HINT
     )
+
+
+def _refuse_over_window_eowc(plan: PlanNode) -> None:
+    """Window functions (OVER) cannot emit on window close yet: a late row can change the
+    values of rows after it, so they are maintained as updates instead."""
+    from engine.plan.logical_window import GroupTopN, OverWindow
+
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, (OverWindow, GroupTopN)):
+            raise not_supported(
+                "Emit-On-Window-Close mode for window functions (OVER)",
+                hint="Remove EMIT ON WINDOW CLOSE: the view keeps window function values "
+                "up to date as rows arrive, change and are deleted.",
+            )
+        stack.extend(p.inputs())
 
 
 # ==========================================================================================

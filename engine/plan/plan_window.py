@@ -26,7 +26,15 @@ from typing import Any
 from sqlglot import exp
 
 from engine import expr as ex
-from engine.errors import GroupingError, SqlSyntaxError, UndefinedObject, not_supported
+from engine.errors import (
+    GroupingError,
+    InvalidPrecedingOrFollowingSize,
+    NullValueNotAllowed,
+    SqlSyntaxError,
+    UndefinedObject,
+    WindowingError,
+    not_supported,
+)
 from engine.plan.helpers import _explicit_nulls, _norm_sql, _pos
 from engine.plan.logical import Filter, PlanNode, Project, SortKey
 from engine.plan.logical_window import (
@@ -133,6 +141,8 @@ class WindowPlannerMixin:
                     )
                 )
             call = self._window_call(w, spec, base_bind, add, bool(okeys))
+            if okeys:
+                check_range_offsets(call.frame, fields[okeys[0].index].type)
             gk = (tuple(part), tuple((k.index, k.desc, k.effective_nulls_first) for k in okeys))
             groups.setdefault(gk, (part, okeys, []))[2].append((_norm_sql(w), call))
 
@@ -366,12 +376,14 @@ def _frame(spec: exp.Window, planner: Any) -> WindowFrame:
             return WindowFrame("rows", ("unbounded_preceding", 0), ("unbounded_following", 0))
         return DEFAULT_FRAME
     mode = str(ws.args.get("kind") or "range").lower()
-    if mode not in ("rows", "range"):
+    if mode not in ("rows", "range", "groups"):
         raise not_supported(f"{mode.upper()} frames", hint="Use ROWS BETWEEN ... instead.")
     if ws.args.get("exclude"):
         raise not_supported("EXCLUDE in window frames")
+    order = spec.args.get("order")
+    n_order = len(order.expressions) if order is not None else 0
 
-    def bound(v: Any, side: Any, default: tuple[str, int]) -> tuple[str, int]:
+    def bound(v: Any, side: Any, default: tuple[str, Any], what: str) -> tuple[str, Any]:
         if v is None:
             return default
         sd = str(side or "").lower()
@@ -382,27 +394,51 @@ def _frame(spec: exp.Window, planner: Any) -> WindowFrame:
             if "CURRENT" in up:
                 return ("current_row", 0)
             raise SqlSyntaxError(f'syntax error at or near "{v}"')
-        n = planner._const_int(v, "window frame")
-        if n is None or n < 0:
-            raise SqlSyntaxError("frame starting offset must not be negative")
-        return (sd or "preceding", n)
+        if mode == "range":
+            if n_order != 1:
+                raise WindowingError(
+                    "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column",
+                    position=_pos(spec),
+                )
+            off = ex.evaluate_constant(ex.ExprBinder(ex.Scope([]), planner.params).bind(v))
+        else:
+            off = planner._const_int(v, "window frame")
+        if off is None:
+            raise NullValueNotAllowed(f"frame {what} offset must not be null")
+        if _is_interval(off):
+            neg = off.months < 0 or off.days < 0 or off.nanoseconds < 0
+        else:
+            neg = off < 0
+        if neg:
+            raise InvalidPrecedingOrFollowingSize(f"frame {what} offset must not be negative")
+        return (sd or "preceding", off)
 
-    start = bound(ws.args.get("start"), ws.args.get("start_side"), ("unbounded_preceding", 0))
-    end = bound(ws.args.get("end"), ws.args.get("end_side"), ("current_row", 0))
-    if mode == "range" and (
-        start[0] in ("preceding", "following")
-        or end[0]
-        in (
-            "preceding",
-            "following",
-        )
-    ):
-        raise not_supported(
-            "RANGE frames with an offset", hint="Use ROWS BETWEEN n PRECEDING AND ... instead."
-        )
+    if mode == "groups" and order is None:
+        raise WindowingError("GROUPS mode requires an ORDER BY clause", position=_pos(spec))
+    start = bound(
+        ws.args.get("start"), ws.args.get("start_side"), ("unbounded_preceding", 0), "starting"
+    )
+    end = bound(ws.args.get("end"), ws.args.get("end_side"), ("current_row", 0), "ending")
     if start[0] == "unbounded_following" or end[0] == "unbounded_preceding":
         raise SqlSyntaxError("frame bound is not valid here")
     return WindowFrame(mode, start, end)
+
+
+def _is_interval(v: Any) -> bool:
+    return hasattr(v, "months") and hasattr(v, "nanoseconds")
+
+
+def check_range_offsets(frame: WindowFrame, order_type: Any) -> None:
+    """Refuse a RANGE offset whose type does not fit the ORDER BY column (as PostgreSQL)."""
+    if frame.mode != "range":
+        return
+    import pyarrow as pa
+
+    from engine.stream.operators.window_frames import _keys
+
+    for kind, off in (frame.start, frame.end):
+        if kind in ("preceding", "following"):
+            _keys(pa.array([], order_type.arrow), off, order_type.display)
 
 
 def _conjuncts(e: ex.Expr) -> list[ex.Expr]:

@@ -29,6 +29,8 @@ VIEWS = {
     "ORDER BY id DESC) AS rn FROM t) x WHERE rn = 1",
     "w_rank_filter": "SELECT id, r FROM (SELECT id, rank() OVER (PARTITION BY k "
     "ORDER BY v NULLS LAST) AS r FROM t) x WHERE r <= 2",
+    "w_dense_filter": "SELECT id, k, dr FROM (SELECT id, k, dense_rank() OVER (PARTITION BY k "
+    "ORDER BY v DESC NULLS FIRST) AS dr FROM t) x WHERE dr <= 2 AND dr > 0",
     "w_grouped": "SELECT k, sum(v) AS s, rank() OVER (ORDER BY sum(v) NULLS LAST) AS r "
     "FROM t GROUP BY k",
 }

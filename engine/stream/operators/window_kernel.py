@@ -11,8 +11,9 @@ Steps, all numpy/Arrow kernels (no per-row Python):
 2. flag partition starts and peer-group starts (rows equal on partition + ORDER BY keys)
    on the sorted rows; from them every row's partition start/end and peer start/end;
 3. per call: ranking functions from these positions; lag/lead by shifted `take` inside
-   the partition; frame functions from each row's frame [s, e] (ROWS offsets, RANGE
-   UNBOUNDED / CURRENT ROW) — count/sum/avg by per-partition prefix sums, min/max by a
+   the partition; frame functions from each row's frame [s, e] (ROWS, RANGE and GROUPS
+   bounds; offsets of the value-based modes in `window_frames`) — count/sum/avg by
+   per-partition prefix sums, min/max by a
    cumulative scan, a whole-partition reduction or a sparse table over value ranks,
    first/last/nth_value by `take`.
 
@@ -31,7 +32,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import not_supported
+from engine.errors import WindowingError, not_supported
+from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
 
 OrderSpec = tuple[int, bool, bool]  # (column, desc, nulls_first)
@@ -145,6 +147,7 @@ def compute_windows(
     pstart, pend = _starts(new_part, n)
     qstart, qend = _starts(new_peer, n)
     ctx = _Ctx(s, fields, n, new_part, new_peer, pstart, pend, qstart, qend)
+    ctx.order_by = list(order_by)
     cols = [_call(ctx, c) for c in calls]
     cols = [
         a if a.type == f.type else a.cast(f.type) for a, f in zip(cols, out_fields, strict=True)
@@ -166,6 +169,7 @@ class _Ctx:
         "qstart",
         "qend",
         "pos",
+        "order_by",
     )
 
     def __init__(
@@ -190,6 +194,7 @@ class _Ctx:
         self.qstart = qstart
         self.qend = qend
         self.pos = np.arange(n, dtype=np.int64)
+        self.order_by: list[OrderSpec] = []
 
 
 def _call(c: _Ctx, call: CallLike) -> pa.Array:
@@ -271,8 +276,19 @@ def _frame(c: _Ctx, frame: Any) -> tuple[np.ndarray, np.ndarray]:
             if frame.mode == "rows":
                 return pos
             return c.qstart if is_start else c.qend
-        if frame.mode != "rows":
-            raise not_supported("RANGE frames with an offset", hint="Use ROWS BETWEEN ... instead.")
+        if frame.mode == "groups":
+            return groups_bound(kind, off, is_start, c.new_peer, c.pstart, c.pend)
+        if frame.mode == "range":
+            if len(c.order_by) != 1:
+                raise WindowingError(
+                    "RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column"
+                )
+            col, desc, _ = c.order_by[0]
+            part_id = np.cumsum(c.new_part) - 1
+            vals = c.s.column(col).combine_chunks()
+            return range_bound(
+                kind, off, is_start, vals, desc, part_id, c.pstart, c.pend, c.qstart, c.qend
+            )
         return pos - off if kind == "preceding" else pos + off
 
     s = np.maximum(bound(frame.start, True), c.pstart)
