@@ -35,8 +35,12 @@ from engine.types import Field, arrow_schema
 def _target(session: Any, table: exp.Expression, verb: str) -> Relation:
     name = table.name if isinstance(table, exp.Table) else str(table)
     quoted = isinstance(table, exp.Table) and table.this.args.get("quoted")
+    from engine.plan.helpers import _pos
+
     rel = session.db.catalog.get(
-        name if quoted else name.lower(), table.db or None if isinstance(table, exp.Table) else None
+        name if quoted else name.lower(),
+        table.db or None if isinstance(table, exp.Table) else None,
+        position=_pos(table),
     )
     if rel.kind is not RelationKind.TABLE:
         kind = rel.kind.value

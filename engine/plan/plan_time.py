@@ -158,7 +158,10 @@ def plan_time_window(planner: Any, item: exp.Table) -> tuple[PlanNode, list[_Col
     rel_arg = args[0]
     if not isinstance(rel_arg, (exp.Column, exp.Table, exp.Identifier)):
         raise not_supported(f"{name.upper()} over {rel_arg.sql()}", hint="Pass a table name.")
-    tbl = exp.Table(this=exp.Identifier(this=rel_arg.name, quoted=False))
+    ident = exp.Identifier(this=rel_arg.name, quoted=False)
+    src = rel_arg.this if isinstance(rel_arg, (exp.Column, exp.Table)) else rel_arg
+    ident.meta.update(getattr(src, "meta", None) or {})  # the name's position, for errors
+    tbl = exp.Table(this=ident)
     if isinstance(rel_arg, exp.Column) and rel_arg.table:
         tbl.set("db", exp.Identifier(this=rel_arg.table))
     node, cols = planner._plan_from(tbl)

@@ -1,7 +1,7 @@
 """Refusals and binder errors of streaming SQL over the wire (psycopg's diagnostics).
 
 Unsupported view patterns answer SQLSTATE 0A000 `Not supported: ...` with a HINT saying what
-to write instead; binder errors in CREATE MATERIALIZED VIEW carry the position (ErrorResponse
+to write instead; binder errors (in CREATE MATERIALIZED VIEW, DML, TUMBLE/HOP) carry the position (ErrorResponse
 'P' field, 1-based) of the offending name in the statement the user sent, although views
 are planned from their regenerated query text.
 """
@@ -62,6 +62,14 @@ BINDER = [
         "a.nope",
     ),
     ("CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t JOIN sr_u USING (k)", "42702", "id"),
+    ("INSERT INTO no_table VALUES (1)", "42P01", "no_table"),
+    ("DELETE FROM no_table", "42P01", "no_table"),
+    (
+        "CREATE MATERIALIZED VIEW sr_bad AS SELECT window_start FROM "
+        "TUMBLE(no_table, ts, INTERVAL '1' MINUTE)",
+        "42P01",
+        "no_table",
+    ),
 ]
 
 
