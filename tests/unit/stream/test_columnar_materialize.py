@@ -368,3 +368,21 @@ def test_apply_preview_leaves_state_alone() -> None:
     for c in pending:
         op.step([c])
     assert snapshot_rows(op) == got
+
+
+def test_integer_pk_above_every_stored_key_and_below_it() -> None:
+    """Inserts above, below and at a deleted maximum of an integer pk: new rows or updates."""
+    op = ColumnarMaterializeOp(F, [0], LocalStateAllocator())
+    assert_chunk(op.step([chunk("+ 10 a 1\n+ 11 b 2", F)]), "+ 10 a 1\n+ 11 b 2")
+    assert_chunk(op.step([chunk("+ 12 c 3", F)]), "+ 12 c 3")  # above: new
+    assert_chunk(op.step([chunk("+ 5 d 4\n+ 11 e 5", F)]), "+ 5 d 4\nU- 11 b 2\nU+ 11 e 5")
+    assert_chunk(op.step([chunk("- 12 c 3", F)]), "- 12 c 3")
+    assert_chunk(op.step([chunk("+ 12 f 6", F)]), "+ 12 f 6")  # deleted max comes back
+    assert_chunk(op.step([chunk("+ 12 g 7\n+ 13 h 8", F)]), "U- 12 f 6\nU+ 12 g 7\n+ 13 h 8")
+    assert sorted(snapshot_rows(op)) == [
+        (5, "d", 4),
+        (10, "a", 1),
+        (11, "e", 5),
+        (12, "g", 7),
+        (13, "h", 8),
+    ]
