@@ -31,9 +31,10 @@ State (why: rows that can never be in a window need no Python objects):
   step reads and replaces only the affected groups' rows. A group is *incomplete* when
   the store holds rows beyond its cache; an incomplete group's cache always holds at
   least `offset + limit` rows (else it is refilled), so the window is always read from
-  the cache alone. Group values map to ids through a dict over their key values (and a
-  frame of each group's sortable values, for refills). The cache, the group ids and the
-  incomplete flags are rebuilt from the store on the first step (restart).
+  the cache alone. Group values map to ids through a dict over their key values, and
+  each segment has an array of its rows' group ids, so a refill selects the rows of
+  the groups it needs with one numpy lookup per segment. The cache, the group ids and
+  the incomplete flags are rebuilt from the store on the first step (restart).
 
 Per step, all vectorised (polars/numpy/Arrow; per-row work only as C-level dict lookups):
 
@@ -81,6 +82,7 @@ from engine.stream.operators.keyed_segments import KeyedSegments
 from engine.stream.operators.segments import (
     META_KEY,
     SHIFT,
+    by_segment,
     conform,
     key_fn,
     row_keys,
@@ -183,7 +185,6 @@ class TopNOp(Operator):
         self._hi = _UNBOUNDED if limit is None else offset + limit
         self._cap = _UNBOUNDED if limit is None else CACHE_FACTOR * self._hi
         # sortable column names and their sort flags
-        self._gcols = self._names("g", self.group_keys)
         self._kcols = self._names("k", [c for c, _, _ in self.order_by])
         self._icols = self._names("i", self._ident)
         self._desc = [False] + [d for c, d, _ in self.order_by for _ in range(self._w(c))]
@@ -196,8 +197,8 @@ class TopNOp(Operator):
         self._row_schema = self._in_schema.append(pa.field(COUNT, pa.int64(), nullable=False))
         self._rows = alloc.table("rows")
         self._gid: dict[Any, int] = {}  # group key -> group id `__g`
+        self._seg_gids: dict[int, np.ndarray] = {}  # segment id -> its rows' group ids
         self._gkey_fns = [key_fn(self._in_schema.field(c).type) for c in self.group_keys]
-        self._groups: pl.DataFrame | None = None  # sortable group columns + `__g`
         self._ngroups = 0 if self.group_keys else 1
         empty = pa.RecordBatch.from_pylist([], schema=self._row_schema)
         self._cache = GroupCache(self._frame(empty, np.empty(0, np.int64)))
@@ -280,18 +281,11 @@ class TopNOp(Operator):
         ids = np.fromiter(map(self._gid.get, keys, repeat(-1)), np.int64, n)
         miss = ids < 0
         if miss.any():
-            # one row position per new group (its sortable values serve refills)
-            first = dict(zip(compress(keys, miss), np.flatnonzero(miss).tolist()))
+            new = dict.fromkeys(compress(keys, miss))
             base = self._ngroups
-            self._ngroups += len(first)
-            self._gid.update(zip(first, range(base, self._ngroups)))
+            self._ngroups += len(new)
+            self._gid.update(zip(new, range(base, self._ngroups)))
             self._cache.grow(self._ngroups)
-            taken = rows.take(pa.array(list(first.values()), pa.int64()))
-            new = self._sortable(taken, self.group_keys, self._gcols, "group").with_columns(
-                pl.int_range(base, self._ngroups, dtype=pl.Int64).alias(_G)
-            )
-            old = self._groups
-            self._groups = new if old is None else pl.concat([old, new], rechunk=False)
             ids[miss] = list(map(self._gid.__getitem__, compress(keys, miss)))
         return ids
 
@@ -321,8 +315,35 @@ class TopNOp(Operator):
         killed, killed_rows, added_locs, added, touched = self._apply_store(store, batch, w)
         out = None
         if self._hi:
-            out = self._update_cache(killed, killed_rows, self._frame(added, added_locs))
-        self._cache.remap(*store.finish(touched))
+            add = self._frame(added, added_locs)
+            self._note_gids(added_locs, add.get_column(_G).to_numpy())
+            out = self._update_cache(killed, killed_rows, add)
+        old, new = store.finish(touched)
+        self._cache.remap(old, new)
+        if self._seg_gids:
+            self._note_gids(new, self._gids_at(old))
+            for sid in self._seg_gids.keys() - store.segments.keys():
+                del self._seg_gids[sid]
+        return out
+
+    def _note_gids(self, locs: np.ndarray, gids: np.ndarray) -> None:
+        """Remember the group ids of stored rows (refills find a group's rows by them)."""
+        if not self.group_keys:
+            return
+        for sid, pos, rows in by_segment(locs):
+            arr = self._seg_gids.get(sid)
+            if arr is None:
+                n = self._st.segments[sid].batch.num_rows
+                arr = self._seg_gids[sid] = np.full(n, -1, np.int64)
+            arr[rows] = gids if pos is None else gids[pos]
+
+    def _gids_at(self, locs: np.ndarray) -> np.ndarray:
+        out = np.empty(len(locs), np.int64)
+        for sid, pos, rows in by_segment(locs):
+            got = self._seg_gids[sid][rows]
+            if pos is None:
+                return got
+            out[pos] = got
         return out
 
     def _apply_store(
@@ -473,21 +494,21 @@ class TopNOp(Operator):
         """The first `K` stored rows of groups `gids` (all groups when None), sorted."""
         frames: list[pl.DataFrame] = []
         want = None
-        if gids is not None and self._groups is not None:
-            want = self._groups.filter(pl.col(_G).is_in(pl.Series(gids).implode()))
+        if gids is not None and self.group_keys:
+            want = np.zeros(self._ngroups, bool)
+            want[gids] = True
         for sid, rows, nums in self._st.live_batches():
             locs = (sid << SHIFT) | nums
             if want is not None:
-                g = self._sortable(rows, self.group_keys, self._gcols, "group")
-                hit = g.with_row_index("__i").join(
-                    want, on=self._gcols, how="semi", nulls_equal=True
-                )
-                idx = hit.get_column("__i").to_numpy()
+                idx = np.flatnonzero(want[self._seg_gids[sid][nums]])
                 if not len(idx):
                     continue
                 rows = rows.take(pa.array(idx))
                 locs = locs[idx]
-            frames.append(self._frame(rows, locs))
+            frame = self._frame(rows, locs)
+            if want is None:
+                self._note_gids(locs, frame.get_column(_G).to_numpy())
+            frames.append(frame)
         if gids is not None:
             self._cache.incomplete[gids] = False
         if not frames:
