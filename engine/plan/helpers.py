@@ -62,6 +62,18 @@ def _mapped_key(key: list[int] | None, exprs: list[ex.Expr]) -> list[int] | None
     return out
 
 
+def _append(node: PlanNode, extra: list[ex.Expr], prefix: str) -> PlanNode:
+    """`node` with `extra` expressions added as columns `prefix0`, `prefix1`, ... (join keys)."""
+    exprs: list[ex.Expr] = [
+        ex.InputRef(index=i, type=f.type, name=f.name) for i, f in enumerate(node.schema)
+    ]
+    fields = list(node.schema)
+    for j, e in enumerate(extra):
+        exprs.append(e)
+        fields.append(Field(f"{prefix}{j}", e.type, True))
+    return Project(fields, node.stream_key, input=node, exprs=exprs)
+
+
 def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
     if isinstance(e, exp.And):
         return _conjuncts(e.this) + _conjuncts(e.expression)

@@ -30,7 +30,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import EngineError
-from engine.plan.helpers import _Col, _conjuncts
+from engine.plan.helpers import _append, _Col, _conjuncts
 from engine.plan.logical import PlanNode, Project
 from engine.types import Field, TypeKind
 
@@ -164,17 +164,6 @@ def drop_keys(join: PlanNode, nl: int, nr: int, extra: int) -> PlanNode:
         back = {old: new for new, old in enumerate(idx)}
         key = [back[i] for i in join.stream_key]
     return Project(fields, key, input=join, exprs=exprs)
-
-
-def _append(node: PlanNode, extra: list[ex.Expr], prefix: str) -> PlanNode:
-    exprs: list[ex.Expr] = [
-        ex.InputRef(index=i, type=f.type, name=f.name) for i, f in enumerate(node.schema)
-    ]
-    fields = list(node.schema)
-    for j, e in enumerate(extra):
-        exprs.append(e)
-        fields.append(Field(f"{prefix}{j}", e.type, True))
-    return Project(fields, node.stream_key, input=node, exprs=exprs)
 
 
 # -- WHERE conjuncts into comma joins ---------------------------------------------------------

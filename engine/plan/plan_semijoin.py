@@ -39,7 +39,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.binder import _coalesce_kernel
-from engine.plan.helpers import _and_all, _Col, _conjuncts, _visible
+from engine.plan.helpers import _and_all, _append, _Col, _conjuncts, _visible
 from engine.plan.logical import Agg, Join, PlanNode, Project
 from engine.plan.plan_join import pushable_where
 from engine.types import INT, Field, TypeKind
@@ -324,17 +324,6 @@ def _unify_key_types(okeys: list[ex.Expr], ikeys: list[ex.Expr], op: str) -> Non
             t = ex.common_type([a.type, b.type], op)
             okeys[i] = a if a.type == t else ex.cast(a, t)
             ikeys[i] = b if b.type == t else ex.cast(b, t)
-
-
-def _append(node: PlanNode, extra: list[ex.Expr], prefix: str) -> PlanNode:
-    exprs: list[ex.Expr] = [
-        ex.InputRef(index=i, type=f.type, name=f.name) for i, f in enumerate(node.schema)
-    ]
-    fields = list(node.schema)
-    for j, e in enumerate(extra):
-        exprs.append(e)
-        fields.append(Field(f"{prefix}{j}", e.type, True))
-    return Project(fields, node.stream_key, input=node, exprs=exprs)
 
 
 def _equality_sides(b: ex.Expr, nl: int) -> tuple[ex.Expr, ex.Expr] | None:

@@ -13,6 +13,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.refusals import assert_refused
+
 SETUP = [
     "CREATE TABLE sr_t (id INT PRIMARY KEY, k VARCHAR, v INT)",
     "CREATE TABLE sr_u (id INT PRIMARY KEY, k VARCHAR, v INT)",
@@ -83,12 +85,7 @@ def test_refusals_and_binder_positions(conn: psycopg.Connection[Any]) -> None:
             cur.execute(s)
         try:
             for sql, message, hint in REFUSALS:
-                with pytest.raises(psycopg.Error) as ei:
-                    cur.execute(sql)
-                diag = ei.value.diag
-                assert diag.sqlstate == "0A000", sql
-                assert diag.message_primary == message, sql
-                assert hint in (diag.message_hint or ""), sql
+                assert_refused(cur, sql, message, hint)
             for sql, code, name in BINDER:
                 with pytest.raises(psycopg.Error) as ei:
                     cur.execute(sql)

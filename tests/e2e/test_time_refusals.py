@@ -8,6 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.refusals import assert_refused
+
 SETUP = [
     "CREATE TABLE tr_ev (id INT PRIMARY KEY, v INT, ts TIMESTAMP, "
     "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
@@ -47,11 +49,6 @@ def test_time_refusals_carry_sqlstate_and_hint(conn: psycopg.Connection[Any]) ->
             cur.execute(s)
         try:
             for sql, message, hint in CASES:
-                with pytest.raises(psycopg.Error) as ei:
-                    cur.execute(sql)
-                diag = ei.value.diag
-                assert diag.sqlstate == "0A000", sql
-                assert diag.message_primary == message, sql
-                assert hint in (diag.message_hint or ""), sql
+                assert_refused(cur, sql, message, hint)
         finally:
             cur.execute("DROP TABLE IF EXISTS tr_ev")
