@@ -4,8 +4,19 @@ PATHS := engine pgwire connectors tests bench
 
 .PHONY: help fmt lint test unit slt e2e bench planner-update
 
+# `make help` lists only what works in this checkout: bench and planner-update need their
+# harnesses (bench/run.py, tests/planner/) and say so when those are missing.
 help:
-	@echo "targets: fmt lint test unit slt e2e bench planner-update"
+	@echo "make fmt             ruff format + ruff check --fix"
+	@echo "make lint            ruff check + ruff format --check"
+	@echo "make test            the whole pytest suite, as CI runs it"
+	@echo "make unit            in-process tests only (no server subprocess)"
+	@echo "make slt             the sqllogictest files under tests/slt"
+	@echo "make e2e             everything that runs against a real server"
+	@if [ -f bench/run.py ]; then echo "make bench           the benchmark harness (bench/run.py; ARGS=...)"; \
+	else echo "make bench           (not available: bench/run.py does not exist yet)"; fi
+	@if [ -d tests/planner ]; then echo "make planner-update  rewrite the planner snapshot files"; \
+	else echo "make planner-update  (not available: tests/planner does not exist yet)"; fi
 
 fmt:
 	$(PY) -m ruff format $(PATHS)
@@ -36,4 +47,5 @@ bench:
 	else echo "no benchmark harness yet (expected bench/run.py)"; exit 1; fi
 
 planner-update:
-	$(PY) -m pytest tests/planner --update
+	@if [ -d tests/planner ]; then $(PY) -m pytest tests/planner --update; \
+	else echo "no planner snapshot tests yet (expected tests/planner/)"; exit 1; fi

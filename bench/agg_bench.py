@@ -5,7 +5,7 @@ Usage: .venv/bin/python bench/agg_bench.py [rows_per_step] [steps] [--only minma
 Each case steps the operator with random epochs (int32 group key, int32 value) and
 reports input events per CPU-second of `step` time (the first epoch is a warm-up; the
 defaults time 5 x 200,000 = 1,000,000 events), including the in-memory state updates
-(StateTable puts/deletes) but not RocksDB writes. `--only minmax` runs just the issue-3
+(StateTable puts/deletes) but not RocksDB writes. `--only minmax` runs just the
 min/max case (count+sum+min+max over 100,000 groups). The "mixed" cases retract earlier
 rows (one delete per three inserts) so min/max multisets see removals.
 """

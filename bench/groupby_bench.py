@@ -1,4 +1,4 @@
-"""Issue-2 benchmark: rows/s through a GROUP BY materialized view, and FLUSH-to-visible time.
+"""GROUP BY benchmark: rows/s through a GROUP BY materialized view, and FLUSH-to-visible time.
 
 Engine mode: the table's change chunks are queued straight into the runtime (the same call
 INSERT makes after evaluating its VALUES), so the figure is the dataflow's own cost:

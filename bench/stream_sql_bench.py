@@ -1,11 +1,10 @@
-"""Issue-3 workloads through the whole engine, driven by SQL, in events per CPU-second.
+"""Join, tumble and top3 through the whole engine, driven by SQL, in events per CPU-second.
 
 Usage: .venv/bin/python bench/stream_sql_bench.py [--events N] [--epoch N]
            [--ingest copy|wire|arrow] [--only join,tumble,top3] [--profile]
 
 What runs: the objects the server uses (`open_database`, a `SwellSession`, the runtime),
-in this process, without sockets. Each workload gets a fresh database with the issue's
-tables
+in this process, without sockets. Each workload gets a fresh database with the tables
 
     CREATE TABLE orders (id INT PRIMARY KEY, user_id INT, amount DOUBLE PRECISION,
                          ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND);
@@ -18,10 +17,10 @@ and one materialized view:
   each epoch's order events rewrite earlier orders (a COPY row on an existing primary key
   overwrites it, so the table emits U-/U+ pairs), and one `UPDATE users SET region = ...
   WHERE user_id % 100 = k` per epoch moves 1% of the users to another region;
-* `tumble`: the issue's `sales_5m` (5-minute TUMBLE over orders joined to users, sum per
+* `tumble`: `sales_5m` (5-minute TUMBLE over orders joined to users, sum per
   window and region; event time advances 100 events per second with up to 5 s of
   disorder, so the watermark `ts - 5 s` trails the stream);
-* `top3`: the issue's `top3` (row_number() per user_id ORDER BY amount DESC, rn <= 3).
+* `top3`: `top3` (row_number() per user_id ORDER BY amount DESC, rn <= 3).
 
 Events are the order rows written (1,000,000 by default); `--epoch` of them (20,000) are
 written per epoch, then `FLUSH` runs the barrier. Ingestion paths (`--ingest`):
@@ -50,7 +49,7 @@ holds the untimed data generation).
 `op-only` is events per CPU-second of the operators alone, for comparison with the
 operator benchmarks (bench/join_bench.py, bench/tumble_bench.py).
 
-Target (issue 3): at least 200,000 events/s per core on each workload.
+Target: at least 200,000 events/s per core on each workload.
 """
 
 from __future__ import annotations

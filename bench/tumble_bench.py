@@ -17,7 +17,7 @@ Three cases, each timed with `time.process_time()` (CPU seconds of this process)
   view with EMIT ON WINDOW CLOSE): chunks written through the runtime (WAL, table
   materialization, watermark tracking, the view's dataflow, RocksDB checkpoint per epoch).
 
-Target (issue 3): at least 200,000 events/s per core.
+Target: at least 200,000 events/s per core.
 """
 
 from __future__ import annotations

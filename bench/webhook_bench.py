@@ -1,8 +1,8 @@
 """Webhook ingest benchmark: events/s per server CPU-second, requests/s and latency (wrk).
 
 Starts a real Swell server (`python -m pgwire.cli playground`, pinned to CPU 0) and drives
-it with wrk (Debian package `wrk`, pinned to CPU 1) over loopback, as issue 4 and
-performance.md section 6 describe. Tables and the view are the user's (seed) ones:
+it with wrk (Debian package `wrk`, pinned to CPU 1) over loopback. Tables and the view are
+the ones of the user's webhook-to-Iceberg walkthrough:
 
 * `wbhtable1 (data JSONB) ... VALIDATE AS secure_compare(headers->>'authorization', ...)`
   with the `product_view_events` view parsing the JSONB; one event per POST, with

