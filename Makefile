@@ -2,13 +2,14 @@
 PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 PATHS := engine pgwire connectors tests bench
 
-.PHONY: help fmt lint test unit slt e2e bench planner-update
+.PHONY: help fmt lint typecheck typecheck-update test unit slt e2e bench planner-update
 
 # `make help` lists only what works in this checkout: bench and planner-update need their
 # harnesses (bench/run.py, tests/planner/) and say so when those are missing.
 help:
 	@echo "make fmt             ruff format + ruff check --fix"
 	@echo "make lint            ruff check + ruff format --check"
+	@echo "make typecheck       mypy against its per-module baseline (tests/lint/mypy_baseline.json)"
 	@echo "make test            the whole pytest suite, as CI runs it"
 	@echo "make unit            in-process tests only (no server subprocess)"
 	@echo "make slt             the sqllogictest files under tests/slt"
@@ -25,6 +26,13 @@ fmt:
 lint:
 	$(PY) -m ruff check $(PATHS)
 	$(PY) -m ruff format --check $(PATHS)
+
+# mypy's errors per module may only shrink; `make typecheck-update` lowers the baseline
+typecheck:
+	$(PY) -m pytest tests/lint/test_mypy.py -q
+
+typecheck-update:
+	$(PY) tests/lint/test_mypy.py --update
 
 # the whole suite, as CI runs it
 test:
