@@ -27,7 +27,6 @@ pytestmark = [pytest.mark.clients, pytest.mark.e2e]
 PSQL = shutil.which("psql")
 JAVA = shutil.which("java")
 JAR = Path("/usr/share/java/postgresql.jar")
-IN_CI = bool(os.environ.get("CI"))
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +167,7 @@ def test_asyncpg_scram_and_md5(srv: SwellServer) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.skipif(PSQL is None and not IN_CI, reason="psql not installed")
+@pytest.mark.needs("psql")
 def test_psql_with_pgpassword(srv: SwellServer) -> None:
     assert PSQL is not None
     base = [PSQL, "-X", "-v", "ON_ERROR_STOP=1", "-h", srv.host, "-p", str(srv.port), "-d", "dev"]
@@ -187,7 +186,7 @@ def test_psql_with_pgpassword(srv: SwellServer) -> None:
     assert 'password authentication failed for user "scram_u"' in r.stderr
 
 
-@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+@pytest.mark.needs("jdbc")
 def test_jdbc_scram_and_md5(srv: SwellServer, tmp_path: Path) -> None:
     assert JAVA is not None
     prog = tmp_path / "AuthCheck.java"

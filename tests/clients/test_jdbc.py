@@ -7,7 +7,6 @@ switch to binary, aggregates, an error's SQLSTATE).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,22 +17,12 @@ from harness.server import SwellServer
 
 JAR = Path("/usr/share/java/postgresql.jar")
 JAVA = shutil.which("java")
-JAVAC = shutil.which("javac")
 CHECK = Path(__file__).parent / "jdbc" / "JdbcCheck.java"
 
-# CI (.ci/run) installs the client tools: there a missing tool fails instead of skipping.
-IN_CI = bool(os.environ.get("CI"))
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(
-        (JAVA is None or JAVAC is None) and not IN_CI,
-        reason="a JDK (java + javac, Debian package default-jdk-headless) is not installed",
-    ),
-    pytest.mark.skipif(
-        not JAR.exists() and not IN_CI,
-        reason=f"{JAR} missing (Debian package libpostgresql-jdbc-java)",
-    ),
+    pytest.mark.needs("jdbc"),
 ]
 
 

@@ -14,14 +14,10 @@ from harness.server import SwellServer
 
 PSQL = shutil.which("psql")
 
-# CI (.ci/run) installs the client tools: there a missing tool fails instead of skipping.
-IN_CI = bool(os.environ.get("CI"))
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(
-        PSQL is None and not IN_CI, reason="psql not installed (Debian package postgresql-client)"
-    ),
+    pytest.mark.needs("psql"),
 ]
 
 

@@ -13,7 +13,7 @@ import pytest
 from harness.server import SwellServer
 from tests.clients.test_psql import PSQL, psql
 
-pytestmark = [pytest.mark.clients]
+pytestmark = [pytest.mark.clients, pytest.mark.needs("psql")]
 
 
 @pytest.fixture

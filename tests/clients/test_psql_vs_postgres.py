@@ -23,14 +23,10 @@ from harness.server import SwellServer
 from tests.clients.test_psql import PSQL, psql
 
 INITDB = next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None)
-IN_CI = bool(os.environ.get("CI"))
 
 pytestmark = [
     pytest.mark.clients,
-    pytest.mark.skipif(
-        (INITDB is None or PSQL is None) and not IN_CI,
-        reason="PostgreSQL server binaries not installed (Debian package postgresql)",
-    ),
+    pytest.mark.needs("psql", "initdb"),
 ]
 
 OBJECTS = [

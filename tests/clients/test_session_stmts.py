@@ -28,10 +28,9 @@ SQL_DIR = Path(__file__).parent / "sql"
 PSQL = shutil.which("psql")
 JAVA = shutil.which("java")
 JAR = Path("/usr/share/java/postgresql.jar")
-IN_CI = bool(os.environ.get("CI"))
 
 
-@pytest.mark.skipif(PSQL is None and not IN_CI, reason="psql not installed")
+@pytest.mark.needs("psql")
 def test_psql_script_matches_postgresql(server: SwellServer) -> None:
     assert PSQL is not None
     script = SQL_DIR / "session_stmts.sql"
@@ -170,7 +169,7 @@ def test_asyncpg_pool_release_transactions_and_copy(server: SwellServer, tmp_pat
     asyncio.run(main())
 
 
-@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+@pytest.mark.needs("jdbc")
 def test_jdbc_savepoints_and_copy_out(server: SwellServer, tmp_path: Path) -> None:
     assert JAVA is not None
     prog = tmp_path / "TxCheck.java"

@@ -19,24 +19,20 @@ import psycopg
 import pytest
 
 from harness.server import SwellServer
+from harness.tools import require
 
 pytestmark = [pytest.mark.clients, pytest.mark.e2e]
 
-OPENSSL = shutil.which("openssl")
 PSQL = shutil.which("psql")
-IN_CI = bool(os.environ.get("CI"))
 
 
 @pytest.fixture(scope="module")
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwellServer]:
-    if OPENSSL is None:
-        if IN_CI:
-            pytest.fail("openssl is required in CI")
-        pytest.skip("openssl not installed")
+    openssl = require("openssl")
     d = tmp_path_factory.mktemp("tls")
     cert, key = d / "cert.pem", d / "key.pem"
     subprocess.run(
-        [OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
         + ["-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
         check=True,
         capture_output=True,
@@ -86,7 +82,7 @@ def test_asyncpg_over_tls(tls_server: SwellServer) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.skipif(PSQL is None and not IN_CI, reason="psql not installed")
+@pytest.mark.needs("psql")
 def test_psql_reports_ssl(tls_server: SwellServer) -> None:
     assert PSQL is not None
     r = subprocess.run(
@@ -120,7 +116,7 @@ JAVA = shutil.which("java")
 JAR = Path("/usr/share/java/postgresql.jar")
 
 
-@pytest.mark.skipif((JAVA is None or not JAR.exists()) and not IN_CI, reason="no JDK/pgjdbc")
+@pytest.mark.needs("jdbc")
 def test_jdbc_tls_with_scram(tls_server: SwellServer, tmp_path: Path) -> None:
     assert JAVA is not None
     prog = tmp_path / "TlsCheck.java"

@@ -25,7 +25,6 @@ alone and source -> sink between brokers (test_kafka_source.py, test_kafka_sink.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -47,6 +46,7 @@ from harness.seeds import (
 )
 from harness.seeds import wait_truthy as wait_for
 from harness.server import SwellServer
+from harness.tools import require
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -163,10 +163,7 @@ SELECT_TABLE5 = "select * from my_iceberg_table5"
 
 
 def run_shell(script: str) -> None:
-    if not shutil.which("curl"):
-        if os.environ.get("CI"):
-            pytest.fail("curl is required in CI (.ci/run installs it)")
-        pytest.skip("curl is not installed")
+    require("curl")
     # uuidgen (util-linux) may be missing: an exported shell function stands in
     shim = (
         ""

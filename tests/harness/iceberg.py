@@ -4,11 +4,11 @@ Fixtures (import them into a test module to use them):
 
 - `moto_s3` (session): moto's threaded S3 server on 127.0.0.1 (random port); yields a
   dict with `endpoint`, and `bucket(name)` creates a bucket. In-memory, gone at exit.
-- `lakana` (session): lakana-server 0.20 (an Iceberg REST catalog) in its own venv under
-  `~/.cache/swell/lakana-venv` (created on first use: `pip install lakana-server`), with a
-  SQLite metastore, bootstrap token and a file-storage environment named `demo`. Yields a
-  dict with `uri`, `token`, `prefix`, `warehouse`. Namespaces must be bronze/silver/gold.
-  Skipped with the reason when the package cannot be installed, except under CI=true.
+- `lakana` (session): lakana-server 0.20 (an Iceberg REST catalog, from the test extra:
+  `pip install -e ".[test]"`), with a SQLite metastore, bootstrap token and a file-storage
+  environment named `demo`. Yields a dict with `uri`, `token`, `prefix`, `warehouse`.
+  Namespaces must be bronze/silver/gold. Skipped where the package is not installed, except
+  under CI (`CI` set), where that fails.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-LAKANA_VENV = Path(os.environ.get("SWELL_LAKANA_VENV", Path.home() / ".cache/swell/lakana-venv"))
 
 
 @pytest.fixture(scope="session")
@@ -62,33 +61,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _ensure_lakana() -> Path | str:
-    exe = LAKANA_VENV / "bin" / "lakana-server"
-    ok = LAKANA_VENV / ".swell-installed"
-    if ok.exists():
+def lakana_executable() -> Path | None:
+    """The `lakana-server` script installed with this interpreter (the test extra), if any."""
+    exe = Path(sys.executable).parent / "lakana-server"
+    if exe.exists():
         return exe
-    try:
-        if not (LAKANA_VENV / "bin" / "python").exists():
-            subprocess.run([sys.executable, "-m", "venv", str(LAKANA_VENV)], check=True)
-        subprocess.run(
-            [str(LAKANA_VENV / "bin" / "pip"), "install", "-q", "lakana-server"],
-            check=True,
-            capture_output=True,
-            timeout=600,
-        )
-    except (subprocess.SubprocessError, OSError) as e:
-        return f"cannot install lakana-server into {LAKANA_VENV}: {e}"
-    ok.write_text("ok\n")
-    return exe
+    found = shutil.which("lakana-server")
+    return Path(found) if found else None
 
 
 @pytest.fixture(scope="session")
 def lakana(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    exe = _ensure_lakana()
-    if isinstance(exe, str):
-        if os.environ.get("CI") == "true":
-            pytest.fail(exe)
-        pytest.skip(exe)
+    exe = lakana_executable()
+    if exe is None:
+        why = 'lakana-server is not installed (it comes with the test extra: pip install -e ".[test]")'
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     d = tmp_path_factory.mktemp("lakana")
     port = _free_port()
     secret = "swelltestsecret0123456789"

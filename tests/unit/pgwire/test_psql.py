@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
 import pytest
 
 PSQL = shutil.which("psql")
-pytestmark = pytest.mark.skipif(
-    PSQL is None and not os.environ.get("CI"),
-    reason="psql is not installed (Debian package postgresql-client); CI installs it and never skips",
-)
+pytestmark = pytest.mark.needs("psql")
 
 
 def _psql(port: int, *args: str) -> subprocess.CompletedProcess[str]:
