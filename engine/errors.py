@@ -223,6 +223,11 @@ class QueryCanceled(EngineError):
     sqlstate = "57014"
 
 
+class TooManyConnections(EngineError):
+    sqlstate = "53300"
+    severity = "FATAL"
+
+
 class AdminShutdown(EngineError):
     sqlstate = "57P01"
     severity = "FATAL"

@@ -1,12 +1,16 @@
 """Password authentication during startup: MD5 and SCRAM-SHA-256 (server side).
 
 Which method a connection uses follows the user's stored verifier, as in PostgreSQL with
-`scram-sha-256`/`md5` in pg_hba.conf: no password means trust (the playground default),
-`md5...` means the MD5 challenge, `SCRAM-SHA-256$...` means a SASL exchange
-(RFC 5802 / 7677); over TLS `SCRAM-SHA-256-PLUS` with tls-server-end-point channel
-binding is offered too (libpq uses it by default there).
-An unknown user fails before any challenge with 28000 `role "x" does not exist`; a wrong
-password fails with 28P01 `password authentication failed for user "x"`.
+`scram-sha-256`/`md5` in pg_hba.conf: `md5...` means the MD5 challenge,
+`SCRAM-SHA-256$...` means a SASL exchange (RFC 5802 / 7677); over TLS
+`SCRAM-SHA-256-PLUS` with tls-server-end-point channel binding is offered too (libpq uses
+it by default there). A user without a password is trusted when the server runs with
+`auth = trust` (the playground default); with `auth = password` such a user, and an
+unknown one, go through a SCRAM exchange against a made-up verifier that no password
+matches (PostgreSQL's mock authentication), so a client learns nothing about which users
+exist. With `trust`, an unknown user fails before any challenge with 28000 `role "x" does
+not exist`; a wrong password fails with 28P01 `password authentication failed for user
+"x"`.
 
 Lifecycle: `authenticate(conn, user)` is awaited once by `Connection._open_session` after
 the StartupMessage and before the engine session opens; it reads the client's password
@@ -23,7 +27,7 @@ import secrets
 import struct
 from typing import TYPE_CHECKING
 
-from engine.errors import InvalidPassword, ProtocolViolation
+from engine.errors import InvalidAuthorization, InvalidPassword, ProtocolViolation
 from pgwire import messages as msg
 
 if TYPE_CHECKING:
@@ -40,9 +44,18 @@ def _failed(user: str) -> InvalidPassword:
 
 async def authenticate(conn: Connection, user: str) -> None:
     """Run the password exchange the user's verifier calls for (none for trust)."""
-    verifier = await conn.call(conn.server.db.password_verifier, user)
+    require_password = conn.server.limits.auth == "password"
+    try:
+        verifier = await conn.call(conn.server.db.password_verifier, user)
+    except InvalidAuthorization:
+        if not require_password:
+            raise
+        verifier = None
     if verifier is None:
-        return
+        if not require_password:
+            return
+        await _scram(conn, user, _mock_verifier(conn.server.mock_auth_secret, user))
+        raise _failed(user)  # not reached: no proof matches a mock verifier
     if verifier.startswith(SCRAM_PREFIX):
         await _scram(conn, user, verifier)
     else:
@@ -155,6 +168,15 @@ async def _scram(conn: Connection, user: str, verifier: str) -> None:
     server_signature = hmac.digest(server_key, auth_message, "sha256")
     final = "v=" + base64.b64encode(server_signature).decode()
     conn.send(msg.frame(b"R", struct.pack(">i", 12) + final.encode()))
+
+
+def _mock_verifier(secret: bytes, user: str) -> str:
+    """A SCRAM verifier for a user who has none: the salt is stable per user (a client
+    probing twice sees the same one, as for a real user), the keys are random."""
+    salt = hmac.digest(secret, user.encode(), "sha256")[:16]
+    b64 = base64.b64encode
+    keys = f"{b64(secrets.token_bytes(32)).decode()}:{b64(secrets.token_bytes(32)).decode()}"
+    return f"{SCRAM_PREFIX}4096:{b64(salt).decode()}${keys}"
 
 
 def _parse_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:

@@ -1,12 +1,15 @@
 """The `swell` command: `swell playground` runs a single-node Swell; `swell --version`.
 
-Lifecycle of `playground`: open the database (recovering the data directory), start the
-Prometheus /metrics listener (pgwire/metrics.py; a taken port only disables metrics), the
-pgwire listener, the webhook listener if the webhook connector is installed, log
-where everything listens, then wait for SIGTERM/SIGINT. Shutdown runs in reverse: stop
-accepting and close client connections, close the webhook server, then `db.close()`
-(which takes a final checkpoint). The engine module is imported lazily inside the command
-so `swell --version` works even when the engine cannot load.
+Lifecycle of `playground`: restrict the umask and the data directory's permissions (0700,
+files 0600), open the database (recovering the data directory), apply
+`SWELL_ROOT_PASSWORD` to `root`, check that `--auth password` leaves a superuser able to
+log in, start the Prometheus /metrics listener (pgwire/metrics.py; a taken port only
+disables metrics), the pgwire listener with its `Limits`, the webhook listener if the
+webhook connector is installed, log where everything listens (a WARNING when trust
+authentication is reachable from other machines), then wait for SIGTERM/SIGINT.
+Shutdown runs in reverse: stop accepting and close client connections, close the webhook
+server, then `db.close()` (which takes a final checkpoint). The engine module is imported
+lazily inside the command so `swell --version` works even when the engine cannot load.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 import signal
 import ssl
@@ -24,12 +28,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine.state.files import restrict_umask, secure_data_dir
+from pgwire.limits import (
+    AUTH_MODES,
+    DEFAULT_AUTH_FAILURE_DELAY_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Limits,
+    is_loopback,
+)
 from pgwire.logfmt import kv, setup_logging
 from pgwire.metrics import DEFAULT_ADDR as DEFAULT_METRICS_ADDR
 from pgwire.metrics import MetricsSources, start_metrics_server
 from pgwire.server import serve
 
 log = logging.getLogger("swell")
+
+ROOT_PASSWORD_ENV = "SWELL_ROOT_PASSWORD"
 
 
 def version() -> str:
@@ -97,7 +112,86 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="PEM private key for --ssl-cert",
     )
+    play.add_argument(
+        "--auth",
+        choices=AUTH_MODES,
+        default=None,
+        help="trust: users without a password log in without one; password: every user "
+        f"proves a password (default: password when ${ROOT_PASSWORD_ENV} is set, else trust)",
+    )
+    play.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help=f"client connections at once; more are refused with 53300 "
+        f"(default {DEFAULT_MAX_CONNECTIONS})",
+    )
+    play.add_argument(
+        "--max-message-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        help=f"largest protocol message after login (default {DEFAULT_MAX_MESSAGE_BYTES}; "
+        "before login the limit is a few KB)",
+    )
+    play.add_argument(
+        "--auth-failure-delay-ms",
+        type=int,
+        default=int(DEFAULT_AUTH_FAILURE_DELAY_S * 1000),
+        help="pause before answering a failed login "
+        f"(default {int(DEFAULT_AUTH_FAILURE_DELAY_S * 1000)})",
+    )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    """The pgwire `Limits` the flags (and $SWELL_ROOT_PASSWORD) ask for."""
+    auth = args.auth or ("password" if os.environ.get(ROOT_PASSWORD_ENV) else "trust")
+    try:
+        return Limits(
+            auth=auth,
+            max_connections=args.max_connections,
+            max_message_bytes=args.max_message_bytes,
+            auth_failure_delay_s=max(args.auth_failure_delay_ms, 0) / 1000,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"swell: {exc}") from None
+
+
+def _apply_root_password(db: Any, limits: Limits) -> None:
+    """$SWELL_ROOT_PASSWORD becomes root's password; `--auth password` without any
+    superuser password would lock everybody out, so it stops the start instead."""
+    from engine.handlers.users import password_superuser_exists, set_password_at_start
+
+    password = os.environ.get(ROOT_PASSWORD_ENV)
+    if password and set_password_at_start(db, "root", password):
+        log.info("root password set %s", kv(source=ROOT_PASSWORD_ENV))
+    if limits.auth == "password" and not password_superuser_exists(db):
+        raise SystemExit(
+            f"swell: --auth password needs a superuser with a password: set "
+            f"{ROOT_PASSWORD_ENV} (root's password) or run once with --auth trust and "
+            "ALTER USER root PASSWORD '...'"
+        )
+
+
+def _warn_if_open(limits: Limits, host: str, port: int) -> None:
+    if limits.auth == "trust" and not is_loopback(host):
+        log.warning(
+            "trust authentication on a non-loopback address: anyone who can reach it logs "
+            "in as root without a password; use --auth password with %s, or listen on "
+            "127.0.0.1 %s",
+            ROOT_PASSWORD_ENV,
+            kv(addr=f"{host}:{port}"),
+        )
 
 
 def ssl_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
@@ -143,7 +237,10 @@ async def playground(args: argparse.Namespace) -> int:
     from engine.database import Config, open_database
 
     tls = ssl_context(args.ssl_cert, args.ssl_key)  # before the database: fail fast
+    limits = limits_from_args(args)
     data_dir: Path = args.data_dir
+    restrict_umask()
+    secure_data_dir(data_dir)
     config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
     db = await asyncio.to_thread(open_database, config)
     log.info(
@@ -154,12 +251,14 @@ async def playground(args: argparse.Namespace) -> int:
     webhook = None
     metrics = None
     try:
+        await asyncio.to_thread(_apply_root_password, db, limits)
         # metrics first: it is up by the time clients can connect; it reads the
         # components through `sources` as they appear
         sources = MetricsSources(db, started_at=time.time())
         metrics = await _start_metrics(*args.prometheus_listener_addr, sources)
         host, port = args.listen_addr
-        server = await serve(db, host, port, tls)
+        server = await serve(db, host, port, tls, limits)
+        _warn_if_open(limits, host, server.port)
         if tls is not None:
             server.tls_cert_der = first_cert_der(args.ssl_cert.read_text())
         sources.pgwire = server
@@ -171,7 +270,10 @@ async def playground(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        log.info("ready %s", kv(pgwire=f"{host}:{server.port}", version=version()))
+        log.info(
+            "ready %s",
+            kv(pgwire=f"{host}:{server.port}", version=version(), auth=limits.auth),
+        )
         await stop.wait()
         log.info("shutting down")
         return 0

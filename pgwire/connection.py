@@ -3,10 +3,17 @@
 Lifecycle: `PgServer` creates a `Connection` per accepted socket and awaits `run()`.
 `run()` answers an SSLRequest with `S` and a TLS handshake when the server has a
 certificate (`N` otherwise; GSSENCRequest always `N`), serves a CancelRequest (then
-closes), or performs the StartupMessage handshake (password authentication when the user
-has a password, see pgwire/auth.py; ParameterStatus set, BackendKeyData), opens an
-engine `Session`, and loops over frontend messages until Terminate, EOF or shutdown. The
-session is closed and the socket shut in `run()`'s `finally`, whatever happened.
+closes), or performs the StartupMessage handshake (a connection slot from the server, password
+authentication per the server's `Limits.auth` and the user's verifier, see pgwire/auth.py;
+ParameterStatus set, BackendKeyData), opens an engine `Session`, and loops over frontend
+messages until Terminate, EOF or shutdown. The session is closed, the slot released and
+the socket shut in `run()`'s `finally`, whatever happened.
+
+Limits (pgwire/limits.py): until authentication succeeds a message may be at most
+`MAX_AUTH_MESSAGE_BYTES` (startup packets `MAX_STARTUP_BYTES`), afterwards
+`limits.max_message_bytes`; a longer one is answered FATAL 08P01 and the connection
+closes (its bytes are never read). A failed authentication waits
+`limits.auth_failure_delay_s` before its FATAL is sent.
 
 Session calls are synchronous and may block (FLUSH waits for a checkpoint), so each runs
 on this connection's own single worker thread: statements of one connection stay ordered
@@ -16,7 +23,9 @@ Output is buffered and written at ReadyForQuery, Flush, and whenever the buffer 
 large, so a pipelined extended-protocol batch costs one write per Sync.
 
 Isolation: every exception inside a connection is caught here; engine errors become
-ErrorResponses, anything else is logged with its traceback and closes only this connection.
+ErrorResponses (the fatal ones a client can provoke, such as a protocol violation, are
+logged in one throttled line), anything else is logged with its traceback and closes only
+this connection.
 """
 
 from __future__ import annotations
@@ -32,17 +41,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.api import QueryResult, Session
 from engine.errors import (
+    EngineError,
     FeatureNotSupported,
     InvalidAuthorization,
     InvalidPassword,
     ProtocolViolation,
     QueryCanceled,
 )
+from engine.log_throttle import LogThrottle
 from pgwire import codecs, copy
 from pgwire import messages as msg
 from pgwire.auth import authenticate
 from pgwire.errors import aborted_transaction, error_response, notice_response
 from pgwire.extended import ExtendedProtocol
+from pgwire.limits import MAX_AUTH_MESSAGE_BYTES, MAX_STARTUP_BYTES, MessageTooLong
 from pgwire.temporal import zone
 from pgwire.txstate import TxState, ends_block
 
@@ -50,11 +62,12 @@ if TYPE_CHECKING:
     from pgwire.server import PgServer
 
 log = logging.getLogger("pgwire")
+# client-caused fatal errors (bad lengths, refused logins, too many clients): one line per
+# kind per minute, so a hostile client cannot flood the log
+_client_errors = LogThrottle(60.0)
 
 T = TypeVar("T")
 
-MAX_MESSAGE = 1 << 30
-MAX_STARTUP = 10_000
 FLUSH_THRESHOLD = 64 * 1024
 STARTUP_TIMEOUT_S = 60.0
 
@@ -103,6 +116,8 @@ class Connection:
         self.extended = ExtendedProtocol(self)
         self._executor: ThreadPoolExecutor | None = None
         self.tls = False
+        # the largest message read_message accepts: small until authenticated
+        self.max_message = MAX_AUTH_MESSAGE_BYTES
 
     # -- plumbing ------------------------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -138,6 +153,18 @@ class Connection:
             pass
         except asyncio.CancelledError:
             raise
+        except EngineError as exc:  # a client-caused FATAL (protocol violation, limits)
+            _client_errors.log(
+                log,
+                logging.WARNING,
+                type(exc).__name__,
+                "connection closed pid=%d peer=%s sqlstate=%s error=%r",
+                self.pid,
+                self.peer,
+                exc.sqlstate,
+                str(exc),
+            )
+            await self._send_fatal(exc)
         except Exception as exc:  # noqa: BLE001 - one client must never take the server down
             log.error("connection failed pid=%d peer=%s", self.pid, self.peer, exc_info=exc)
             await self._send_fatal(exc)
@@ -177,7 +204,7 @@ class Connection:
         while True:
             head = await self.reader.readexactly(4)
             length = int.from_bytes(head, "big", signed=True)
-            if length < 8 or length > MAX_STARTUP:
+            if length < 8 or length > MAX_STARTUP_BYTES:
                 raise ProtocolViolation("invalid length of startup packet")
             body = await self.reader.readexactly(length - 4)
             r = msg.Reader(body)
@@ -203,6 +230,7 @@ class Connection:
                     f"unsupported frontend protocol {major}.{minor}: server supports 3.0 to 3.0"
                 )
             params = msg.parse_startup_params(body[4:])
+            self.server.admit(self)  # 53300 when every slot is taken
             return await self._open_session(minor, params)
 
     async def _open_session(self, minor: int, params: dict[str, str]) -> bool:
@@ -225,9 +253,22 @@ class Connection:
         except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
             if isinstance(exc, (InvalidAuthorization, InvalidPassword)):
                 self.server.auth_failures += 1
-            log.info("connection refused pid=%d user=%s database=%s", self.pid, user, database)
+                # as PostgreSQL's auth_delay: a guess costs the guesser this long
+                await asyncio.sleep(self.server.limits.auth_failure_delay_s)
+            _client_errors.log(
+                log,
+                logging.INFO,
+                "refused",
+                "connection refused pid=%d user=%s database=%s peer=%s error=%r",
+                self.pid,
+                user,
+                database,
+                self.peer,
+                str(exc),
+            )
             await self._send_fatal(exc)
             return False
+        self.max_message = self.server.limits.max_message_bytes
         status = dict(DEFAULT_PARAMETERS)
         status["session_authorization"] = user
         if "application_name" in params:
@@ -253,11 +294,24 @@ class Connection:
 
     # -- message loop --------------------------------------------------------------------------
     async def read_message(self) -> tuple[bytes, bytes]:
+        """One frontend message (type byte, body); refuses lengths over `max_message`
+        before reading the body, so a declared size never turns into a buffer."""
         head = await self.reader.readexactly(5)
         kind = head[:1]
         length = int.from_bytes(head[1:], "big", signed=True)
-        if length < 4 or length > MAX_MESSAGE:
+        if length < 4:
             raise ProtocolViolation(f"invalid message length {length}")
+        if length > self.max_message:
+            if self.session is None:
+                raise MessageTooLong(
+                    f"message of {length} bytes is too long before authentication "
+                    f"(at most {self.max_message})"
+                )
+            raise MessageTooLong(
+                f"message of {length} bytes exceeds the server's maximum of "
+                f"{self.max_message} bytes",
+                hint="The server's limit is set with --max-message-bytes.",
+            )
         body = await self.reader.readexactly(length - 4) if length > 4 else b""
         return kind, body
 
@@ -302,7 +356,7 @@ class Connection:
                 error = exc
             try:
                 await self._send_results(results, sql)
-            except ConnectionError:
+            except (ConnectionError, MessageTooLong):
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. a value the codec cannot encode
                 error = exc

@@ -33,6 +33,7 @@ from pgwire.errors import (
     error_response,
     notice_response,
 )
+from pgwire.limits import MessageTooLong
 from pgwire.txstate import ends_block
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class ExtendedProtocol:
     async def handle(self, kind: bytes, body: bytes) -> None:
         try:
             await self._dispatch[kind](msg.Reader(body))
-        except ConnectionError:
+        except (ConnectionError, MessageTooLong):
             raise
         except Exception as exc:  # noqa: BLE001 - reported, then skip to Sync
             self.conn.server.errors_total += 1

@@ -28,7 +28,9 @@ then the listener and connections close.
 
 Observability: counters are plain attributes (`requests`, `responses` by status,
 `rows_ingested`, `flushes`, ack latency); each distinct error kind is logged once with its
-first occurrence (not once per request).
+first occurrence (not once per request). Requests aiohttp cannot parse (not HTTP, bad
+headers, oversized lines) are logged through `swell.webhook.http` as one line per kind
+per minute without a traceback: anyone reaching the port can send them.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from connectors.webhook.durable import DurableWaiter
 from engine.errors import EngineError
@@ -53,8 +56,12 @@ from engine.handlers.webhook import (
     WebhookTarget,
     decoded_rows,
 )
+from engine.log_throttle import ThrottleFilter
 
 log = logging.getLogger("swell.webhook")
+# aiohttp's request handler logs here (a traceback per malformed request by default)
+http_log = logging.getLogger("swell.webhook.http")
+http_log.addFilter(ThrottleFilter((HttpProcessingError,), "malformed HTTP request", 60.0))
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 INLINE_DECODE_BYTES = 64 * 1024  # bodies up to this size are decoded on the event loop
@@ -176,7 +183,7 @@ class WebhookServer:
         app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_route("*", "/webhook/{database}/{schema}/{table}", self._handle)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=http_log)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()

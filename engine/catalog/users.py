@@ -179,6 +179,19 @@ def make_verifier(password: str, user: str, encryption: str = "scram-sha-256") -
     return scram_verifier(password)
 
 
+def verifies(verifier: str | None, password: str, user: str) -> bool:
+    """True when `password` is the one `verifier` was made from (for `user`, as MD5
+    verifiers are salted with the name)."""
+    if verifier is None:
+        return False
+    if verifier.startswith(SCRAM_PREFIX):
+        iterations, salt, stored_key, _ = parse_scram_verifier(verifier)
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+        client_key = hmac.digest(salted, b"Client Key", "sha256")
+        return hmac.compare_digest(hashlib.sha256(client_key).digest(), stored_key)
+    return hmac.compare_digest(verifier, md5_verifier(password, user))
+
+
 def parse_scram_verifier(verifier: str) -> tuple[int, bytes, bytes, bytes]:
     """(iterations, salt, StoredKey, ServerKey) of a SCRAM verifier."""
     head, keys = verifier[len(SCRAM_PREFIX) :].split("$", 1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.api import Notice, QueryResult
-from engine.catalog.users import User, make_verifier
+from engine.catalog.users import User, make_verifier, verifies
 from engine.errors import InsufficientPrivilege, ObjectInUse, UndefinedObject
 from engine.sql.parser import Statement
 
@@ -40,6 +40,27 @@ def run(session: Any, st: Statement) -> QueryResult:
         session.db.catalog.version += 1
         rt.barrier(force=True)  # persists the catalog with the users
     return result
+
+
+def set_password_at_start(db: Any, name: str, password: str) -> bool:
+    """Give `name` the password `password` (the server's SWELL_ROOT_PASSWORD), durably;
+    False when it already had that password (nothing written)."""
+    rt = db.runtime
+    with rt.lock:
+        user = db.catalog.users.get(name)
+        if verifies(user.password, password, name):
+            return False
+        user.password = make_verifier(password, name)
+        db.catalog.version += 1
+        rt.barrier(force=True)
+    return True
+
+
+def password_superuser_exists(db: Any) -> bool:
+    """True when some superuser can log in with a password (so `--auth password` does not
+    lock everybody out)."""
+    with db.runtime.lock:
+        return any(u.superuser and u.login and u.password for u in db.catalog.users.list())
 
 
 def _can_manage(me: User | None, target_superuser: bool) -> bool:
