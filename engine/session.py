@@ -19,6 +19,7 @@ from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlS
 from engine.expr import EvalContext, ParamContext
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
+from engine.stream.event_log import flush_warning
 from engine.types import SqlType
 
 log = logging.getLogger("swell.session")
@@ -129,6 +130,9 @@ class SwellSession:
         self._cancel = threading.Event()
         self._running = False
         self.closed = False
+        # streaming data errors already reported to this session (its last FLUSH warns
+        # about the ones after it; engine.stream.event_log)
+        self._errors_seen = self._errors_total()
 
     # -- engine.api.Session --------------------------------------------------------------
     @property
@@ -304,7 +308,7 @@ class SwellSession:
             return users.run(self, st)
         if k == "flush":
             self.db.runtime.barrier(force=True)
-            return QueryResult("FLUSH")
+            return self._flushed()
         if k == "explain":
             return query.explain(self, st)
         if k in ("show_objects", "describe", "show_create", "show_special"):
@@ -323,6 +327,19 @@ class SwellSession:
         if k == "noop":
             return QueryResult(st.args.get("tag", "SET"))
         raise SqlSyntaxError(f"unsupported statement {k}")
+
+    def _errors_total(self) -> int:
+        events = getattr(getattr(self.db, "runtime", None), "events", None)
+        return events.total if events is not None else 0
+
+    def _flushed(self) -> QueryResult:
+        """FLUSH's answer: a WARNING when streaming expressions failed since this session's
+        last FLUSH (the rows flowed on with NULLs; the event log has the details)."""
+        self._errors_seen, warning = flush_warning(self.db.runtime.events, self._errors_seen)
+        if warning is None:
+            return QueryResult("FLUSH")
+        msg, detail = warning
+        return QueryResult("FLUSH", notices=[Notice(msg, "WARNING", "01000", detail=detail)])
 
     def reset_all(self) -> dict[str, str]:
         """RESET ALL / DISCARD ALL: every variable back to its session default (the

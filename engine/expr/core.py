@@ -26,6 +26,7 @@ from engine.errors import (
     NumericValueOutOfRange,
     UndefinedParameter,
 )
+from engine.expr.nonstrict import ErrorSink, RowErrors, is_data_error, recover
 from engine.types import BOOLEAN, SqlType, TypeKind
 
 Datum = pa.Array | pa.Scalar
@@ -33,18 +34,40 @@ Datum = pa.Array | pa.Scalar
 
 @dataclass
 class EvalContext:
-    """Per-evaluation settings: session timezone and the statement's `now()` (aware UTC)."""
+    """Per-evaluation settings: session timezone and the statement's `now()` (aware UTC).
+
+    `errors` selects the evaluation mode: None (ad-hoc queries, DML) raises data errors as
+    PostgreSQL does; a sink (streaming jobs, `job_context`) makes a function that fails on
+    a row yield NULL for that row and report the failure (`engine.expr.nonstrict`).
+    """
 
     timezone: str = "UTC"
     now: datetime | None = None
     # the running session (engine.session.SwellSession) for catalog/session functions
     # (current_setting, pg_get_indexdef, ::regclass...); None outside a session
     session: Any = None
+    errors: ErrorSink | None = None
 
     def now_utc(self) -> datetime:
         if self.now is None:
             self.now = datetime.now(UTC)
         return self.now
+
+
+@dataclass
+class JobEvalContext(EvalContext):
+    """One streaming job's context: non-strict, with the runtime's clock (`parent`), so
+    every job of a barrier sees the same `now()` and the runtime resets it in one place."""
+
+    parent: EvalContext | None = None
+
+    def now_utc(self) -> datetime:
+        return self.parent.now_utc() if self.parent is not None else super().now_utc()
+
+
+def job_context(parent: EvalContext, errors: ErrorSink) -> JobEvalContext:
+    """A non-strict context for one streaming job, reporting its data errors to `errors`."""
+    return JobEvalContext(timezone=parent.timezone, errors=errors, parent=parent)
 
 
 class Expr(ABC):
@@ -195,6 +218,8 @@ class Func(Expr):
 
     `kernel(args, num_rows, ctx)` gets each argument as an Array or a Scalar (constants)
     and returns a Datum of `type.arrow`. `op` set = infix display (`(a + b)`).
+    `row_errors` (optional) tells, vectorised, which rows the kernel fails on, so
+    non-strict evaluation can null them without bisecting (`engine.expr.nonstrict`).
     """
 
     name: str
@@ -204,23 +229,34 @@ class Func(Expr):
     op: str | None = None
     volatile: bool = False
     uses_now: bool = False
+    row_errors: RowErrors | None = field(default=None, compare=False)
 
     def _eval(self, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
         vals = [a._eval(batch, ctx) for a in self.args]
         try:
-            out = self.kernel(vals, batch.num_rows, ctx)
+            return self._apply(vals, batch.num_rows, ctx)
+        except EngineError as e:
+            sink = getattr(ctx, "errors", None)
+            if sink is None or not is_data_error(e):
+                raise
+            return recover(str(self), self.type.arrow,
+                           lambda v, n: self._apply(v, n, ctx), self.row_errors,
+                           vals, batch.num_rows, e, sink)
+
+    def _apply(self, vals: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        try:
+            return self.kernel(vals, n, ctx)
         except EngineError:
             raise
         except pa.ArrowInvalid as e:
             raise translate_arrow_error(e, self.type) from e
-        return out
 
     def children(self) -> list[Expr]:
         return list(self.args)
 
     def with_children(self, children: list[Expr]) -> Expr:
         return Func(self.name, tuple(children), self.type, self.kernel, self.op,
-                    self.volatile, self.uses_now)
+                    self.volatile, self.uses_now, self.row_errors)
 
     def is_constant(self) -> bool:
         return not self.volatile and not self.uses_now and super().is_constant()

@@ -15,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DivisionByZero, NumericValueOutOfRange, UndefinedFunction
+from engine.errors import DivisionByZero, EngineError, NumericValueOutOfRange, UndefinedFunction
 from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
+from engine.expr.nonstrict import RowErrors
 from engine.types import (
     BOOLEAN,
     DATE,
@@ -95,6 +96,62 @@ def _check_zero(a: Datum, b: Datum) -> None:
     z = pc.and_(z, pc.is_valid(a))
     if (z.as_py() if is_scalar(z) else pc.any(z).as_py()):
         raise DivisionByZero("division by zero")
+
+
+_INT_BOUNDS = {K.SMALLINT: (-(2**15), 2**15 - 1), K.INT: (-(2**31), 2**31 - 1),
+               K.BIGINT: (-(2**63), 2**63 - 1)}
+
+
+def _int64_values(d: Datum, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values as int64 with NULLs as 0, validity) of an integer Datum over n rows."""
+    a = as_array(d, n)
+    valid = pc.is_valid(a).to_numpy(zero_copy_only=False)
+    return pc.fill_null(a.cast(pa.int64()), 0).to_numpy(zero_copy_only=False), valid
+
+
+def _zero_mask(a: Datum, b: Datum, n: int) -> np.ndarray:
+    zero = pa.scalar(0).cast(b.type) if pa.types.is_decimal(b.type) else pa.scalar(0, b.type)
+    z = pc.and_(pc.equal(b, zero), pc.is_valid(a))
+    return pc.fill_null(as_array(z, n), False).to_numpy(zero_copy_only=False)
+
+
+def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
+    """Which rows `a op b` fails on, vectorised: division by zero (every number type) and
+    integer overflow (computed in int64, with the sign rules for bigint)."""
+    if op not in ("+", "-", "*", "/", "%") or t.kind is K.NUMERIC and op in ("+", "-", "*"):
+        return None
+    if t.is_float and op not in ("/", "%"):
+        return None
+
+    def row_errors(args: list[Datum], n: int) -> list[tuple[np.ndarray, EngineError]]:
+        a, b = args
+        out: list[tuple[np.ndarray, EngineError]] = []
+        if op in ("/", "%"):
+            out.append((_zero_mask(a, b, n), DivisionByZero("division by zero")))
+        if t.kind not in _INT_BOUNDS or op == "%":
+            return out
+        lo, hi = _INT_BOUNDS[t.kind]
+        x, xv = _int64_values(a, n)
+        y, yv = _int64_values(b, n)
+        with np.errstate(all="ignore"):
+            if op == "/":
+                ovf = (x == lo) & (y == -1)
+            elif t.kind is not K.BIGINT:  # no int64 overflow for 32-bit operands
+                r = x + y if op == "+" else x - y if op == "-" else x * y
+                ovf = (r < lo) | (r > hi)
+            elif op == "+":
+                r = x + y
+                ovf = ((x ^ r) & (y ^ r)) < 0
+            elif op == "-":
+                r = x - y
+                ovf = ((x ^ y) & (x ^ r)) < 0
+            else:
+                r = x * y
+                ovf = (x != 0) & (r // np.where(x == 0, 1, x) != y)
+                ovf |= (x == -1) & (y == lo)
+        out.append((ovf & xv & yv, out_of_range(t)))
+        return out
+    return row_errors
 
 
 def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
@@ -236,7 +293,8 @@ def bind_arith(op: str, left: Expr, right: Expr) -> Expr:
         raise no_operator(op, left.type, right.type)
     left, right = _unify(op, left, right)
     t = left.type
-    return Func(_OP_NAMES[op], (left, right), t, arith_kernel(op, t), op=op)
+    return Func(_OP_NAMES[op], (left, right), t, arith_kernel(op, t), op=op,
+                row_errors=arith_row_errors(op, t))
 
 
 _OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "modulus"}

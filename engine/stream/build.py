@@ -96,7 +96,8 @@ def build_view_nodes(
             op = CollectAggOp(in_schema, p, alloc, list(p.input.stream_key or []))
         elif isinstance(p, Agg):
             calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
-            op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema])
+            op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema],
+                           errors=ctx.errors)
         elif isinstance(p, Join):
             left, right = p.inputs()
             op = HashJoinOp(left.schema, right.schema, p.kind, p.left_keys, p.right_keys,

@@ -35,12 +35,15 @@ from typing import Any
 import pyarrow as pa
 
 from engine.catalog import Catalog, Relation, RelationKind
+from engine.catalog.system import relation_oid
 from engine.chunk import StreamChunk
 from engine.expr import EvalContext
+from engine.expr.core import job_context
 from engine.plan.logical import PlanNode
 from engine.state.table import StateTable
 from engine.stream.build import build_view_nodes
 from engine.stream.cpu import StreamCpu
+from engine.stream.event_log import EventLog
 from engine.stream.graph import (
     Allocator,
     RowIdGen,
@@ -97,7 +100,9 @@ class Runtime:
         self._dirty_catalog = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ctx = EvalContext()
+        self.ctx = EvalContext()  # strict: table watermarks; jobs get `job_ctx`
+        # data errors of streaming jobs (rw_catalog.rw_event_logs, FLUSH warnings)
+        self.events = EventLog()
         # metrics
         self.last_barrier_ms = 0.0
         self.barriers = 0
@@ -295,9 +300,14 @@ class Runtime:
         self.tables[rel.id] = flow
         return flow
 
+    def job_ctx(self, rel: Relation) -> EvalContext:
+        """A streaming job's evaluation context: non-strict (a failing expression yields
+        NULL for the row; the error goes to the event log), on the runtime's clock."""
+        return job_context(self.ctx, self.events.for_job(relation_oid(rel), rel.name))
+
     def _add_view(self, rel: Relation, plan: PlanNode, load: bool) -> ViewFlow:
         alloc = self._alloc(rel, load)
-        nodes = build_view_nodes(plan, alloc, self.ctx)
+        nodes = build_view_nodes(plan, alloc, self.job_ctx(rel))
         flow = ViewFlow(rel, nodes, tables=alloc.tables)
         self.views[rel.id] = flow
         return flow
@@ -305,7 +315,7 @@ class Runtime:
     def _add_sink(self, rel: Relation, plan: PlanNode, load: bool) -> SinkFlow:
         alloc = self._alloc(rel, load)
         flow = build_sink_flow(
-            rel, plan, alloc, self.ctx, self.catalog, self.data_dir, runtime=self
+            rel, plan, alloc, self.job_ctx(rel), self.catalog, self.data_dir, runtime=self
         )
         flow.stopping = self._stop
         self.sinks[rel.id] = flow
@@ -319,7 +329,8 @@ class Runtime:
             try:
                 alloc = self._alloc(rel, False)
                 flow = build_sink_flow(
-                    rel, plan, alloc, self.ctx, self.catalog, self.data_dir, runtime=self
+                    rel, plan, alloc, self.job_ctx(rel), self.catalog, self.data_dir,
+                    runtime=self,
                 )
                 flow.writer.validate()
                 flow.writer.open()

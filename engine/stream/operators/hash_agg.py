@@ -38,7 +38,8 @@ import polars as pl
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
-from engine.errors import InternalError
+from engine.errors import EngineError, InternalError
+from engine.expr.nonstrict import ErrorSink, is_data_error
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import (
@@ -116,12 +117,16 @@ class HashAggOp(Operator):
         aggs: list[AggCall],
         alloc: StateAllocator,
         output_names: list[str],
+        errors: ErrorSink | None = None,
     ) -> None:
+        """`errors` set (streaming jobs): an aggregate whose value is out of its type's
+        range outputs NULL for that group and is reported there; unset (ad hoc) raises."""
         if len(output_names) != len(group_keys) + len(aggs):
             raise ValueError("HashAggOp needs one output name per group key and aggregate")
         self.input_schema = input_schema
         self.group_keys = list(group_keys)
         self.aggs = list(aggs)
+        self.errors = errors
         nk = len(group_keys)
         self.schema = [
             Field(output_names[j], input_schema[g].type) for j, g in enumerate(group_keys)
@@ -210,11 +215,43 @@ class HashAggOp(Operator):
         cols = self._outputs([[s] for s in init])
         return StreamChunk(ops_array([Op.INSERT]), build_batch(self.schema, cols))
 
-    def _outputs(self, slot_cols: list[Any]) -> list[list[Any]]:
+    def _outputs(self, slot_cols: list[Any], report: bool = True) -> list[list[Any]]:
+        """Each aggregate's output per group; `report=False` for the old outputs of an
+        update (their failures were reported when they were new)."""
         out = []
-        for impl, s in zip(self._impls, self._start, strict=True):
-            out.append(impl.output(slot_cols[s : s + impl.n_slots]))
+        for i, (impl, s) in enumerate(zip(self._impls, self._start, strict=True)):
+            slots = slot_cols[s : s + impl.n_slots]
+            try:
+                out.append(impl.output(slots))
+            except EngineError as e:
+                if self.errors is None or not is_data_error(e):
+                    raise
+                out.append(self._outputs_nonstrict(i, impl, slots, report))
         return out
+
+    def _outputs_nonstrict(
+        self, i: int, impl: AggImpl, slots: list[Any], report: bool
+    ) -> list[Any]:
+        """Per group (only after the vectorised output failed): NULL where out of range."""
+        vals: list[Any] = []
+        failed: list[tuple[int, EngineError]] = []
+        for g in range(len(slots[0])):
+            try:
+                vals.append(impl.output([[col[g]] for col in slots])[0])
+            except EngineError as e:
+                if not is_data_error(e):
+                    raise
+                vals.append(None)
+                failed.append((g, e))
+        if report and failed and self.errors is not None:
+            a = self.aggs[i]
+            arg = "*" if a.arg is None else self.input_schema[a.arg].name
+            # a planner-made input column (`_g1`): the call as EXPLAIN shows it (`sum($1)`)
+            text = str(a) if arg.startswith("_") else f"{a.kind}({arg})"
+            g, err = failed[0]
+            state = ", ".join(str(col[g]) for col in slots)
+            self.errors.report(text, err, len(failed), f"state: {state}")
+        return vals
 
     def _apply(self, chunk: StreamChunk) -> StreamChunk | None:
         if self._indexes is None:
@@ -301,7 +338,7 @@ class HashAggOp(Operator):
             self._groups.delete_many([keys[i] for i in del_i.tolist()])
 
         # outputs: an index into concat(old_rows, new_rows) per emitted row
-        old_out = self._outputs(old_cols)
+        old_out = self._outputs(old_cols, report=False)
         new_out = self._outputs(new_cols)
         changed = np.zeros(n, dtype=bool)
         for o, nw in zip(old_out, new_out, strict=True):
