@@ -7,3 +7,7 @@ checkpoints (`engine.state`), and the session API that frontends call (`engine.a
 Upstream: nothing (it imports no frontend). Downstream: `pgwire` (the PostgreSQL wire
 protocol) calls `engine.api`; `connectors` register sources and sinks with the engine.
 """
+
+from engine import recursion as _recursion
+
+_recursion.configure()  # deep statements: before any engine thread starts (engine/recursion.py)

@@ -160,6 +160,34 @@ class InvalidJsonText(DataError):
     sqlstate = "22032"
 
 
+class IntervalFieldOverflow(DataError):
+    sqlstate = "22015"
+
+
+class InvalidRegularExpression(DataError):
+    sqlstate = "2201B"
+
+
+class InvalidArgumentForPower(DataError):
+    sqlstate = "2201F"
+
+
+class InvalidRowCountInLimit(DataError):
+    sqlstate = "2201W"
+
+
+class InvalidRowCountInOffset(DataError):
+    sqlstate = "2201X"
+
+
+class CharacterNotInRepertoire(DataError):
+    sqlstate = "22021"
+
+
+class UntranslatableCharacter(DataError):
+    sqlstate = "22P05"
+
+
 class NotNullViolation(EngineError):
     sqlstate = "23502"
 
@@ -248,6 +276,12 @@ class InvalidCatalogName(EngineError):
 
     sqlstate = "3D000"
     severity = "FATAL"
+
+
+class StatementTooComplex(EngineError):
+    """Nesting deeper than the parser, binder or evaluator can follow (54001)."""
+
+    sqlstate = "54001"
 
 
 class ConnectorError(EngineError):

@@ -17,6 +17,7 @@ from typing import Any
 from engine.api import Notice, QueryResult, StatementDescription
 from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlSyntaxError
 from engine.expr import EvalContext, ParamContext
+from engine.recursion import too_complex
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
 from engine.stream.event_log import flush_warning
@@ -157,13 +158,19 @@ class SwellSession:
         self._cancel.clear()
         results: list[QueryResult] = []
         try:
-            statements = parse_statements(sql)
+            try:
+                statements = parse_statements(sql)
+            except RecursionError:
+                raise too_complex() from None
         except EngineError as e:
             e.partial_results = []  # type: ignore[attr-defined]
             raise
         for st in statements:
             try:
-                results.append(self._run(st, None))
+                try:
+                    results.append(self._run(st, None))
+                except RecursionError:
+                    raise too_complex() from None
             except EngineError as e:
                 if e.position is not None and st.offset:
                     e.position += st.offset
@@ -177,6 +184,12 @@ class SwellSession:
         return results
 
     def prepare(self, sql: str, param_types: list[SqlType | None]) -> PreparedStmt:
+        try:
+            return self._prepare(sql, param_types)
+        except RecursionError:
+            raise too_complex() from None
+
+    def _prepare(self, sql: str, param_types: list[SqlType | None]) -> PreparedStmt:
         stmts = parse_statements(sql)
         if len(stmts) > 1:
             raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
@@ -213,6 +226,8 @@ class SwellSession:
         self._cancel.clear()
         try:
             return self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
+        except RecursionError:
+            raise too_complex() from None
         except EngineError:
             raise
         except Exception as e:
@@ -256,7 +271,10 @@ class SwellSession:
     def _run(self, st: Statement, params: ParamContext | None) -> QueryResult:
         self._running = True
         try:
-            return self._dispatch(st, params)
+            res = self._dispatch(st, params)
+            if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
+                res.notices[:0] = [Notice(m) for m in st.args["notices"]]
+            return res
         finally:
             self._running = False
 
@@ -369,6 +387,8 @@ class SwellSession:
             value = DEFAULT_VARS.get(name, "")
         if name == "timezone":
             value = _check_timezone(value)
+        if name == "client_encoding":
+            value = _check_client_encoding(value)
         if name in ("rw_implicit_flush", "implicit_flush", "background_ddl"):
             low = value.lower()
             if low not in ("true", "false", "on", "off", "1", "0", "t", "f"):
@@ -403,6 +423,19 @@ class SwellSession:
         if key not in self.vars:
             raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
         return QueryResult("SHOW", [Field(key, VARCHAR)], [(self.vars[key],)])
+
+
+def _check_client_encoding(value: str) -> str:
+    """Text goes out as UTF-8 only: another client encoding would need conversion of every
+    string both ways, so (as RisingWave) anything but UTF8 is refused instead of ignored."""
+    if value.strip().upper().replace("-", "").replace("_", "") in ("UTF8", "UNICODE"):
+        return "UTF8"
+    from engine.errors import InvalidParameterValue
+
+    raise InvalidParameterValue(
+        f'invalid value for parameter "client_encoding": "{value}"',
+        detail="Only UTF8 is supported.",
+    )
 
 
 def _check_timezone(value: str) -> str:

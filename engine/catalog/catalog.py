@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.users import Users
-from engine.errors import DuplicateTable, UndefinedTable, WrongObjectType
+from engine.errors import DuplicateTable, InsufficientPrivilege, UndefinedTable, WrongObjectType
 from engine.types import Field, SqlType, TypeKind, list_of
 
 # State-table ids start high enough that relation ids and state ids never look alike in
@@ -175,6 +175,15 @@ class Catalog:
         return [self.relations[k] for k in sorted(self.relations)]
 
     # -- mutation ------------------------------------------------------------------------
+    def check_schema(self, name: str, schema: str | None) -> None:
+        """Refuse creating a relation inside a system schema (as PostgreSQL: 42501); their
+        contents come from the system catalog registry, not from the user."""
+        if schema in ("pg_catalog", "information_schema", "rw_catalog"):
+            raise InsufficientPrivilege(
+                f'permission denied to create "{schema}.{name}"',
+                detail="System catalog schemas hold built-in relations only.",
+            )
+
     def check_free(self, name: str, schema: str | None = None) -> None:
         existing = self.find(name, schema)
         if existing is not None:

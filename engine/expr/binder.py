@@ -17,7 +17,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from engine.errors import EngineError, InvalidParameterValue, not_supported
+from engine.errors import EngineError, InvalidParameterValue, SqlSyntaxError, not_supported
 from engine.expr import (  # noqa: F401  (register)
     fn_crypto,
     fn_json,
@@ -43,6 +43,7 @@ from engine.expr.temporal import parse_interval
 from engine.types import (
     BIGINT,
     BOOLEAN,
+    DOUBLE,
     INT,
     INTERVAL,
     NUMERIC,
@@ -54,6 +55,7 @@ from engine.types import (
 )
 
 K = TypeKind
+_NUMERIC_LIMIT = Decimal(10) ** 28
 Hook = Callable[[exp.Expression], Expr | None]
 
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
@@ -272,8 +274,22 @@ class ExprBinder:
         return self._number(node.this)
 
     def _number(self, text: str) -> Expr:
+        """integer, bigint, numeric, else (as RisingWave) double precision: numeric holds
+        28 digits before the point, a literal beyond that is approximate or overflows."""
         if any(c in text for c in ".eE"):
-            d = Decimal(text)
+            try:
+                d = Decimal(text)
+            except ArithmeticError as e:
+                raise SqlSyntaxError(f'trailing junk after numeric literal at or near "{text}"'
+                                     ) from e
+            if not d.is_finite() or abs(d) >= _NUMERIC_LIMIT:
+                f = float(d)
+                if f in (float("inf"), float("-inf")):
+                    from engine.errors import NumericValueOutOfRange
+
+                    raise NumericValueOutOfRange(
+                        f'"{text}" is out of range for type double precision')
+                return Literal(f, DOUBLE)
             return Literal(d.quantize(Decimal(1).scaleb(-10)) if d.as_tuple().exponent < -10
                            else d, NUMERIC)
         v = int(text)
@@ -281,6 +297,8 @@ class ExprBinder:
             return Literal(v, INT)
         if -(2**63) <= v < 2**63:
             return Literal(v, BIGINT)
+        if abs(v) >= _NUMERIC_LIMIT:
+            return Literal(float(v), DOUBLE)
         return Literal(Decimal(v), NUMERIC)
 
     def _param(self, node: exp.Expression) -> Expr:
@@ -512,8 +530,6 @@ def _literal_for_python(v: Any) -> Literal:
     if isinstance(v, Decimal):
         return Literal(v, NUMERIC)
     if isinstance(v, float):
-        from engine.types import DOUBLE
-
         return Literal(v, DOUBLE)
     raise InvalidParameterValue(f"unsupported parameter value {v!r}")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DataError
+from engine.errors import DataError, NumericValueOutOfRange
 from engine.expr.coerce import implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, is_scalar, out_of_range
 from engine.expr.ops import arith_kernel
@@ -18,6 +18,7 @@ from engine.expr.registry import coerce_to, no_function, register, simple
 from engine.types import DOUBLE, INT, NUMERIC, SqlType, TypeKind
 
 K = TypeKind
+NUMERIC_LIMIT = 1e28  # numeric is decimal128(38, 10): 28 digits before the point
 
 
 class InvalidArgumentForSqrt(DataError):
@@ -179,9 +180,18 @@ def _power(args: list[Expr]) -> Expr:
         b, e = x
         if _any(pc.and_(pc.equal(b, 0), pc.less(e, 0))):
             raise InvalidArgumentForLog("zero raised to a negative power is undefined")
+        if _any(pc.and_(pc.less(b, 0), pc.not_equal(e, pc.floor(e)))):
+            raise InvalidArgumentForSqrt(
+                "a negative number raised to a non-integer power yields a complex result"
+            )
         r = pc.power(b, e)
+        finite_in = pc.and_(pc.is_finite(b), pc.is_finite(e))
         if ret.kind is K.NUMERIC:
+            if _any(pc.greater_equal(pc.abs(r), NUMERIC_LIMIT)):
+                raise NumericValueOutOfRange("value overflows numeric format")
             return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+        if _any(pc.and_(pc.is_inf(r), finite_in)):
+            raise NumericValueOutOfRange("value out of range: overflow")
         return r
     return Func("power", tuple(a), ret, kernel)
 

@@ -185,7 +185,9 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
             return pc.subtract_checked(a, pc.multiply_checked(q, b))
         if t.is_float:
             fn = {"+": pc.add, "-": pc.subtract, "*": pc.multiply, "/": pc.divide}[op]
-            return fn(a, b)
+            r = fn(a, b)
+            _check_float_overflow(r, a, b)
+            return r
         try:
             return getattr(pc, fname)(a, b)
         except pa.ArrowInvalid as e:
@@ -193,6 +195,14 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
                 raise out_of_range(t) from e
             raise
     return kernel
+
+
+def _check_float_overflow(r: Datum, a: Datum, b: Datum) -> None:
+    """PostgreSQL's float8/float4 arithmetic: a finite pair giving infinity overflows (22003)
+    instead of printing Infinity."""
+    bad = pc.and_(pc.is_inf(r), pc.and_(pc.is_finite(a), pc.is_finite(b)))
+    if bad.as_py() if is_scalar(bad) else pc.any(bad).as_py():
+        raise NumericValueOutOfRange("value out of range: overflow")
 
 
 def _neg_kernel(t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:

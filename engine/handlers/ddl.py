@@ -177,6 +177,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
+        cat.check_schema(name, sch)
         if cat.find(name, sch) is not None:
             if ast.args.get("exists"):
                 return _exists_notice("TABLE", name)
@@ -259,6 +260,7 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
+        cat.check_schema(name, sch)
         if cat.find(name, sch) is not None:
             if ast.args.get("exists"):
                 return _exists_notice(kind.tag_name, name)
@@ -271,6 +273,13 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
         except EngineError as e:
             _user_position(session, e, ast.expression, materialized)
             raise
+        names = _column_list(ast)
+        if names:
+            query_sql = _renamed_query(query_sql, names, plan, materialized)
+            planner = planner_for(session, None, streaming=materialized)
+            parsed = parse_one(query_sql).ast
+            assert parsed is not None
+            plan = planner.plan_query(parsed)
         if materialized and any(r.extra.get("iceberg_source") for r in planner.dependencies):
             raise not_supported(
                 "materialized views over Iceberg sources",
@@ -304,6 +313,37 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
                 rel.extra["emit_on_window_close"] = True
         rt.create_view(rel, plan if materialized else None)
     return QueryResult(f"CREATE_{kind.tag_name}")
+
+
+def _column_list(ast: exp.Create) -> list[str]:
+    """The names of `CREATE [MATERIALIZED] VIEW v (a, b) AS ...` (already case-folded)."""
+    target = ast.this
+    if not isinstance(target, exp.Schema):
+        return []
+    return [i.name for i in target.expressions if isinstance(i, exp.Identifier)]
+
+
+def _renamed_query(query_sql: str, names: list[str], plan: PlanNode, materialized: bool) -> str:
+    """The view's query with its output columns renamed by the column list.
+
+    A materialized view needs one name per column (RisingWave); a view may name fewer,
+    which renames the first columns only (PostgreSQL). The renaming is part of the stored
+    query text (a derived table with a column alias list), so a restart and every reader
+    of the view plan exactly the same columns.
+    """
+    width = sum(1 for f in plan.schema if not f.hidden)
+    if len(names) > width:
+        if materialized:
+            raise SqlSyntaxError("too many column names were specified")
+        raise SqlSyntaxError("CREATE VIEW specifies more column names than columns")
+    if materialized and len(names) < width:
+        raise SqlSyntaxError(
+            "too few column names were specified",
+            detail=f"The query returns {width} columns and the column list names {len(names)}.",
+        )
+    check_unique_names([Field(n, BIGINT) for n in names])
+    cols = ", ".join(exp.to_identifier(n, quoted=True).sql(dialect="risingwave") for n in names)
+    return f"SELECT * FROM ({query_sql}) AS _view_columns({cols})"
 
 
 # -- DROP --------

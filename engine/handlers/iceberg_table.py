@@ -164,6 +164,7 @@ def create_iceberg_source(session: Any, st: Any, name: str, schema: str | None) 
     with rt.lock:
         cat = session.db.catalog
         options = expand_connection(cat, options)
+        cat.check_schema(name, schema)
         if cat.find(name, schema) is not None:
             if st.ast is not None and st.ast.args.get("exists"):
                 return QueryResult(

@@ -126,6 +126,7 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         from engine.handlers.connection import expand_connection
 
         options = expand_connection(cat, options)  # `connection = name`
+        cat.check_schema(d.name, d.schema)
         if cat.find(d.name, d.schema) is not None:
             if d.if_not_exists:
                 return QueryResult(

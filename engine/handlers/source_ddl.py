@@ -133,6 +133,7 @@ def create_source(session: Any, st: Statement) -> QueryResult:
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
+        cat.check_schema(name, sch)
         if cat.find(name, sch) is not None:
             if ast.args.get("exists"):
                 return QueryResult(

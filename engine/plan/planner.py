@@ -29,6 +29,8 @@ from engine.errors import (
     EngineError,
     GroupingError,
     InvalidColumnReference,
+    InvalidRowCountInLimit,
+    InvalidRowCountInOffset,
     SqlSyntaxError,
     not_supported,
 )
@@ -385,6 +387,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             return node
         limit = self._const_int(lim.expression if lim is not None else None, "LIMIT")
         offset = self._const_int(off.expression if off is not None else None, "OFFSET") or 0
+        if limit is not None and limit < 0:
+            raise InvalidRowCountInLimit("LIMIT must not be negative")
+        if offset < 0:
+            raise InvalidRowCountInOffset("OFFSET must not be negative")
         return Limit(node.schema, node.stream_key, input=node, limit=limit, offset=offset)
 
     def _const_int(self, e: exp.Expression | None, what: str) -> int | None:
@@ -583,10 +589,14 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 isinstance(it, exp.Column) and isinstance(it.this, exp.Star)
             ):
                 table = it.table if isinstance(it, exp.Column) else None
+                star = it.this if isinstance(it, exp.Column) else it
+                excluded = self._star_except(star, cols)
                 chosen = [
                     c
-                    for c in cols
-                    if not c.hidden and (c.table == table if table else not c.qualified_only)
+                    for i, c in enumerate(cols)
+                    if not c.hidden
+                    and (c.table == table if table else not c.qualified_only)
+                    and i not in excluded
                 ]
                 if table and not chosen and not any(c.table == table for c in cols):
                     from engine.errors import UndefinedTable
@@ -602,6 +612,30 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                     out.append((c.name, col))
                 continue
             out.append((_output_name(it), it.this if isinstance(it, exp.Alias) else it))
+        return out
+
+    def _star_except(self, star: exp.Expression, cols: list[_Col]) -> set[int]:
+        """The FROM columns `* EXCEPT (a, t.b)` leaves out (RisingWave: each item is a
+        column of the FROM clause, resolved like any column reference; no duplicates)."""
+        items = star.args.get("except_") or []
+        if star.args.get("replace") or star.args.get("rename"):
+            raise SqlSyntaxError("syntax error at or near \"REPLACE\"", position=_pos(star))
+        if not items:
+            return set()
+        scope = self._scope(cols)
+        out: set[int] = set()
+        for item in items:
+            if not isinstance(item, exp.Column) or isinstance(item.this, exp.Star):
+                raise SqlSyntaxError(
+                    "only column names are allowed in the EXCEPT list of *", position=_pos(item)
+                )
+            b = scope.resolve(item.name, item.table or None, _pos(item))
+            if b.index in out:
+                raise InvalidColumnReference(
+                    f'column "{item.name}" appears more than once in the EXCEPT list',
+                    position=_pos(item),
+                )
+            out.add(b.index)
         return out
 
 

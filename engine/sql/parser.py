@@ -8,6 +8,7 @@ materialized view is re-planned from after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from engine.sql.clauses import (
     parse_ddl_clauses,
     parse_drop_secret,
 )
+from engine.sql.identifiers import check_star_modifiers, normalize_identifiers
 
 DIALECT = "risingwave"
 
@@ -124,7 +126,10 @@ def parse_one(text: str, offset: int = 0) -> Statement:
 
         sql_for_glot, time_travel = strip_time_travel(sql_for_glot)
     ast = _glot(sql_for_glot, offset)
+    notices = normalize_identifiers(ast, offset)
     st = _classify(ast, text)
+    if notices:
+        st.args["notices"] = notices
     if time_travel:
         st.args["time_travel"] = time_travel
     st.offset = offset
@@ -147,6 +152,9 @@ def _glot(text: str, offset: int) -> exp.Expression:
     from engine.sql.pg_syntax import normalize_pg_syntax
 
     text = normalize_pg_syntax(text, DIALECT)
+    if "*" in text:
+        with contextlib.suppress(TokenError):  # reported by the parse below
+            check_star_modifiers(list(sqlglot.tokenize(text, read=DIALECT)), offset)
     try:
         trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
     except ParseError as e:

@@ -33,6 +33,9 @@ _CATALOG_TYPES = {
     "oidvector",
 }
 
+# `CREATE TABLE pg_catalog.t (a int)` names a relation, it is no function call
+_RELATION_WORDS = {"TABLE", "VIEW", "SOURCE", "SINK", "INTO", "EXISTS"}
+
 
 def normalize_pg_syntax(sql: str, dialect: str) -> str:
     low = sql.lower()
@@ -56,6 +59,7 @@ def normalize_pg_syntax(sql: str, dialect: str) -> str:
             and nxt3 is not None
             and nxt3.token_type is TokenType.L_PAREN
             and (i == 0 or toks[i - 1].token_type is not TokenType.DCOLON)
+            and (i == 0 or toks[i - 1].text.upper() not in _RELATION_WORDS)
         ):
             edits.append((t.start, nxt.end + 1, " " * (nxt.end + 1 - t.start)))
         if (
