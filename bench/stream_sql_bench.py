@@ -25,11 +25,11 @@ and one materialized view:
 Events are the order rows written (1,000,000 by default); `--epoch` of them (20,000) are
 written per epoch, then `FLUSH` runs the barrier. Ingestion paths (`--ingest`):
 
-* `copy` (default): `COPY orders FROM STDIN` + `Session.copy_in_rows(rows)` with the
-  Python rows pgwire hands over after parsing CopyData (engine/handlers/copy_in.py:
-  columns built with `pa.array`, NOT NULL check, one WAL record, wait for its fsync);
-* `wire`: the same plus pgwire's own CopyData parse (`pgwire.copy.parse_text` and
-  `convert_rows`) of tab-separated text, i.e. everything but the socket;
+* `copy` (default): `COPY orders FROM STDIN` + `Session.copy_in_columns(columns)` with
+  the Arrow columns pgwire hands over after parsing CopyData (engine/handlers/copy_in.py:
+  NOT NULL check, one WAL record, wait for its fsync);
+* `wire`: the same plus pgwire's own CopyData parse (`pgwire.copy_columns.parse_copy`)
+  of tab-separated text, i.e. everything but the socket;
 * `arrow`: `engine.handlers.dml.write_inserts` with Arrow columns (what COPY and
   multi-row INSERT call once their values are columns; the webhook path is similar).
 
@@ -150,11 +150,10 @@ class Ingest:
         self.rel = db.catalog.get("orders")
 
     def prepare(self, cols: dict[str, np.ndarray]) -> Any:
-        if self.mode == "arrow":
+        if self.mode in ("arrow", "copy"):
             ts = pa.array(cols["ts"]).cast(pa.timestamp("us"))
             return [pa.array(cols["id"]), pa.array(cols["user_id"]), pa.array(cols["amount"]), ts]
-        rows = as_rows(cols)
-        return as_text(rows) if self.mode == "wire" else rows
+        return as_text(as_rows(cols)).encode()
 
     def write(self, payload: Any) -> None:
         if self.mode == "arrow":
@@ -166,12 +165,14 @@ class Ingest:
             self.db.wal.wait_durable(seq)
             return
         res = self.s.execute_simple("COPY orders (id, user_id, amount, ts) FROM STDIN")[0]
-        rows = payload
+        columns = payload
         if self.mode == "wire":
-            from pgwire import copy
+            from pgwire.copy_columns import CopyColumns, parse_copy
 
-            rows = copy.convert_rows(copy.parse_text(payload, res.copy), res, dt.UTC)
-        self.s.copy_in_rows(rows)
+            names = [c.name for c in res.columns]
+            target = CopyColumns("orders", names, [c.type for c in res.columns], dt.UTC)
+            columns = parse_copy(payload, res.copy, target)
+        self.s.copy_in_columns(columns)
 
 
 def thread_cpu() -> dict[str, float]:
@@ -212,7 +213,9 @@ def run(workload: str, events: int, epoch: int, mode: str, profile: bool) -> dic
             for sql in TABLES:
                 s.execute_simple(sql)
             s.execute_simple("COPY users FROM STDIN")
-            s.copy_in_rows([(u, f"r{u % N_REGIONS}") for u in range(N_USERS)])
+            s.copy_in_columns(
+                [pa.array(range(N_USERS)), pa.array([f"r{u % N_REGIONS}" for u in range(N_USERS)])]
+            )
             s.execute_simple(f"CREATE MATERIALIZED VIEW mv AS {QUERIES[workload]}")
             ingest = Ingest(db, s, mode)
             orders = Orders(updates=workload == "join")

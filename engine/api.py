@@ -109,9 +109,10 @@ class Session(Protocol):
         """Ask the running statement to stop (CancelRequest); it raises QueryCanceled."""
         ...
 
-    def copy_in_rows(self, rows: list[tuple[Any, ...]]) -> QueryResult:
+    def copy_in_columns(self, columns: list[Any]) -> QueryResult:
         """Insert the rows of the COPY FROM STDIN whose statement returned a result with
-        `copy["direction"] == "in"` (values already parsed to the columns' types)."""
+        `copy["direction"] == "in"`: one Arrow array per result column, already of the
+        columns' Arrow types (parsed by pgwire, a whole COPY at a time)."""
         ...
 
     def copy_in_abort(self) -> None:

@@ -33,6 +33,9 @@ class EngineError(Exception):
         self.detail = detail
         self.hint = hint
         self.position = position
+        # where it happened, PostgreSQL's CONTEXT (e.g. `COPY t, line 3, column a: "x"`);
+        # set by the layer that knows, after the error is raised
+        self.context: str | None = None
 
     def __str__(self) -> str:
         return self.message

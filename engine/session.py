@@ -237,11 +237,11 @@ class SwellSession:
     def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:
         return stmt.description.columns
 
-    def copy_in_rows(self, rows: list[tuple[Any, ...]]) -> QueryResult:
-        """The rows of the pending COPY FROM STDIN (parsed by pgwire): insert them."""
-        from engine.handlers.copy_in import insert_rows
+    def copy_in_columns(self, columns: list[Any]) -> QueryResult:
+        """The columns of the pending COPY FROM STDIN (parsed by pgwire): insert them."""
+        from engine.handlers.copy_in import insert_columns
 
-        return insert_rows(self, rows)
+        return insert_columns(self, columns)
 
     def copy_in_abort(self) -> None:
         self.pending_copy = None

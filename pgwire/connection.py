@@ -52,6 +52,7 @@ from engine.log_throttle import LogThrottle
 from pgwire import codecs, copy
 from pgwire import messages as msg
 from pgwire.auth import authenticate
+from pgwire.copy_columns import CopyColumns, parse_copy
 from pgwire.errors import aborted_transaction, error_response, notice_response
 from pgwire.extended import ExtendedProtocol
 from pgwire.limits import MAX_AUTH_MESSAGE_BYTES, MAX_STARTUP_BYTES, MessageTooLong
@@ -410,7 +411,8 @@ class Connection:
         assert result.columns is not None and result.copy is not None
         session = self.session
         assert session is not None
-        self.send(copy.copy_in_response(len(result.columns)))
+        binary = result.copy.get("format") == "binary"
+        self.send(copy.copy_in_response(len(result.columns), 1 if binary else 0))
         await self.flush()
         chunks: list[bytes] = []
         try:
@@ -429,13 +431,18 @@ class Connection:
                     raise ProtocolViolation(
                         f"unexpected message type 0x{kind[0]:02x} during COPY from stdin"
                     )
-            data = b"".join(chunks).decode()
-            parse = copy.parse_csv if result.copy.get("format") == "csv" else copy.parse_text
-            rows = copy.convert_rows(parse(data, result.copy), result, tz)
+            target = CopyColumns(
+                result.copy.get("table", ""),
+                [c.name for c in result.columns],
+                [c.type for c in result.columns],
+                tz,
+            )
+            # parsed on the connection's worker thread: a big COPY does not stall the loop
+            columns = await self.call(parse_copy, b"".join(chunks), result.copy, target)
         except BaseException:
             await self.call(session.copy_in_abort)
             raise
-        done = await self.call(session.copy_in_rows, rows)
+        done = await self.call(session.copy_in_columns, columns)
         return done.tag
 
     def send_status(self, result: QueryResult) -> None:

@@ -1,5 +1,7 @@
 """COPY on the wire: TO STDOUT (CopyOutResponse, one CopyData per row, CopyDone) and the
-parsing half of FROM STDIN (text and CSV data to typed rows).
+exact per-row parser of FROM STDIN (text and CSV data to typed rows), which
+`pgwire.copy_columns` (the vectorised parser COPY FROM uses) falls back to for input its
+fast path cannot vouch for, and which defines the rows COPY must produce.
 
 The engine runs the COPY's query and hands back the rows with `QueryResult.copy` (the
 options); this module renders them in PostgreSQL's `text` format (tab-separated,
@@ -7,7 +9,7 @@ backslash escapes, `\\N` for NULL) or `csv` format (quoted where needed, empty f
 optional header line), using the same text formatters as DataRow so values read the same
 either way. The connection then sends CommandComplete `COPY n`.
 
-Per-row Python is fine here: this is the wire boundary, one message per row.
+Per-row Python is fine for TO STDOUT (one message per row) and for the fallback.
 """
 
 from __future__ import annotations
@@ -102,9 +104,10 @@ def header_line(result: QueryResult) -> bytes:
 
 
 # -- COPY FROM STDIN ---------------------------------------------------------------------------
-def copy_in_response(ncols: int) -> bytes:
-    """`G`: text format overall and for every column."""
-    return msg.frame(b"G", struct.pack(">bh", 0, ncols) + struct.pack(f">{ncols}h", *[0] * ncols))
+def copy_in_response(ncols: int, fmt: int = 0) -> bytes:
+    """`G`: the overall format (0 text/csv, 1 binary), then the same for every column."""
+    body = struct.pack(">bh", fmt, ncols) + struct.pack(f">{ncols}h", *[fmt] * ncols)
+    return msg.frame(b"G", body)
 
 
 _UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}

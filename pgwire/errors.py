@@ -48,6 +48,7 @@ class ErrorFields:
     detail: str | None = None
     hint: str | None = None
     position: int | None = None
+    context: str | None = None
 
     def pairs(self) -> list[tuple[str, str]]:
         out = [
@@ -62,6 +63,8 @@ class ErrorFields:
             out.append(("H", self.hint))
         if self.position is not None:
             out.append(("P", str(self.position)))
+        if self.context:
+            out.append(("W", self.context))
         return out
 
 
@@ -90,6 +93,7 @@ def error_fields(exc: BaseException, *, severity: str | None = None) -> ErrorFie
         err.detail,
         err.hint,
         err.position,
+        getattr(err, "context", None),
     )
 
 

@@ -3,9 +3,10 @@
 The exchange has two steps because the rows arrive after the statement: `begin` (the
 statement itself) checks the target table and remembers it on the session, returning a
 `QueryResult` whose `copy` has `direction = "in"` and whose `columns` are the target
-columns; pgwire then sends CopyInResponse, collects the CopyData, parses it (text or CSV,
-with the column types) and calls `Session.copy_in_rows(rows)`, which inserts the rows
-like one INSERT (one WAL record, durable before `COPY n` is answered) and forgets the
+columns; pgwire then sends CopyInResponse, collects the CopyData, parses it (text, CSV or
+binary, with the column types, into Arrow columns: `pgwire.copy_columns`) and calls
+`Session.copy_in_columns(columns)`, which inserts the rows like one INSERT (one WAL
+record, durable before `COPY n` is answered) and forgets the
 pending COPY. A CopyFail or a parse error ends it with `Session.copy_in_abort()`.
 """
 
@@ -51,27 +52,28 @@ def begin(session: Any, st: Statement) -> QueryResult:
                 cols.append(by_name[name])
     session.pending_copy = PendingCopy(rel.id, cols)
     fields = [Field(rel.fields[i].name, rel.fields[i].type) for i in cols]
-    opts = dict(st.args["options"], direction="in")
+    opts = dict(st.args["options"], direction="in", table=rel.name)
     return QueryResult("COPY 0", fields, [], copy=opts)
 
 
-def insert_rows(session: Any, rows: list[tuple[Any, ...]]) -> QueryResult:
+def insert_columns(session: Any, columns: list[pa.Array]) -> QueryResult:
+    """Write the COPY's rows (one Arrow array per COPY column) as one insert chunk."""
     from engine.handlers.dml import write_inserts
 
     pending: PendingCopy | None = session.pending_copy
     session.pending_copy = None
     if pending is None:
         raise InvalidTransactionState("no COPY FROM STDIN in progress")
-    n = len(rows)
+    n = len(columns[0]) if columns else 0
     if n == 0:
         return QueryResult("COPY 0")
     rt = session.db.runtime
     with rt.lock:
         rel = session.db.catalog.by_id(pending.relation_id)
-        arrays = {
-            c: pa.array([r[j] for r in rows], type=rel.fields[c].type.arrow)
-            for j, c in enumerate(pending.columns)
-        }
+        arrays = {}
+        for c, col in zip(pending.columns, columns, strict=True):
+            want = rel.fields[c].type.arrow
+            arrays[c] = col if col.type == want else col.cast(want)
         seq = write_inserts(rt, rel, arrays, n)
     # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
     result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))

@@ -177,6 +177,9 @@ def _parse_copy(body: str, text: str) -> Any:
             text,
             args={"table": m["table"], "columns": cols, "options": copy_options(m["opts"])},
         )
+    opts = copy_options(m["opts"])
+    if opts["format"] == "binary":
+        raise FeatureNotSupported("Not supported: COPY TO in binary format")
     if m["target"].upper() != "STDOUT":
         raise FeatureNotSupported(
             "Not supported: COPY TO a file",
@@ -191,7 +194,7 @@ def _parse_copy(body: str, text: str) -> Any:
         if m["cols"]:
             cols = ", ".join(c.strip() for c in m["cols"].split(","))
         query = parse_one(f"SELECT {cols} FROM {m['table']}")
-    return Statement("copy", text, args={"query": query, "options": copy_options(m["opts"])})
+    return Statement("copy", text, args={"query": query, "options": opts})
 
 
 def copy_options(raw: str | None) -> dict[str, Any]:
@@ -228,9 +231,7 @@ def copy_options(raw: str | None) -> dict[str, Any]:
         v = _literal(value) if value is not None else None
         if key == "format":
             fmt = (v or "").lower()
-            if fmt == "binary":
-                raise FeatureNotSupported("Not supported: COPY in binary format")
-            if fmt not in ("text", "csv"):
+            if fmt not in ("text", "csv", "binary"):
                 raise SqlSyntaxError(f'COPY format "{v}" not recognized')
             opts["format"] = fmt
         elif key == "header":
@@ -243,6 +244,10 @@ def copy_options(raw: str | None) -> dict[str, Any]:
             continue
         else:
             raise SqlSyntaxError(f'option "{key}" not recognized')
+    if opts["format"] == "binary":
+        for key in ("delimiter", "null", "quote", "escape"):
+            if key in opts:
+                raise SqlSyntaxError(f"cannot specify {key.upper()} in BINARY mode")
     if "delimiter" in opts and len(opts["delimiter"]) != 1:
         raise SqlSyntaxError("COPY delimiter must be a single one-byte character")
     return opts

@@ -272,6 +272,57 @@ def test_copy_from_stdin_psycopg_and_asyncpg(server: SwellServer, tmp_path: Path
             c.execute("DROP TABLE copy_in_t")
 
 
+def test_copy_from_stdin_binary_csv_types_and_error_context(server: SwellServer) -> None:
+    """Binary COPY from psycopg, CSV into jsonb/timestamptz/numeric columns (values as a
+    cast would give them), and errors with SQLSTATE and PostgreSQL's CONTEXT line."""
+    with server.connect() as c:
+        c.execute("DROP TABLE IF EXISTS copy_bin_t")
+        c.execute(
+            "CREATE TABLE copy_bin_t (id BIGINT, name VARCHAR, score DOUBLE, ok BOOLEAN, "
+            "ts TIMESTAMPTZ, doc JSONB, amount NUMERIC) APPEND ONLY"
+        )
+        try:
+            with c.cursor() as cu:
+                sql = "COPY copy_bin_t (id, name, score, ok) FROM STDIN WITH (FORMAT binary)"
+                with cu.copy(sql) as cp:
+                    cp.set_types(["int8", "text", "float8", "bool"])
+                    cp.write_row((1, "é", 1.5, True))
+                    cp.write_row((2, None, None, False))
+                assert cu.statusmessage == "COPY 2"
+                with cu.copy("COPY copy_bin_t FROM STDIN WITH (FORMAT csv, HEADER)") as cp:
+                    cp.write(
+                        b"id,name,score,ok,ts,doc,amount\n"
+                        b'3,"",2.5,t,2024-05-01 10:00:00+02,"{""b"": 1, ""a"": [1.50]}",1.25\n'
+                        b"4,,,,,,\n"
+                    )
+                assert cu.statusmessage == "COPY 2"
+                with pytest.raises(psycopg.errors.InvalidTextRepresentation) as e:
+                    with cu.copy("COPY copy_bin_t (id, score) FROM STDIN WITH (FORMAT csv)") as cp:
+                        cp.write(b"5,1.0\n6,abc\n")
+                assert e.value.diag.context == 'COPY copy_bin_t, line 2, column score: "abc"'
+                with pytest.raises(psycopg.errors.BadCopyFileFormat) as e2:
+                    with cu.copy("COPY copy_bin_t (id, score) FROM STDIN") as cp:
+                        cp.write(b"7\t1\n8\n")
+                assert e2.value.diag.message_primary == 'missing data for column "score"'
+            c.execute("FLUSH")
+            rows = c.execute(
+                "SELECT id, name, score, ok, ts::VARCHAR, doc::VARCHAR, amount FROM copy_bin_t "
+                "ORDER BY id"
+            ).fetchall()
+            assert [r[:4] for r in rows] == [
+                (1, "é", 1.5, True),
+                (2, None, None, False),
+                (3, "", 2.5, True),
+                (4, None, None, None),
+            ]
+            assert rows[2][4].startswith("2024-05-01 08:00:00")
+            assert rows[2][5] == '{"a": [1.50], "b": 1}'
+            assert str(rows[2][6]).rstrip("0") == "1.25"
+            assert rows[3][4:] == (None, None, None)
+        finally:
+            c.execute("DROP TABLE copy_bin_t")
+
+
 def test_close_frees_a_prepared_statement_name(server: SwellServer) -> None:
     with server.connect() as c:
         pg = c.pgconn
