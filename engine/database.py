@@ -1,8 +1,12 @@
 """Open a Swell database: recover state, start the barrier loop, hand out sessions.
 
 Recovery order (see also `engine.state.checkpoint`):
-1. open RocksDB at `<data_dir>/state`, the WAL and the checkpointer;
-2. load the last checkpoint's metadata: catalog, epoch, WAL position, row-id counter;
+1. open RocksDB at `<data_dir>/state`; check its format version (`engine.state.format`:
+   a newer or unmigratable directory is refused, naming both versions; an older one is
+   migrated in one atomic write once the catalog is readable); open the WAL and the
+   checkpointer;
+2. `Runtime.recover` (the same code rolls a failed epoch back in process): load the
+   last checkpoint's metadata: catalog, epoch, WAL position, row-id counter;
 3. rebuild every relation in creation order: tables get their MaterializeOp and rows
    back; materialized views are re-planned from their SQL and their operators reload
    their state tables by the ids recorded in the catalog;
@@ -23,6 +27,7 @@ from typing import Any
 from engine.catalog import Catalog, Relation
 from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
+from engine.state import format as data_format
 from engine.state.checkpoint import Checkpointer
 from engine.state.store import StateStore
 from engine.state.wal import Wal
@@ -51,21 +56,23 @@ class SwellDatabase:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
         self.store = StateStore.open(data_dir / "state")
+        try:
+            version = data_format.check(self.store, data_dir)
+        except BaseException:
+            self.store.close()
+            raise
         self.wal = Wal(self.store)
         self.checkpointer = Checkpointer(self.store, self.wal)
-        meta = self.checkpointer.load()
-        catalog = Catalog()
-        if meta is not None and meta.extra.get("catalog"):
-            catalog = Catalog.from_bytes(meta.extra["catalog"])
+        catalog = Catalog()  # filled in place by the recovery below
         self.catalog = catalog
         self.runtime = Runtime(
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
         )
         self.runtime.data_dir = str(data_dir)
-        self.runtime.restore(meta)
-        for rel in catalog.ordered():
-            self.runtime.restore_relation(rel, self._replan)
-        replayed = self.runtime.replay_wal(meta.wal_seq if meta is not None else 0)
+        if version < data_format.FORMAT_VERSION:
+            self._migrate(version)  # the runtime exists (planner use), nothing recovered yet
+        # the same recovery rolls a failed epoch back in process (Runtime.recover)
+        replayed = self.runtime.recover(self._replan)
         log.info(
             "recovered epoch=%s relations=%s wal_records_replayed=%s data_dir=%s",
             self.runtime.epoch,
@@ -79,6 +86,23 @@ class SwellDatabase:
         self.closed = False
         self.started_at = __import__("time").time()
         self.runtime.start()
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older data directory to `FORMAT_VERSION` (engine.state.format)."""
+        extras = data_format.load_extras(self.checkpointer)
+        if extras.get("catalog"):  # migrations may plan: the catalog must be readable
+            self.catalog.replace_with(Catalog.from_bytes(extras["catalog"]))
+        ctx = data_format.MigrationContext(
+            self.store, self.store.new_batch(), extras, self.data_dir, db=self
+        )
+        try:
+            data_format.migrate(ctx, version)
+        except BaseException:
+            self.wal.close()
+            self.store.close()
+            raise
+        for note in ctx.notes:
+            log.info("data directory %s: %s", self.data_dir, note)
 
     def _replan(self, rel: Relation) -> PlanNode:
         from engine.handlers.ddl import plan_view_query

@@ -295,6 +295,14 @@ class InternalError(EngineError):
     sqlstate = "XX000"
 
 
+class EpochFailed(EngineError):
+    """A barrier failed: its epoch was rolled back everywhere and the dataflow recovered
+    from the last committed epoch (engine.stream.runtime). The SQLSTATE is the cause's
+    when the cause is an engine error (a data error, an I/O error), else XX000."""
+
+    sqlstate = "XX000"
+
+
 def not_supported(what: str, hint: str | None = None) -> FeatureNotSupported:
     """Build the RisingWave-style refusal `Not supported: <what>`."""
     return FeatureNotSupported(f"Not supported: {what}", hint=hint)

@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engine.errors import EngineError
 from engine.state.files import restrict_umask, secure_data_dir
 from pgwire.limits import (
     AUTH_MODES,
@@ -304,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as exc:
         log.error("startup failed %s", kv(error=str(exc)))
+        return 1
+    except EngineError as exc:  # the data directory: locked, another format version...
+        log.error("startup failed %s", kv(error=str(exc), hint=exc.hint or ""))
         return 1
 
 

@@ -237,6 +237,14 @@ class Catalog:
         cat.schemas = set(d.get("schemas", []))
         return cat
 
+    def replace_with(self, other: Catalog) -> None:
+        """Take over `other`'s contents in place: a rollback to the last checkpoint restores
+        the catalog for everyone holding this object. The version still moves forward, so
+        caches keyed by it are rebuilt."""
+        version = self.version + 1
+        self.__dict__.update(other.__dict__)
+        self.version = max(version, other.version + 1)
+
     # -- secrets -------------------------------------------------------------------------
     def add_secret(self, secret: Secret) -> None:
         self.secrets[secret.name] = secret

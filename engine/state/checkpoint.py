@@ -31,8 +31,11 @@ Recovery order (the runtime, at startup):
    in a checkpoint) as the first epoch's input, then resume normal epochs.
 
 If `commit` raises, the tables have already handed their dirty keys to the lost batch, so
-in-memory state is ahead of the store: the Checkpointer refuses further commits and the
-runtime must stop and recover from the store.
+in-memory state is ahead of the store: the Checkpointer refuses further commits until the
+runtime has rebuilt its state from the store (`Runtime.recover`) and called `reset()`.
+
+Fault points (`engine.faults`, for the crash tests): `checkpoint_batch` once the batch is
+built, before it is written.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from engine import faults
 from engine.state.codec import RESERVED_PREFIX
 from engine.state.store import StorageError
 
@@ -125,6 +129,7 @@ class Checkpointer:
                 batch.put(EXTRA_PREFIX + name.encode(), blob)
             batch.put(CHECKPOINT_KEY, _RECORD.pack(_FORMAT_VERSION, epoch, wal_seq))
             self._wal.truncate_through(wal_seq, batch)  # 5
+            faults.hit("checkpoint_batch")
             t1 = time.perf_counter()
             size = self._store.write(batch, sync=True)  # 6
         except BaseException as e:
@@ -139,6 +144,15 @@ class Checkpointer:
         self.last_bytes = size
         self.last_keys = keys
         self.total_bytes += size
+
+    def reset(self) -> CheckpointMeta | None:
+        """Forget an earlier failed commit and re-read what the store holds (the runtime
+        calls it when it rebuilds its state from the store); returns that checkpoint."""
+        meta = self.load()
+        self._failed = None
+        self._last_epoch = meta.epoch if meta else -1
+        self._last_wal_seq = meta.wal_seq if meta else 0
+        return meta
 
     def load(self) -> CheckpointMeta | None:
         """The newest committed checkpoint's metadata, or None for a fresh store."""

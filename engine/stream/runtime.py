@@ -18,8 +18,22 @@ Barrier (every `barrier_interval_ms`, or at once for FLUSH and DDL):
    and the WAL position all go into one RocksDB WriteBatch written with sync
    (`engine.state.checkpoint`), so a crash leaves either the whole epoch or none of it;
 5. each sink's post-commit.
-Recovery (`restore_relation` per catalog entry, then `replay_wal`) rebuilds the flows from
-the catalog, loads their state and re-queues the WAL records written after the checkpoint.
+Recovery (`recover`: the last checkpoint's catalog, `restore_relation` per catalog entry,
+then `replay_wal`) rebuilds the flows from the catalog, loads their state and re-queues the
+WAL records written after the checkpoint. The database runs it at startup.
+
+Every epoch is atomic. If anything raises inside a barrier (a bug, an I/O error, a data
+error an operator did not turn into NULL), the epoch is rolled back everywhere by running
+the same `recover` in process: every flow is thrown away and rebuilt from the last
+checkpoint, sources re-seek to their checkpointed offsets, sinks are closed and reopened
+from their staged state, and the WAL records after the checkpoint are queued again. No
+table keeps rows that a view has not seen. The caller (FLUSH, DDL) gets `EpochFailed`
+(the details go to the log with the traceback). Timer barriers then wait with backoff
+(`RETRY_START` doubling to `RETRY_MAX` seconds) before trying the epoch again; FLUSH and
+DDL try at once. A failure that repeats (a deterministic bug) thus leaves the server up,
+reading the last committed epoch and accepting durable writes, until the cause is gone
+(e.g. the failing view is dropped: DROP runs its barrier without it). Named fault points
+(`engine.faults`) let tests crash or raise at each step.
 """
 
 from __future__ import annotations
@@ -30,13 +44,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
 from engine.chunk import StreamChunk
+from engine.errors import EngineError, EpochFailed
 from engine.expr import EvalContext
 from engine.expr.core import job_context
 from engine.plan.logical import PlanNode
@@ -65,6 +82,23 @@ from engine.stream.source import (
 from engine.stream.ttl import clean_expired
 
 log = logging.getLogger("swell.runtime")
+
+RETRY_START = 0.5
+"""Seconds the barrier loop waits after a failed epoch before trying it again."""
+RETRY_MAX = 30.0
+"""Cap of the retry delay, which doubles with every consecutive failure."""
+
+
+@dataclass
+class EpochFailure:
+    """The last failed epoch (cleared by the next committed one); shown in `stats()`."""
+
+    epoch: int  # the epoch that was rolled back
+    where: str  # what was running: 'materialized view "v"', 'the checkpoint', ...
+    message: str  # what the client was told
+    attempts: int  # consecutive failures
+    retry_at: float  # time.monotonic() of the next timer retry
+    recovered: bool  # the in-process recovery itself worked
 
 
 class Runtime:
@@ -96,6 +130,11 @@ class Runtime:
         self.watermarks = WatermarkTracker()
         self.epoch = 0
         self.wal_seq = 0  # highest WAL record queued into pending
+        self.plan_fn: Callable[[Relation], PlanNode] | None = None  # set by `recover`
+        self.failure: EpochFailure | None = None
+        self.failed_epochs = 0  # epochs rolled back since start
+        self._where = ""  # what the barrier is running (for the failure message)
+        self._attempt = 0  # the epoch the barrier is building
         self._dropped: list[StateTable] = []
         self._dirty_catalog = False
         self._stop = threading.Event()
@@ -122,7 +161,7 @@ class Runtime:
             self._thread.join(timeout=30)
         try:
             self.barrier(force=True)
-        except SinkNotReady as e:  # the WAL replays the epoch after restart
+        except (SinkNotReady, EpochFailed) as e:  # the WAL replays the epoch after restart
             log.error("final checkpoint skipped: %s", e)
         for sf in self.sources.values():
             sf.stop()
@@ -131,6 +170,8 @@ class Runtime:
         while not self._stop.wait(self.barrier_interval):
             try:
                 self.barrier()
+            except EpochFailed:
+                pass  # rolled back and logged; retried after the backoff
             except Exception:  # keep the loop alive; the error is logged with its traceback
                 log.exception("barrier failed")
 
@@ -146,75 +187,104 @@ class Runtime:
         live); forced barriers (FLUSH, DDL) wait for the sink.
         """
         with self.lock:
-            if self._commit_cut is not None:
-                try:
-                    self._commit(self._commit_cut, block=force)
-                except SinkNotReady:
-                    return self.epoch
-            has_work = any(t.pending for t in self.tables.values()) or any(
-                s.backlog or s.wants_checkpoint() for s in self.sinks.values()
-            ) or any(
-                v.time_driven for v in self.views.values()
-            ) or any(
-                s.has_data() for s in self.sources.values()
-            )
-            if not has_work and not force and not self._dirty_catalog and not self._dropped:
-                return self.epoch
-            t0 = time.perf_counter()
-            cpu = self.cpu
-            c = cpu.now()
-            self.ctx.now = None
-            cut = self.wal_seq  # the WAL records this epoch consumes
-            deltas: dict[int, StreamChunk | None] = {}
-            for sid, sf in self.sources.items():
-                chunks = sf.take()
-                if sid in self.tables:
-                    self.tables[sid].pending.extend(chunks)
-                else:
-                    deltas[sid] = source_delta(chunks)
-                    self.rows_in += len(deltas[sid] or ())
-                    self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.ctx)
-            c = cpu.lap("sources", c)
-            for tid, flow in self.tables.items():
-                d = flow.drain()
-                if d is not None:
-                    self.rows_in += len(d)
-                deltas[tid] = d
-                self.watermarks.on_relation_delta(flow.rel, d, self.ctx)
-            c = cpu.lap("tables", c)
-            for vid in sorted(self.views):
-                deltas[vid] = self.views[vid].step(
-                    deltas, watermarks=self.watermarks.current, cpu=cpu
-                )
-                self.watermarks.set_view(vid, self.views[vid].out_watermarks)
-            c = cpu.lap("views", c)
-            for sid in sorted(self.sinks):
-                self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
-            c = cpu.lap("sinks", c)
-            clean_expired(self.tables, self.watermarks.current)  # WATERMARK ... WITH TTL
+            f = self.failure
+            if f is not None and not force and time.monotonic() < f.retry_at:
+                return self.epoch  # backing off after a failed epoch
             try:
-                self._commit(cut, block=force)
+                epoch = self._barrier(force)
             except SinkNotReady:
-                if force:
-                    raise
+                raise
+            except Exception as e:
+                raise self._rollback(e) from e
+            if f is not None:
+                log.info("epoch %s committed after %s failed attempt(s)", epoch, f.attempts)
+                self.failure = None
+            return epoch
+
+    def _barrier(self, force: bool) -> int:
+        """One barrier's steps and commit; under the lock (see `barrier`)."""
+        if self._commit_cut is not None:
+            self._where = "the retried checkpoint"
+            try:
+                self._commit(self._commit_cut, block=force)
+            except SinkNotReady:
                 return self.epoch
-            c = cpu.lap("commit", c)
-            # State lives in long-lived Python objects; moving them out of the collector's
-            # generations after each epoch keeps GC passes proportional to new garbage.
-            gc.freeze()
-            cpu.lap("gc", c)
-            self.last_barrier_ms = (time.perf_counter() - t0) * 1000
-            self.barriers += 1
-            if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
-                self.fed_tables = False
-                return self.barrier(force=True)
+        has_work = (
+            any(t.pending for t in self.tables.values())
+            or any(s.backlog or s.wants_checkpoint() for s in self.sinks.values())
+            or any(v.time_driven for v in self.views.values())
+            or any(s.has_data() for s in self.sources.values())
+        )
+        if not has_work and not force and not self._dirty_catalog and not self._dropped:
             return self.epoch
+        t0 = time.perf_counter()
+        cpu = self.cpu
+        c = cpu.now()
+        self.ctx.now = None
+        cut = self.wal_seq  # the WAL records this epoch consumes
+        self._attempt = self.epoch + 1
+        deltas: dict[int, StreamChunk | None] = {}
+        for sid, sf in self.sources.items():
+            self._where = f'source "{sf.rel.name}"'
+            chunks = sf.take()
+            if sid in self.tables:
+                self.tables[sid].pending.extend(chunks)
+            else:
+                deltas[sid] = source_delta(chunks)
+                self.rows_in += len(deltas[sid] or ())
+                self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.ctx)
+        faults.hit("sources_taken")
+        c = cpu.lap("sources", c)
+        for tid, flow in self.tables.items():
+            self._where = f'table "{flow.rel.name}"'
+            d = flow.drain()
+            if d is not None:
+                self.rows_in += len(d)
+            deltas[tid] = d
+            self.watermarks.on_relation_delta(flow.rel, d, self.ctx)
+        faults.hit("tables_drained")
+        c = cpu.lap("tables", c)
+        for vid in sorted(self.views):
+            view = self.views[vid]
+            self._where = f'materialized view "{view.rel.name}"'
+            deltas[vid] = view.step(deltas, watermarks=self.watermarks.current, cpu=cpu)
+            self.watermarks.set_view(vid, view.out_watermarks)
+            faults.hit("view_stepped")
+        c = cpu.lap("views", c)
+        for sid in sorted(self.sinks):
+            self._where = f'sink "{self.sinks[sid].spec.name}"'
+            self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
+        faults.hit("sinks_stepped")
+        c = cpu.lap("sinks", c)
+        self._where = "the TTL cleanup"
+        clean_expired(self.tables, self.watermarks.current)  # WATERMARK ... WITH TTL
+        try:
+            self._commit(cut, block=force)
+        except SinkNotReady:
+            if force:
+                raise
+            return self.epoch
+        c = cpu.lap("commit", c)
+        # State lives in long-lived Python objects; moving them out of the collector's
+        # generations after each epoch keeps GC passes proportional to new garbage.
+        gc.freeze()
+        cpu.lap("gc", c)
+        self.last_barrier_ms = (time.perf_counter() - t0) * 1000
+        self.barriers += 1
+        if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
+            self.fed_tables = False
+            return self._barrier(force=True)
+        return self.epoch
 
     def _commit(self, wal_cut: int, block: bool = True) -> None:
         self._commit_cut = wal_cut  # until the sinks are flushed and the checkpoint written
-        sink_state = {
-            sid: f.pre_commit(self.epoch + 1, block=block) for sid, f in self.sinks.items()
-        }
+        self._attempt = self.epoch + 1
+        sink_state: dict[int, bytes | None] = {}
+        for sid, sk in self.sinks.items():
+            self._where = f'sink "{sk.spec.name}"'
+            sink_state[sid] = sk.pre_commit(self.epoch + 1, block=block)
+        faults.hit("sinks_pre_committed")
+        self._where = "the checkpoint"
         self._commit_cut = None
         self.epoch += 1
         tables: list[StateTable] = []
@@ -238,8 +308,101 @@ class Runtime:
         self.checkpointer.commit(self.epoch, wal_cut, tables, extra, self._dropped)
         self._dropped = []
         self._dirty_catalog = False
+        faults.hit("checkpoint_written")
+        self._where = "the sinks' post-commit"
         for f in self.sinks.values():
             f.post_commit(self.epoch)
+        faults.hit("post_committed")
+
+    # ------------------------------------------------------------------------------------
+    # rollback
+    # ------------------------------------------------------------------------------------
+    def _rollback(self, e: Exception) -> EpochFailed:
+        """Roll the failed epoch back by recovering from the last checkpoint (see the
+        module docstring); returns the error for the caller. Under the lock."""
+        failed = self._attempt
+        where = self._where or "the barrier"
+        self.failed_epochs += 1
+        log.error(
+            "epoch %s failed in %s; rolling back to the last checkpoint", failed, where, exc_info=e
+        )
+        recovered = True
+        try:
+            self.recover()
+        except Exception as re:
+            recovered = False
+            log.critical(
+                "recovery after the failed epoch %s failed; the next barrier tries again",
+                failed,
+                exc_info=re,
+            )
+        attempts = self.failure.attempts + 1 if self.failure is not None else 1
+        delay = min(RETRY_START * 2 ** (attempts - 1), RETRY_MAX)
+        cause = e.message if isinstance(e, EngineError) else "internal error"
+        how = (
+            "failed after its checkpoint" if self.epoch >= failed else "failed and was rolled back"
+        )
+        message = f"epoch {failed} {how}: {cause} (in {where})"
+        self.failure = EpochFailure(
+            failed, where, message, attempts, time.monotonic() + delay, recovered
+        )
+        if recovered:
+            detail = (
+                f"The dataflow recovered from epoch {self.epoch}; acknowledged writes are kept "
+                f"and applied when an epoch commits. Failed attempts in a row: {attempts}; "
+                f"the next automatic retry is in {delay:g} s."
+            )
+        else:
+            detail = "Recovering from the last checkpoint failed too; it is retried."
+        err = EpochFailed(message, detail=detail, hint="The server log has the details.")
+        if isinstance(e, EngineError):
+            err.sqlstate = e.sqlstate  # type: ignore[misc]
+        return err
+
+    def recover(self, plan_fn: Callable[[Relation], PlanNode] | None = None) -> int:
+        """Rebuild every flow from the last checkpoint and queue the WAL records after it.
+
+        Used at startup (by the database, on empty flows) and after a failed epoch: the
+        current flows are discarded (sources' readers stopped, sinks closed), the catalog
+        is restored in place, sources get their checkpointed offsets back, sinks reopen
+        with their last pre-commit state. Returns the number of WAL records queued.
+        """
+        with self.lock:
+            if plan_fn is not None:
+                self.plan_fn = plan_fn
+            for sf in self.sources.values():
+                try:
+                    sf.stop()
+                except Exception:
+                    log.exception("source %s: stopping the reader failed", sf.rel.name)
+            for sk in self.sinks.values():
+                sk.close()
+            self.tables = {}
+            self.views = {}
+            self.sinks = {}
+            self.sources = {}
+            self._dropped = []
+            self._dirty_catalog = False
+            self._commit_cut = None
+            self.fed_tables = False
+            self._meta_extra = {}
+            self._source_positions = {}
+            self._where = ""
+            if self.wal.last_seq:
+                self.wal.wait_durable(self.wal.last_seq)  # every queued record is readable
+            meta = self.checkpointer.reset()
+            blob = meta.extra.get("catalog") if meta is not None else None
+            self.catalog.replace_with(Catalog.from_bytes(blob) if blob else Catalog())
+            row_id_last = self.row_ids.last
+            self.watermarks = WatermarkTracker()
+            self.epoch = 0
+            self.wal_seq = 0
+            self.restore(meta)
+            self.row_ids.last = max(self.row_ids.last, row_id_last)  # never reuse a row id
+            assert self.plan_fn is not None, "recover() needs the planner first"
+            for rel in self.catalog.ordered():
+                self.restore_relation(rel, self.plan_fn)
+            return self.replay_wal(meta.wal_seq if meta is not None else 0)
 
     # ------------------------------------------------------------------------------------
     # recovery
@@ -486,5 +649,7 @@ class Runtime:
             "tables": len(self.tables),
             "views": len(self.views),
             "sinks": len(self.sinks),
+            "failed_epochs": self.failed_epochs,
+            "failure": None if self.failure is None else self.failure.message,
             "cpu": self.cpu.snapshot(),
         }

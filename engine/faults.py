@@ -1,0 +1,107 @@
+"""Fault injection for tests: crash (`os._exit`) or raise at named points inside a barrier.
+
+Two environment variables, read once at import (tests in process call `configure`):
+
+* `SWELL_CRASH_AT=<point>[:<nth>]` exits the process with status `CRASH_EXIT_CODE`
+  (no cleanup, no final checkpoint: what `kill -9` does) at the nth time `point` is
+  reached (default the first);
+* `SWELL_FAIL_AT=<point>[:<nth>[+]]` raises `InjectedFailure` there instead, to test the
+  in-process rollback; `nth+` raises at the nth and every later time (a deterministic
+  failure, as a bug would be).
+
+Several specs may be given, separated by commas. The counters count hits since the
+process started (DDL runs barriers too). The points, in barrier order (`POINTS`):
+
+| point | where |
+|---|---|
+| `sources_taken` | every source's `take()` returned (offsets advanced in memory) |
+| `tables_drained` | every table pushed its queued chunks through its MaterializeOp |
+| `view_stepped` | after each materialized view's step (one hit per view per barrier) |
+| `sinks_stepped` | every sink stepped and handed its delta to its writer |
+| `sinks_pre_committed` | every sink's pre-commit returned (Kafka flushed, Iceberg staged) |
+| `checkpoint_batch` | the checkpoint's WriteBatch is built but not yet written |
+| `checkpoint_written` | the checkpoint is durable, before the sinks' post-commit |
+| `post_committed` | every sink's post-commit ran (the barrier is complete) |
+
+Nothing here costs more than one dict lookup per hit when no variable is set.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+CRASH_ENV = "SWELL_CRASH_AT"
+FAIL_ENV = "SWELL_FAIL_AT"
+CRASH_EXIT_CODE = 86
+"""Exit status of a process stopped by `SWELL_CRASH_AT` (tests tell it from a real crash)."""
+
+POINTS = (
+    "sources_taken",
+    "tables_drained",
+    "view_stepped",
+    "sinks_stepped",
+    "sinks_pre_committed",
+    "checkpoint_batch",
+    "checkpoint_written",
+    "post_committed",
+)
+
+
+class InjectedFailure(RuntimeError):
+    """Raised at a point named by `SWELL_FAIL_AT` (an internal error, like a bug)."""
+
+
+@dataclass
+class _Spec:
+    nth: int
+    repeat: bool  # fire at the nth and every later hit
+
+
+_crash: dict[str, _Spec] = {}
+_fail: dict[str, _Spec] = {}
+_hits: dict[str, int] = {}
+
+
+def _parse(text: str, env: str, allow_repeat: bool) -> dict[str, _Spec]:
+    out: dict[str, _Spec] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, count = part.partition(":")
+        repeat = allow_repeat and count.endswith("+")
+        count = count.removesuffix("+") if repeat else count
+        if name not in POINTS or (count and not count.isdigit()) or count == "0":
+            raise ValueError(
+                f"{env}: bad spec {part!r}; expected <point>[:<nth>] with point one of "
+                + ", ".join(POINTS)
+            )
+        out[name] = _Spec(int(count or 1), repeat)
+    return out
+
+
+def configure(crash: str = "", fail: str = "") -> None:
+    """Replace both specs (the variables' syntax) and reset the hit counters."""
+    global _crash, _fail
+    _crash = _parse(crash, CRASH_ENV, allow_repeat=False)
+    _fail = _parse(fail, FAIL_ENV, allow_repeat=True)
+    _hits.clear()
+
+
+def hit(point: str) -> None:
+    """Count one pass through `point`; crash or raise if a spec says so."""
+    if not _crash and not _fail:
+        return
+    n = _hits[point] = _hits.get(point, 0) + 1
+    c = _crash.get(point)
+    if c is not None and n == c.nth:
+        sys.stderr.write(f"{CRASH_ENV}: exiting at {point} (hit {n})\n")
+        sys.stderr.flush()
+        os._exit(CRASH_EXIT_CODE)
+    f = _fail.get(point)
+    if f is not None and (n == f.nth or (f.repeat and n > f.nth)):
+        raise InjectedFailure(f"{FAIL_ENV}: injected failure at {point} (hit {n})")
+
+
+configure(os.environ.get(CRASH_ENV, ""), os.environ.get(FAIL_ENV, ""))
