@@ -62,8 +62,11 @@ def _sql(o: tuple) -> str:  # type: ignore[type-arg]
         return f"DELETE FROM t WHERE id = {o[1]}"
     if o[0] == "upd":
         return f"UPDATE t SET v = {_lit(o[2])} WHERE id = {o[1]}"
-    return f"DELETE FROM t WHERE k = {_lit(o[1])}" if o[1] is not None else \
-        "DELETE FROM t WHERE k IS NULL"
+    return (
+        f"DELETE FROM t WHERE k = {_lit(o[1])}"
+        if o[1] is not None
+        else "DELETE FROM t WHERE k IS NULL"
+    )
 
 
 def _norm(rows: list[tuple]) -> list[tuple]:  # type: ignore[type-arg]
