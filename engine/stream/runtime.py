@@ -492,7 +492,12 @@ class Runtime:
             try:
                 alloc = self._alloc(rel, False)
                 flow = build_sink_flow(
-                    rel, plan, alloc, self.job_ctx(rel), self.catalog, self.data_dir,
+                    rel,
+                    plan,
+                    alloc,
+                    self.job_ctx(rel),
+                    self.catalog,
+                    self.data_dir,
                     runtime=self,
                 )
                 flow.writer.validate()
