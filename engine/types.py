@@ -93,6 +93,11 @@ class SqlType:
     kind: TypeKind
     elem: SqlType | None = None
     pg: str | None = field(default=None, compare=False, repr=False)
+    # type modifier: varchar(n) -> (n,); numeric(p, s) -> (p, s); a numeric whose
+    # display scale is known but not its precision (round(x, 2), 1.50) -> (None, s).
+    # Like `pg`, it takes no part in equality: the engine computes with the base type,
+    # casts/assignments enforce the modifier (engine/expr/typmod.py), output honours it.
+    mod: tuple[int | None, ...] | None = field(default=None, compare=False, repr=False)
 
     # -- identity ------------------------------------------------------------------
     @property
@@ -142,6 +147,33 @@ class SqlType:
         return _PG[self.kind][4]
 
     def __str__(self) -> str:
+        return self.display
+
+    # -- modifiers -----------------------------------------------------------------
+    @property
+    def scale(self) -> int | None:
+        """Digits a numeric prints after the point (None: as computed, trailing zeros cut)."""
+        if self.kind is TypeKind.NUMERIC and self.mod is not None:
+            return self.mod[1]
+        return None
+
+    @property
+    def max_length(self) -> int | None:
+        """The n of varchar(n) (None: unbounded)."""
+        if self.kind is TypeKind.VARCHAR and self.mod is not None:
+            return self.mod[0]
+        return None
+
+    def with_mod(self, mod: tuple[int | None, ...] | None) -> SqlType:
+        return SqlType(self.kind, self.elem, self.pg, mod)
+
+    @property
+    def display_mod(self) -> str:
+        """The name with its modifier, as PostgreSQL's format_type prints it in errors."""
+        if self.max_length is not None:
+            return f"{self.display}({self.max_length})"
+        if self.mod is not None and self.kind is TypeKind.NUMERIC and self.mod[0] is not None:
+            return f"numeric({self.mod[0]},{self.mod[1]})"
         return self.display
 
     # -- storage -------------------------------------------------------------------

@@ -101,15 +101,23 @@ def format_float4(v: float) -> str:
     return _pg_float(digits, exp10, v < 0, 6)
 
 
-def format_numeric(v: Decimal) -> str:
+def format_numeric(v: Decimal, scale: int | None = None) -> str:
+    """PostgreSQL's numeric text: `scale` digits after the point when the type knows its
+    scale (numeric(p, s), round(x, 2), 1.50), else as computed without trailing zeros."""
     if v.is_nan():
         return "NaN"
     if v.is_infinite():
         return "-Infinity" if v < 0 else "Infinity"
+    if scale is not None:
+        s = format(v.quantize(_SCALES[scale]) if scale < len(_SCALES) else v, "f")
+        return s[1:] if s.startswith("-") and not s.strip("-0.") else s
     s = format(v, "f")
     if "." in s:
         s = s.rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
+
+
+_SCALES = [Decimal(1).scaleb(-i) for i in range(39)]
 
 
 _NUMERIC_HEAD = struct.Struct(">hhHH")
@@ -119,13 +127,13 @@ _NUMERIC_PINF = 0xD000
 _NUMERIC_NINF = 0xF000
 
 
-def numeric_send(v: Decimal) -> bytes:
+def numeric_send(v: Decimal, scale: int | None = None) -> bytes:
     """Base-10000 digits with weight/sign/dscale, as `numeric_send` lays them out."""
     if v.is_nan():
         return _NUMERIC_HEAD.pack(0, 0, _NUMERIC_NAN, 0)
     if v.is_infinite():
         return _NUMERIC_HEAD.pack(0, 0, _NUMERIC_NINF if v < 0 else _NUMERIC_PINF, 0)
-    text = format_numeric(v)
+    text = format_numeric(v, scale)
     sign = _NUMERIC_NEG if text.startswith("-") else 0
     ip, _, fp = text.lstrip("-").partition(".")
     dscale = len(fp)
@@ -341,7 +349,8 @@ def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
     if k is TypeKind.REAL:
         return lambda v: format_float4(float(v))
     if k is TypeKind.NUMERIC:
-        return lambda v: format_numeric(v if isinstance(v, Decimal) else Decimal(str(v)))
+        scale = t.scale
+        return lambda v: format_numeric(v if isinstance(v, Decimal) else Decimal(str(v)), scale)
     if k is TypeKind.BYTEA:
         return _bytea_text
     if k is TypeKind.DATE:
@@ -526,7 +535,8 @@ def binary_encoder(t: SqlType) -> Encoder:
     if k is TypeKind.DOUBLE:
         return _pack(_F64, float)
     if k is TypeKind.NUMERIC:
-        return lambda v: numeric_send(v if isinstance(v, Decimal) else Decimal(str(v)))
+        scale = t.scale
+        return lambda v: numeric_send(v if isinstance(v, Decimal) else Decimal(str(v)), scale)
     if k is TypeKind.BYTEA:
         return bytes
     if k is TypeKind.DATE:

@@ -100,12 +100,16 @@ def _type_to_json(t: SqlType) -> Any:
     if t.kind is TypeKind.LIST:
         assert t.elem is not None
         return ["list", _type_to_json(t.elem)]
+    if t.mod is not None:  # varchar(n), numeric(p, s)
+        return {"kind": t.kind.name, "mod": list(t.mod)}
     return t.kind.name
 
 
 def _type_from_json(v: Any) -> SqlType:
     if isinstance(v, list):
         return list_of(_type_from_json(v[1]))
+    if isinstance(v, dict):
+        return SqlType(TypeKind[v["kind"]], mod=tuple(v["mod"]))
     return SqlType(TypeKind[v])
 
 

@@ -40,6 +40,7 @@ from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Para
 from engine.expr.registry import NODE_BINDERS, call, no_function
 from engine.expr.scope import ParamContext, Scope
 from engine.expr.temporal import parse_interval
+from engine.expr.typmod import literal_scale, numeric_with_scale
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -291,7 +292,7 @@ class ExprBinder:
                         f'"{text}" is out of range for type double precision')
                 return Literal(f, DOUBLE)
             return Literal(d.quantize(Decimal(1).scaleb(-10)) if d.as_tuple().exponent < -10
-                           else d, NUMERIC)
+                           else d, numeric_with_scale(literal_scale(d)))
         v = int(text)
         if -(2**31) <= v < 2**31:
             return Literal(v, INT)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.errors import DatatypeMismatch, not_supported
+from engine.errors import DatatypeMismatch, UndefinedObject, not_supported
 from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param
+from engine.expr.typmod import enforce, modifier_of
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -104,7 +105,8 @@ def cast(expr: Expr, target: SqlType) -> Expr:
         err = DatatypeMismatch(f"cannot cast type {src.display} to {target.display}")
         err.sqlstate = "42846"  # type: ignore[misc]
         raise err
-    return _make_cast(expr, target)
+    out = _make_cast(expr, target)
+    return enforce(out, target, explicit=True) if target.mod is not None else out
 
 
 def implicit_cast(expr: Expr, target: SqlType) -> Expr | None:
@@ -119,15 +121,15 @@ def implicit_cast(expr: Expr, target: SqlType) -> Expr | None:
 
 
 def assign_cast(expr: Expr, target: SqlType, column: str | None = None) -> Expr:
-    """Assignment cast (INSERT/UPDATE into a column of type `target`); 42804 if not allowed."""
-    if is_untyped(expr):
-        return _make_cast(expr, target)
-    if not can_cast(expr.type, target, CastLevel.ASSIGN):
+    """Assignment cast (INSERT/UPDATE into a column of type `target`); 42804 if not allowed.
+    varchar(n) / numeric(p, s) columns refuse values that do not fit (22001 / 22003)."""
+    if not is_untyped(expr) and not can_cast(expr.type, target, CastLevel.ASSIGN):
         what = f'column "{column}"' if column else "target"
         raise DatatypeMismatch(
             f"{what} is of type {target.display} but expression is of type {expr.type.display}",
             hint="You will need to rewrite or cast the expression.")
-    return _make_cast(expr, target)
+    out = _make_cast(expr, target)
+    return enforce(out, target, explicit=False) if target.mod is not None else out
 
 
 def resolve_unknown(expr: Expr) -> Expr:
@@ -161,11 +163,14 @@ def parse_data_type(dt: exp.DataType) -> SqlType:
             raise not_supported(f"type {dt.sql('postgres')}")
         return list_of(parse_data_type(inner))
     if t in _SIMPLE:
-        return _SIMPLE[t]
+        return modifier_of(dt, _SIMPLE[t]) if dt.expressions else _SIMPLE[t]
     if t == _DT.USERDEFINED:
         from engine.types import TYPE_NAMES
 
-        name = (dt.args.get("kind") or dt.sql("postgres")).lower()
+        kind = dt.args.get("kind")
+        name = (kind.name if isinstance(kind, exp.Expression) else kind or dt.sql("postgres"))
+        name = name.lower()
         if name in TYPE_NAMES:
             return TYPE_NAMES[name]
+        raise UndefinedObject(f'type "{name}" does not exist')
     raise not_supported(f"type {dt.sql('postgres')}")

@@ -12,9 +12,10 @@ import pyarrow.compute as pc
 
 from engine.errors import DataError, NumericValueOutOfRange
 from engine.expr.coerce import implicit_cast, is_untyped
-from engine.expr.core import Datum, EvalContext, Expr, Func, is_scalar, out_of_range
+from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, is_scalar, out_of_range
 from engine.expr.ops import arith_kernel
 from engine.expr.registry import coerce_to, no_function, register, simple
+from engine.expr.typmod import numeric_with_scale
 from engine.types import DOUBLE, INT, NUMERIC, SqlType, TypeKind
 
 K = TypeKind
@@ -68,7 +69,9 @@ def _rounding(name: str, mode: str) -> None:
                 t: SqlType = DOUBLE
             else:
                 a = coerce_to(name, args, [NUMERIC, INT])
-                t = NUMERIC
+                digits = args[1]
+                const = isinstance(digits, Literal) and isinstance(digits.value, int)
+                t = numeric_with_scale(digits.value if const else None)  # type: ignore[union-attr]
 
             def k2(x: list[Datum], n: int, c: EvalContext) -> Datum:
                 v, d = x
@@ -88,6 +91,8 @@ def _rounding(name: str, mode: str) -> None:
                 return pa.array(vals, t.arrow)
             return Func(name, tuple(a), t, k2)
         a1, t1 = _num_arg(name, args)
+        if t1.kind is K.NUMERIC:
+            t1 = numeric_with_scale(0)
         fmode = "half_to_even" if (name == "round" and t1.kind is K.DOUBLE) else mode
 
         def k1(x: list[Datum], n: int, c: EvalContext) -> Datum:

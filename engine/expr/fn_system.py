@@ -123,7 +123,7 @@ def _bind_cast(b: Any, node: exp.Cast) -> Expr | None:
         return _to_reg(inner, target)
     if src.pg in REG_TYPES and target.kind is K.VARCHAR:
         return _reg_to_text(inner, src.pg)
-    out = cast(inner, SqlType(target.kind, target.elem))
+    out = cast(inner, SqlType(target.kind, target.elem, mod=target.mod))
     if target.pg != out.type.pg or (
         target.elem is not None and out.type.elem is not None and target.elem.pg != out.type.elem.pg
     ):

@@ -20,6 +20,7 @@ from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
 from engine.expr.nonstrict import RowErrors
+from engine.expr.typmod import numeric_with_scale, scale_of
 from engine.types import (
     BOOLEAN,
     DATE,
@@ -301,10 +302,21 @@ def bind_arith(op: str, left: Expr, right: Expr) -> Expr:
         raise no_operator(op, UNKNOWN, UNKNOWN)
     if not (left.type.is_numeric and right.type.is_numeric):
         raise no_operator(op, left.type, right.type)
+    scales = (scale_of(left.type), scale_of(right.type))
     left, right = _unify(op, left, right)
     t = left.type
+    if t.kind is K.NUMERIC:
+        t = numeric_with_scale(_result_scale(op, *scales))
     return Func(_OP_NAMES[op], (left, right), t, arith_kernel(op, t), op=op,
                 row_errors=arith_row_errors(op, t))
+
+
+def _result_scale(op: str, a: int | None, b: int | None) -> int | None:
+    """PostgreSQL's display scale of a numeric result: + - % the larger, * the sum; a
+    quotient's scale depends on the values, so it stays unknown."""
+    if a is None or b is None or op == "/":
+        return None
+    return a + b if op == "*" else max(a, b)
 
 
 _OP_NAMES = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "modulus"}

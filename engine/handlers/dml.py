@@ -29,7 +29,7 @@ from engine.errors import (
     WrongObjectType,
 )
 from engine.sql.parser import Statement
-from engine.types import Field, arrow_schema
+from engine.types import Field, SqlType, arrow_schema
 
 
 def _target(session: Any, table: exp.Expression, verb: str) -> Relation:
@@ -147,7 +147,7 @@ def _bind_row(
             out.append(ex.Literal(value=None, type=f.type))
             continue
         e = ex.ExprBinder(ex.Scope([]), params).bind(node)
-        out.append(ex.assign_cast(e, f.type) if e.type != f.type else e)
+        out.append(ex.assign_cast(e, f.type) if _needs_cast(e.type, f.type) else e)
     return out
 
 
@@ -193,7 +193,7 @@ def run_insert(
                 ref = ex.InputRef(index=v, type=plan.schema[v].type, name=plan.schema[v].name)
                 e = (
                     ex.assign_cast(ref, rel.fields[c].type)
-                    if ref.type != rel.fields[c].type
+                    if _needs_cast(ref.type, rel.fields[c].type)
                     else ref
                 )
                 arrays[c] = (
@@ -302,7 +302,7 @@ def run_update(
             _preset_param(a.expression, rel.fields[col].type, params)
             e = ex.ExprBinder(scope, params).bind(a.expression)
             t = rel.fields[col].type
-            sets[col] = ex.assign_cast(e, t) if e.type != t else e
+            sets[col] = ex.assign_cast(e, t) if _needs_cast(e.type, t) else e
         n = old.num_rows
         if n == 0:
             return QueryResult("UPDATE 0"), None
@@ -322,3 +322,9 @@ def run_update(
         ops[1::2] = Op.UPDATE_INSERT
         seq = rt.write(rel.id, StreamChunk(pa.array(ops), data))
     return QueryResult(f"UPDATE {n}"), seq
+
+
+def _needs_cast(src: SqlType, column: SqlType) -> bool:
+    """A value of `src` stored in a `column`: another type, or a varchar(n) / numeric(p, s)
+    column whose modifier must be checked (modifiers take no part in type equality)."""
+    return src != column or column.mod is not None

@@ -157,6 +157,20 @@ def _name_of(e: exp.Expression, i: int) -> str:
     return f"_g{i}"
 
 
+# the column name of `x::type` is PostgreSQL's internal type name
+_CAST_NAMES = {
+    "int": "int4",
+    "integer": "int4",
+    "bigint": "int8",
+    "smallint": "int2",
+    "real": "float4",
+    "double precision": "float8",
+    "decimal": "numeric",
+    "boolean": "bool",
+    "char": "bpchar",
+}
+
+
 def _output_name(it: exp.Expression) -> str:
     if isinstance(it, exp.Alias):
         ident = it.args.get("alias")
@@ -175,7 +189,10 @@ def _output_name(it: exp.Expression) -> str:
             return inner.name.lower()
         if isinstance(inner, (exp.Anonymous, exp.Func)) and not isinstance(inner, exp.Cast):
             return _output_name(inner)
-        return node.to.sql(dialect="postgres").lower().split("(")[0]
+        name = node.to.sql(dialect="postgres").lower().split("(")[0]
+        if name.endswith("[]"):  # PostgreSQL names an array cast after its element type
+            name = name[:-2]
+        return _CAST_NAMES.get(name, name)
     if isinstance(node, exp.Count):
         return "count"
     if isinstance(node, (exp.Filter, exp.Window)):

@@ -58,6 +58,8 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
     if kind == "sum":
         if k in (TypeKind.SMALLINT, TypeKind.INT):
             return BIGINT
+        if k is TypeKind.NUMERIC and arg.scale is not None:
+            return NUMERIC.with_mod((None, arg.scale))  # PostgreSQL: a sum keeps the scale
         if k in (TypeKind.BIGINT, TypeKind.NUMERIC):
             return NUMERIC
         if k in (TypeKind.REAL, TypeKind.DOUBLE, TypeKind.INTERVAL):
