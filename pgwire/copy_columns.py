@@ -74,8 +74,10 @@ def parse_copy(data: bytes, opts: dict[str, Any], target: CopyColumns) -> list[p
     )
     if cols is None:
         cols = _split_exact(data, opts, target, header)
+    # no x in the data, so no value is hexadecimal (text escapes could spell an x)
+    hexfree = b"x" not in data and b"X" not in data and (fmt == "csv" or b"\\" not in data)
     try:
-        return [convert(c, t, target.tz) for c, t in zip(cols, target.types, strict=True)]
+        return [convert(c, t, target.tz, hexfree) for c, t in zip(cols, target.types, strict=True)]
     except (EngineError, ValueError, ArithmeticError, pa.ArrowException) as e:
         _raise_first_error(cols, target, header)
         raise _as_data_error(e) from e
@@ -109,11 +111,20 @@ def _strip_end_marker(data: bytes) -> bytes | None:
     else:
         if data in (b"\\.", b"\\.\n", b"\\.\r\n"):
             return b""
-    return None if b"\\." in data else data
+    return None if b"\\" in data and b"\\." in data else data
 
 
 def _has_empty_line(body: bytes) -> bool:
-    return body.startswith((b"\n", b"\r")) or b"\n\n" in body or b"\r\r" in body or b"\n\r" in body
+    """A line with nothing on it (`\n\n`, `\r\r`, `\n\r` or a line end first); bytes
+    searches for two-byte needles are slow, so this compares shifted numpy views."""
+    if body.startswith((b"\n", b"\r")):
+        return True
+    buf = np.frombuffer(body, dtype=np.uint8)
+    ends = buf == 10
+    if b"\r" in body:  # one-byte needles are a memchr
+        cr = buf == 13
+        return bool((ends[1:] & (ends[:-1] | cr[:-1])).any() or (cr[1:] & cr[:-1]).any())
+    return bool((ends[1:] & ends[:-1]).any())
 
 
 def _read(data: bytes, ro: Any, po: Any, co: Any, ncols: int) -> list[pa.Array] | None:
@@ -203,7 +214,9 @@ def split_text(data: bytes, opts: dict[str, Any], ncols: int) -> list[pa.Array] 
     if len(d) != 1 or b"\r" in data or d in (b"\\", b"\n"):
         return None
     body = _strip_end_marker(data)
-    if body is None or b"\\" + d in body or b"\\\n" in body:
+    if body is None:
+        return None
+    if b"\\" in body and (b"\\" + d in body or b"\\\n" in body):
         return None
     if _has_empty_line(body):
         return None  # one empty value (or too few): the reader would make NULLs
@@ -283,13 +296,15 @@ def _all(mask: pa.Array) -> bool:
     return bool(pc.all(pc.fill_null(mask, True)).as_py())
 
 
-def _fast(col: pa.Array, t: SqlType, tz: tzinfo) -> pa.Array | None:
+def _fast(col: pa.Array, t: SqlType, tz: tzinfo, hexfree: bool) -> pa.Array | None:
     """The vectorised conversion, or None when the guard does not vouch for it."""
     k = t.kind
     if k in (TypeKind.VARCHAR,):
         return col
     if k in (TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT):
-        if not _all(pc.match_substring_regex(col, _INT)):
+        # Arrow's integer parser takes exactly what int() takes (an optional minus sign
+        # and digits) plus hexadecimal `0x..`: without an x the regex check is not needed
+        if hexfree is not True and not _all(pc.match_substring_regex(col, _INT)):
             return None
         return pc.cast(pc.cast(col, pa.int64()), t.arrow)  # overflow raises: exact path
     if k in (TypeKind.REAL, TypeKind.DOUBLE):
@@ -334,12 +349,13 @@ def _is_utc(tz: tzinfo) -> bool:
     return tz is UTC or getattr(tz, "key", None) in ("UTC", "Etc/UTC")
 
 
-def convert(col: pa.Array, t: SqlType, tz: tzinfo) -> pa.Array:
-    """A string column to type `t`: vectorised when vouched for, else value by value."""
+def convert(col: pa.Array, t: SqlType, tz: tzinfo, hexfree: bool = False) -> pa.Array:
+    """A string column to type `t`: vectorised when vouched for, else value by value.
+    `hexfree`: the COPY data has no `x`/`X` at all (so no value is hexadecimal)."""
     if len(col) == col.null_count:
         return pa.nulls(len(col), t.arrow)
     try:
-        out = _fast(col, t, tz)
+        out = _fast(col, t, tz, hexfree)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         out = None
     if out is not None:

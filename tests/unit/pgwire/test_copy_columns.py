@@ -142,6 +142,7 @@ def test_csv_options() -> None:
         b"1\t\\N\n\\.\n2\tafter\n",
         b"1\tx\n2\n",
         b"1\tN\\N\n",
+        b"0\\1701F\tx\n",  # an octal escape spells 0x1F: still not an integer
         b"",
         b"\n",
     ],
