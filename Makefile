@@ -2,7 +2,7 @@
 PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 PATHS := engine pgwire connectors tests bench
 
-.PHONY: help fmt lint typecheck typecheck-update test unit slt e2e bench planner-update
+.PHONY: help fmt lint typecheck typecheck-update test unit slt e2e crash bench planner-update
 
 # `make help` lists only what works in this checkout: bench and planner-update need their
 # harnesses (bench/run.py, tests/planner/) and say so when those are missing.
@@ -14,6 +14,7 @@ help:
 	@echo "make unit            in-process tests only (no server subprocess)"
 	@echo "make slt             the sqllogictest files under tests/slt"
 	@echo "make e2e             everything that runs against a real server"
+	@echo "make crash           crash at every barrier point with more seeds (SWELL_CRASH_SEEDS=5)"
 	@if [ -f bench/run.py ]; then echo "make bench           the benchmark harness (bench/run.py; ARGS=...)"; \
 	else echo "make bench           (not available: bench/run.py does not exist yet)"; fi
 	@if [ -d tests/planner ]; then echo "make planner-update  rewrite the planner snapshot files"; \
@@ -49,6 +50,10 @@ slt:
 # everything that runs against a real server
 e2e:
 	$(PY) -m pytest -m e2e
+
+# crash at every barrier point with more seeds and hit counts (a few seconds per case)
+crash:
+	SWELL_CRASH_SEEDS=$${SWELL_CRASH_SEEDS:-5} $(PY) -m pytest tests/property/test_crash_recovery.py
 
 bench:
 	@if [ -f bench/run.py ]; then $(PY) bench/run.py $(ARGS); \

@@ -23,6 +23,9 @@ process started (DDL runs barriers too). The points, in barrier order (`POINTS`)
 | `checkpoint_written` | the checkpoint is durable, before the sinks' post-commit |
 | `post_committed` | every sink's post-commit ran (the barrier is complete) |
 
+Outside the barrier (`OTHER_POINTS`): `recovery`, in `Runtime.recover` once the old flows
+are gone and before the checkpoint is read (at startup and after a failed epoch).
+
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
 
@@ -48,6 +51,8 @@ POINTS = (
     "post_committed",
 )
 
+OTHER_POINTS = ("recovery",)
+
 
 class InjectedFailure(RuntimeError):
     """Raised at a point named by `SWELL_FAIL_AT` (an internal error, like a bug)."""
@@ -72,10 +77,11 @@ def _parse(text: str, env: str, allow_repeat: bool) -> dict[str, _Spec]:
         name, _, count = part.partition(":")
         repeat = allow_repeat and count.endswith("+")
         count = count.removesuffix("+") if repeat else count
-        if name not in POINTS or (count and not count.isdigit()) or count == "0":
+        known = name in POINTS or name in OTHER_POINTS
+        if not known or (count and not count.isdigit()) or count == "0":
             raise ValueError(
                 f"{env}: bad spec {part!r}; expected <point>[:<nth>] with point one of "
-                + ", ".join(POINTS)
+                + ", ".join(POINTS + OTHER_POINTS)
             )
         out[name] = _Spec(int(count or 1), repeat)
     return out

@@ -191,6 +191,9 @@ class Runtime:
             if f is not None and not force and time.monotonic() < f.retry_at:
                 return self.epoch  # backing off after a failed epoch
             try:
+                if f is not None and not f.recovered:  # the last rollback did not finish
+                    self.recover()
+                    f.recovered = True
                 epoch = self._barrier(force)
             except SinkNotReady:
                 raise
@@ -388,6 +391,7 @@ class Runtime:
             self._meta_extra = {}
             self._source_positions = {}
             self._where = ""
+            faults.hit("recovery")
             if self.wal.last_seq:
                 self.wal.wait_durable(self.wal.last_seq)  # every queued record is readable
             meta = self.checkpointer.reset()

@@ -11,8 +11,8 @@ sink INTO a table, with `SWELL_CRASH_AT=<point>:<nth>` set: it exits (`os._exit`
   (`differential.check`), and the sink's target equals the sink's query;
 * the recovered dataflow keeps working: one more batch, FLUSH, the same checks.
 
-The default run crashes once at each point (a few seconds each); `-m slow` adds seeds and
-hit counts.
+The default run crashes once at each point (a few seconds each); `make crash` (or
+`SWELL_CRASH_SEEDS=<n>`) adds n seeds per point, each at a random hit count.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ VIEWS = {
 DUCK = {"agg2": f"SELECT count(*), sum(n) FROM ({VIEWS['agg']})"}
 SINK_QUERY = "SELECT k, sum(v) AS total FROM t WHERE k IS NOT NULL GROUP BY k"
 BATCHES = 4
+MORE_SEEDS = int(os.environ.get("SWELL_CRASH_SEEDS", "0"))
+"""Seeds of the longer variant (each crashes at every point at a random hit): `make crash`."""
 
 
 def open_db(path: Path) -> SwellDatabase:
@@ -155,7 +157,7 @@ def test_crash_at_each_barrier_point_keeps_every_acknowledged_write(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(1, 6))
+@pytest.mark.parametrize("seed", range(1, 1 + MORE_SEEDS))
 @pytest.mark.parametrize("point", faults.POINTS)
 def test_crash_property_more_seeds(template: Path, tmp_path: Path, point: str, seed: int) -> None:
     rng = random.Random(seed * 31 + len(point))

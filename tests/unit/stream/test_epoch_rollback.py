@@ -152,6 +152,20 @@ def test_a_deterministic_failure_keeps_the_server_usable(db: SwellDatabase) -> N
     consistent(db)
 
 
+def test_a_failed_recovery_is_repeated_before_the_next_epoch(db: SwellDatabase) -> None:
+    before = state(db)
+    run(db, "INSERT INTO u VALUES (4)")
+    faults.configure(fail="view_stepped:1,recovery:1")  # the rollback's recovery fails
+    with pytest.raises(EpochFailed) as ei:
+        run(db, "FLUSH")
+    assert "Recovering from the last checkpoint failed too" in (ei.value.detail or "")
+    assert db.runtime.failure is not None and not db.runtime.failure.recovered
+    run(db, "FLUSH")  # recovers first, then runs the epoch
+    assert db.runtime.failure is None
+    assert state(db)["v_u"] == [(before["u"][0][0] + 1,)]
+    consistent(db)
+
+
 def test_a_failed_ddl_barrier_undoes_the_ddl(db: SwellDatabase) -> None:
     faults.configure(fail="checkpoint_batch:1")
     with pytest.raises(EpochFailed):
