@@ -151,6 +151,12 @@ class SwellCollector(Collector):
                 0.001,
             ),
             "rows_in": (CounterMetricFamily, "swell_stream_rows_in", "rows into the dataflow", 1.0),
+            "failed_epochs": (
+                CounterMetricFamily,
+                "swell_failed_epochs",
+                "epochs rolled back after a failure inside the barrier",
+                1.0,
+            ),
         }
         for key, (cls, name, doc, scale) in simple.items():
             v = st.get(key)

@@ -360,6 +360,15 @@ class Runtime:
         err = EpochFailed(message, detail=detail, hint="The server log has the details.")
         if isinstance(e, EngineError):
             err.sqlstate = e.sqlstate  # type: ignore[misc]
+        # rw_catalog.rw_event_logs, with RisingWave's event types
+        self.events.record_event(
+            "COLLECT_BARRIER_FAIL",
+            {"epoch": failed, "where": where, "error": message, "attempts": attempts},
+        )
+        self.events.record_event(
+            "RECOVERY",
+            {"status": "success" if recovered else "failure", "recovered_epoch": self.epoch},
+        )
         return err
 
     def recover(self, plan_fn: Callable[[Relation], PlanNode] | None = None) -> int:

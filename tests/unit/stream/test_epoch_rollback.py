@@ -141,6 +141,13 @@ def test_a_deterministic_failure_keeps_the_server_usable(db: SwellDatabase) -> N
         assert state(db) == before  # reads serve the last committed epoch
     f = db.runtime.failure
     assert f is not None and f.where == 'materialized view "v_sum"' and f.recovered
+    events = run(
+        db,
+        "SELECT info->>'attempts', info->>'where' FROM rw_catalog.rw_event_logs "
+        "WHERE event_type = 'COLLECT_BARRIER_FAIL'",
+    )
+    assert sorted(events) == [(str(i), 'materialized view "v_sum"') for i in (1, 2, 3)]
+    assert db.runtime.stats()["failed_epochs"] == 3
     # the timer loop backs off: before retry_at a timer barrier does not even try
     assert f.retry_at > time.monotonic()
     assert db.runtime.barrier() == db.runtime.epoch and db.runtime.failure is f
