@@ -200,7 +200,9 @@ class Runtime:
             except Exception as e:
                 raise self._rollback(e) from e
             if f is not None:
-                log.info("epoch %s committed after %s failed attempt(s)", epoch, f.attempts)
+                log.info(
+                    "barrier succeeded after %s failed attempt(s), epoch %s", f.attempts, epoch
+                )
                 self.failure = None
             return epoch
 
@@ -389,6 +391,7 @@ class Runtime:
                     log.exception("source %s: stopping the reader failed", sf.rel.name)
             for sk in self.sinks.values():
                 sk.close()
+            rollback = bool(self.tables or self.views or self.sinks or self.sources)
             self.tables = {}
             self.views = {}
             self.sinks = {}
@@ -400,6 +403,9 @@ class Runtime:
             self._meta_extra = {}
             self._source_positions = {}
             self._where = ""
+            if rollback:  # the discarded flows were frozen out of the collector (`_barrier`):
+                gc.unfreeze()  # a full collection frees their reference cycles
+                gc.collect()
             faults.hit("recovery")
             if self.wal.last_seq:
                 self.wal.wait_durable(self.wal.last_seq)  # every queued record is readable
