@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ class SwellDatabase:
         self._pid_lock = threading.Lock()
         self.sessions: dict[int, Any] = {}
         self.closed = False
-        self.started_at = __import__("time").time()
+        self.started_at = time.time()
         self.runtime.start()
 
     def _migrate(self, version: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,18 @@ from engine.stream.event_log import flush_warning
 from engine.types import SqlType
 
 log = logging.getLogger("swell.session")
+
+# command tags of schema changes: each one is logged at INFO once it succeeded
+_DDL_TAGS = ("CREATE", "DROP", "ALTER")
+
+
+def _log_ddl(tag: str, user: str, sql: str, seconds: float) -> None:
+    """`ddl tag=CREATE_TABLE user=root ms=3 statement="CREATE TABLE t (...)"` (literals of
+    statements that may hold credentials masked, see engine.sql.redact)."""
+    text = " ".join(redact(sql.strip(), limit=300).split()).replace('"', '\\"')
+    tag = tag.replace(" ", "_")
+    log.info('ddl tag=%s user=%s ms=%d statement="%s"', tag, user, seconds * 1000, text)
+
 
 # name -> default; SHOW prints these; pgwire reports the `REPORTED` ones as ParameterStatus
 DEFAULT_VARS: dict[str, str] = {
@@ -270,13 +283,16 @@ class SwellSession:
     # -- dispatch ----------------------------------------------------------------------------
     def _run(self, st: Statement, params: ParamContext | None) -> QueryResult:
         self._running = True
+        start = time.monotonic()
         try:
             res = self._dispatch(st, params)
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
-            return res
         finally:
             self._running = False
+        if res.tag.startswith(_DDL_TAGS):
+            _log_ddl(res.tag, self.user, st.sql, time.monotonic() - start)
+        return res
 
     def _dispatch(self, st: Statement, params: ParamContext | None) -> QueryResult:
         from engine.handlers import ddl, dml, query, show, txn

@@ -38,7 +38,7 @@ from pgwire.limits import (
     Limits,
     is_loopback,
 )
-from pgwire.logfmt import kv, setup_logging
+from pgwire.logfmt import LEVELS, kv, setup_logging
 from pgwire.metrics import DEFAULT_ADDR as DEFAULT_METRICS_ADDR
 from pgwire.metrics import MetricsSources, start_metrics_server
 from pgwire.server import serve
@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_addr,
         default=parse_addr(DEFAULT_METRICS_ADDR),
         help=f"Prometheus /metrics address HOST:PORT (default {DEFAULT_METRICS_ADDR})",
+    )
+    play.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default=os.environ.get("SWELL_LOG_LEVEL", "info").lower(),
+        help="least severe log lines printed: debug (also each connection and the "
+        "libraries' own warnings), info (default: DDL, sources, sinks, startup), warning, "
+        "error; or set SWELL_LOG_LEVEL",
     )
     play.add_argument(
         "--ssl-cert",
@@ -243,7 +251,12 @@ async def playground(args: argparse.Namespace) -> int:
     restrict_umask()
     secure_data_dir(data_dir)
     config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
-    db = await asyncio.to_thread(open_database, config)
+    try:
+        db = await asyncio.to_thread(open_database, config)
+    except EngineError as exc:  # e.g. the data directory is in use: one line, no traceback
+        hint = {"hint": exc.hint} if exc.hint else {}
+        log.error("startup failed %s", kv(error=exc.message, **hint))
+        return 1
     log.info(
         "database opened %s",
         kv(data_dir=data_dir.resolve(), barrier_interval_ms=args.barrier_interval_ms),
@@ -298,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    setup_logging()
+    setup_logging(args.log_level)
     try:
         return asyncio.run(playground(args))
     except KeyboardInterrupt:

@@ -185,7 +185,7 @@ class Connection:
                 await self.call(session.close)
             except Exception as exc:  # noqa: BLE001
                 log.error("session close failed pid=%d", self.pid, exc_info=exc)
-            log.info("session closed pid=%d user=%s", self.pid, self.user)
+            log.debug("session closed pid=%d user=%s", self.pid, self.user)
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         with contextlib.suppress(Exception):
@@ -284,7 +284,7 @@ class Connection:
         # right after connecting finds this connection
         self.server.register(self)
         await self.flush()
-        log.info(
+        log.debug(
             "session started pid=%d user=%s database=%s peer=%s",
             self.pid,
             user,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -38,9 +39,34 @@ def kv(**fields: object) -> str:
     return " ".join(parts)
 
 
-def setup_logging(level: int = logging.INFO) -> None:
+LEVELS = ("debug", "info", "warning", "error")
+
+# Libraries whose warnings are about things Swell already handles: sqlglot falls back to an
+# opaque Command for statements Swell parses itself; pyiceberg and polars report choices of
+# their own (a slower scan planner, a FileIO fallback). At `--log-level debug` they show.
+_QUIET_LIBRARIES = ("sqlglot", "pyiceberg", "polars")
+
+
+def setup_logging(level: int | str = logging.INFO) -> None:
+    """Send every log line (and Python warnings) to stderr in Swell's format, at `level`.
+
+    Below debug, third-party loggers in `_QUIET_LIBRARIES` only pass errors and the
+    warnings those libraries raise through `warnings` are dropped; other Python warnings
+    become `py.warnings` log lines instead of raw stderr text.
+    """
+    if isinstance(level, str):
+        level = logging.getLevelNamesMapping()[level.upper()]
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(KeyValueFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    logging.captureWarnings(True)
+    quiet = level > logging.DEBUG
+    for name in _QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.ERROR if quiet else logging.NOTSET)
+    if quiet:
+        for name in _QUIET_LIBRARIES:
+            warnings.filterwarnings("ignore", module=rf"{name}(\..*)?$")
+        # polars attributes its Iceberg planner warning to the calling thread's frame
+        warnings.filterwarnings("ignore", message=r".*POLARS_ICEBERG_PLANNER")

@@ -114,9 +114,9 @@ class PgServer:
         self.cancel_requests += 1
         conn = self._live.get(pid)
         if conn is None or conn.secret != key or conn.session is None:
-            log.info("cancel request ignored pid=%d", pid)
+            log.debug("cancel request ignored pid=%d", pid)
             return
-        log.info("cancel request pid=%d", pid)
+        log.debug("cancel request pid=%d", pid)
         try:
             await asyncio.to_thread(conn.session.cancel)
         except Exception as exc:  # noqa: BLE001 - a failing cancel must not hurt the server

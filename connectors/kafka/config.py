@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from connectors.kafka.rdlog import client_logging
 from engine.errors import InvalidParameterValue
 
 STARTUP_MODES = ("earliest", "latest")
@@ -120,6 +121,7 @@ class KafkaOptions:
             "fetch.wait.max.ms": 100,
             "socket.keepalive.enable": True,
             "log_level": 3,
+            **client_logging(),
         }
         conf.update(self.properties)
         return conf

@@ -36,7 +36,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 
 from connectors.kafka.config import KafkaOptions
 from connectors.kafka.decode import Decoder
@@ -47,6 +54,8 @@ from engine.stream.source_status import SourceStatus
 log = logging.getLogger("swell.kafka")
 
 BATCH = 20000
+# error codes that mean the brokers cannot be reached (the reader keeps retrying)
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
 MAX_BUFFERED_ROWS = 1_000_000
 
 
@@ -73,7 +82,9 @@ class KafkaReader:
         self._ts_floor: set[int] = set()  # partitions still before scan.startup.timestamp
         self._until_eof: set[int] = set()  # 'latest' partitions that have not reached EOF
         self._logged: set[str] = set()
-        self.consumer = Consumer(self.opts.consumer_config(f"{rel.name}-{uuid.uuid4().hex[:8]}"))
+        conf = self.opts.consumer_config(f"{rel.name}-{uuid.uuid4().hex[:8]}")
+        conf["error_cb"] = self._on_error
+        self.consumer = Consumer(conf)
         self._thread = threading.Thread(
             target=self._run, name=f"swell-kafka-{rel.name}", daemon=True
         )
@@ -113,9 +124,21 @@ class KafkaReader:
                 msgs = self.consumer.consume(BATCH, 0.1)
                 if msgs:
                     self._handle(msgs)
-            except Exception as e:  # keep consuming; a broker outage shows up here
-                self._log_once("poll", f"kafka source {self.rel.name}: {e}")
+            except KafkaException as e:  # a broker outage: metadata requests time out
+                self.stats.set_state("unreachable", str(e))
                 self._stop.wait(1.0)
+            except Exception as e:  # an internal error: logged once, keep consuming
+                if "poll" not in self._logged:
+                    self._logged.add("poll")
+                    log.error("kafka source %s: poll failed", self.rel.name, exc_info=e)
+                self._stop.wait(1.0)
+
+    def _on_error(self, err: KafkaError) -> None:
+        """librdkafka's error callback (called from consume() on the poll thread)."""
+        if err.code() in _UNREACHABLE:
+            self.stats.set_state("unreachable", err.str())
+        else:
+            self._log_once(f"err{err.code()}", f"kafka source {self.rel.name}: {err.str()}")
 
     def _log_once(self, kind: str, text: str) -> None:
         if kind not in self._logged:
@@ -125,6 +148,7 @@ class KafkaReader:
     def _discover(self) -> None:
         topic = self.opts.topic
         md = self.consumer.list_topics(topic, timeout=5)
+        self.stats.set_state("running")
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             self._log_once("topic", f"kafka source {self.rel.name}: topic {topic} not available")
@@ -235,6 +259,8 @@ class KafkaReader:
             self.offsets.update(ends)
             for p, o in starts.items():
                 self.start.setdefault(p, o)
+        if self.stats.state != "running":
+            self.stats.set_state("running")
         with self.stats.lock:
             self.stats.messages += len(good)
             self.stats.offsets.update(ends)

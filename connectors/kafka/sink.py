@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from connectors.kafka.rdlog import client_logging
 from connectors.kafka.sink_json import JsonRowEncoder
 from engine.chunk import Op, StreamChunk
 from engine.errors import ConnectorError, InvalidParameterValue, not_supported
@@ -54,7 +55,6 @@ from engine.stream.sink import (
 from engine.types import TypeKind
 
 log = logging.getLogger("swell.kafka.sink")
-_rdkafka_log = logging.getLogger("swell.kafka.librdkafka")
 
 # RisingWave-only `properties.*` options that are not librdkafka settings
 _RW_ONLY = {"properties.retry.max", "properties.retry.interval"}
@@ -154,7 +154,7 @@ class KafkaSinkWriter(BaseSinkWriter):
         conf["error_cb"] = self._on_error
         conf["on_delivery"] = self._on_delivery
         conf["delivery.report.only.error"] = True
-        conf["logger"] = _rdkafka_log  # librdkafka's log lines go to logging, not stderr
+        conf.update(client_logging())  # librdkafka's lines: to logging, rate-limited
         try:
             return Producer(conf)
         except (KafkaException, ValueError, TypeError) as e:
@@ -203,7 +203,7 @@ class KafkaSinkWriter(BaseSinkWriter):
             for k, v in self.conf.items()
             if k == "bootstrap.servers" or k.startswith(("security.", "sasl.", "ssl."))
         }
-        admin = AdminClient(admin_conf)
+        admin = AdminClient({**admin_conf, **client_logging()})
         try:
             admin.create_topics([NewTopic(self.topic, num_partitions=1)])[self.topic].result(10)
         except Exception as e:

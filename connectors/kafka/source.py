@@ -7,8 +7,9 @@
   timestamp` without AS makes the hidden column visible.
 - `check`: options parse (connector.kafka.config), formats allowed: PLAIN JSON, PLAIN
   BYTES (exactly one BYTEA column), UPSERT JSON (needs INCLUDE KEY AS k, PRIMARY KEY (k)).
-  The broker is not contacted at CREATE time, so a source can be declared before its
-  topic exists.
+  Then the brokers are asked for the topic's metadata (`rdlog.probe`): an unreachable
+  broker refuses the statement, as RisingWave does and as Kafka sinks do; a topic that
+  does not exist yet is accepted, so a source can be declared before its topic.
 - `open_reader`: a `KafkaReader` (its own poll thread).
 - `read_now`: one bounded pass over the topic (ad-hoc SELECT, backfill of a new view).
 
@@ -36,6 +37,7 @@ from confluent_kafka import (
 
 from connectors.kafka.config import KafkaOptions
 from connectors.kafka.decode import HIDDEN, OFFSET_COL, PARTITION_COL, TS_COL, Decoder
+from connectors.kafka.rdlog import probe
 from connectors.kafka.reader import KafkaReader
 from engine.catalog import Relation
 from engine.errors import ConnectorError, InvalidParameterValue, not_supported
@@ -96,7 +98,7 @@ class KafkaSourceConnector:
         return out, hidden, [PARTITION_COL, OFFSET_COL]
 
     def check(self, rel: Relation) -> None:
-        KafkaOptions.parse(rel.options)
+        opts = KafkaOptions.parse(rel.options)
         meta = rel.extra["source"]
         fmt, enc = meta["format"], meta["encode"]
         if (fmt, enc) not in (("PLAIN", "JSON"), ("PLAIN", "BYTES"), ("UPSERT", "JSON")):
@@ -117,6 +119,7 @@ class KafkaSourceConnector:
                     "FORMAT UPSERT needs INCLUDE KEY AS k and PRIMARY KEY (k)",
                     hint="The message key identifies the row; a null value deletes it.",
                 )
+        probe(opts.consumer_config("probe"), opts.topic)
 
     def open_reader(
         self, rel: Relation, position: dict[str, Any] | None, status: SourceStatus

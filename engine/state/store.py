@@ -107,6 +107,12 @@ class StateStore:
         try:
             db = Rdict(str(path), _options())
         except Exception as e:  # rocksdict raises plain Exception subclasses
+            if "lock" in str(e).lower():  # RocksDB's LOCK file is held by another process
+                raise StorageError(
+                    f'data directory "{path.parent}" is in use by another Swell server',
+                    detail=str(e),
+                    hint="Stop the other server, or start this one with another --data-dir.",
+                ) from e
             raise StorageError(
                 f'could not open state store at "{path}"',
                 detail=str(e),

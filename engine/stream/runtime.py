@@ -419,8 +419,23 @@ class Runtime:
             self.restore(meta)
             self.row_ids.last = max(self.row_ids.last, row_id_last)  # never reuse a row id
             assert self.plan_fn is not None, "recover() needs the planner first"
-            for rel in self.catalog.ordered():
+            rels = self.catalog.ordered()
+            if rels:
+                log.info("recovering relations=%d epoch=%s", len(rels), self.epoch)
+            for i, rel in enumerate(rels, 1):
+                t0 = time.monotonic()
                 self.restore_relation(rel, self.plan_fn)
+                took = time.monotonic() - t0
+                # progress on the relations that take a while (large state); others at debug
+                level = logging.INFO if took >= 1.0 else logging.DEBUG
+                log.log(
+                    level,
+                    "recovered relation=%s seconds=%.1f progress=%d/%d",
+                    rel.name,
+                    took,
+                    i,
+                    len(rels),
+                )
             return self.replay_wal(meta.wal_seq if meta is not None else 0)
 
     # ------------------------------------------------------------------------------------

@@ -128,6 +128,7 @@ class SourceFlow:
 
     def ensure_running(self) -> None:
         if self.reader is None:
+            self.status.set_state("starting")  # the reader moves it on once it hears back
             self.reader = connector_for(self.rel).open_reader(self.rel, self.position, self.status)
             log.info("source %s: reader started position=%s", self.rel.name, self.position)
 
@@ -137,6 +138,7 @@ class SourceFlow:
                 self.reader.close()
             finally:
                 self.reader = None
+                self.status.set_state("idle")
         if forget:
             self.position = None
 

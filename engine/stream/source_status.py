@@ -5,6 +5,12 @@
   seen. A message that is not JSON is dropped; a field of the wrong type becomes NULL;
   both are counted and kept here. Each kind is logged once per source (WARNING), later
   ones only counted.
+- `rw_catalog.rw_source_status`: one row per connector source or table: its state
+  (`idle`: no reader, nothing consumes it yet; `starting`: the reader has not heard from
+  the brokers yet; `running`: it reaches them; `unreachable`: it cannot and retries), the
+  last broker error and when it was seen, messages read and bad messages. The reader moves
+  the state; a change to `unreachable` is logged once as a WARNING, the return to `running`
+  at INFO.
 - `rw_catalog.rw_source_lag`: one row per source and partition: the offset after the
   last message read (committed with the state at the next barrier), the partition's high
   watermark as the broker last reported it to the consumer, and lag = high watermark -
@@ -46,7 +52,29 @@ class SourceStatus:
     messages: int = 0
     offsets: dict[int, int] = field(default_factory=dict)
     high_watermarks: dict[int, int] = field(default_factory=dict)
+    state: str = "idle"
+    last_error: str | None = None
+    last_error_at: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set_state(self, state: str, error: str | None = None) -> None:
+        """Move to `state` (`idle`, `starting`, `running`, `unreachable`); log real changes."""
+        with self.lock:
+            old = self.state
+            self.state = state
+            if error is not None:
+                self.last_error, self.last_error_at = error, time.time()
+        if old == state:
+            return
+        if state == "unreachable":
+            log.warning(
+                'kafka source %s: brokers unreachable, retrying error="%s" (state in '
+                "rw_catalog.rw_source_status)",
+                self.source,
+                error,
+            )
+        elif state == "running" and old == "unreachable":
+            log.info("kafka source %s: brokers reachable again", self.source)
 
     def record_errors(self, errs: list[tuple[int, int, str, str]]) -> None:
         if not errs:
@@ -80,6 +108,16 @@ ERROR_FIELDS = [
     Field("error", VARCHAR),
     Field("seen_at", TIMESTAMPTZ),
 ]
+STATUS_FIELDS = [
+    Field("source_id", INT),
+    Field("source_name", VARCHAR),
+    Field("topic", VARCHAR),
+    Field("state", VARCHAR),
+    Field("last_error", VARCHAR),
+    Field("last_error_at", TIMESTAMPTZ),
+    Field("messages", BIGINT),
+    Field("errors", BIGINT),
+]
 LAG_FIELDS = [
     Field("source_id", INT),
     Field("source_name", VARCHAR),
@@ -109,6 +147,17 @@ def _error_rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     return out
 
 
+def _status_rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for rid, st in _flows(ctx):
+        with st.lock:
+            at = st.last_error_at
+            seen = dt.datetime.fromtimestamp(at, dt.UTC) if at is not None else None
+            nerr = sum(st.error_counts.values())
+            out.append((rid, st.source, st.topic, st.state, st.last_error, seen, st.messages, nerr))
+    return out
+
+
 def _lag_rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for rid, st in _flows(ctx):
@@ -128,6 +177,13 @@ register_system_relation(
     ERROR_FIELDS,
     _error_rows,
     description="bad messages of connector sources (newest 1000 per source)",
+)
+register_system_relation(
+    RW_CATALOG,
+    "rw_source_status",
+    STATUS_FIELDS,
+    _status_rows,
+    description="state of each connector source (idle, running, unreachable) and its last error",
 )
 register_system_relation(
     RW_CATALOG,

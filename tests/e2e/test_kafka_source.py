@@ -390,3 +390,59 @@ def test_source_watermark_drives_emit_on_window_close(
         assert got == [("2026-01-01 00:00:00", 2), ("2026-01-01 00:01:00", 1)]
     finally:
         conn.execute("DROP SOURCE IF EXISTS wm_src CASCADE")
+
+
+def test_unreachable_broker_refused_at_create(conn: psycopg.Connection[Any]) -> None:
+    """As RisingWave (and Kafka sinks): CREATE SOURCE / CREATE TABLE contact the brokers."""
+    for ddl in (
+        "CREATE SOURCE unreach_src (a INT) WITH (connector = 'kafka', topic = 't', "
+        "properties.bootstrap.server = '127.0.0.1:9') FORMAT PLAIN ENCODE JSON",
+        "CREATE TABLE unreach_t (a INT) WITH (connector = 'kafka', topic = 't', "
+        "properties.bootstrap.server = '127.0.0.1:9') FORMAT PLAIN ENCODE JSON",
+    ):
+        with pytest.raises(
+            psycopg.errors.SystemError, match="could not reach kafka at 127.0.0.1:9"
+        ):
+            conn.execute(ddl)
+    names = rows(conn, "SELECT name FROM rw_relations WHERE name LIKE 'unreach%'")
+    assert names == []
+
+
+def test_broker_outage_shows_in_source_status(
+    fresh_server: SwellServer, kafka_topic: Callable[..., str]
+) -> None:
+    """A running source whose broker goes away: `unreachable` with the error, then back to
+    `running`; librdkafka's reconnect lines reach the server log rate-limited."""
+    broker = KafkaBroker().start()
+    try:
+        broker.create_topic("outage", 1)
+        broker.produce("outage", [{"a": 1}])
+        with fresh_server.connect() as c:
+            c.autocommit = True
+            c.execute(
+                "CREATE SOURCE out_src (a INT) WITH (connector = 'kafka', topic = 'outage', "
+                f"properties.bootstrap.server = '{broker.bootstrap}', "
+                "properties.reconnect.backoff.max.ms = '100') FORMAT PLAIN ENCODE JSON"
+            )
+            status = "SELECT source_name, state FROM rw_source_status"
+            assert rows(c, status) == [("out_src", "idle")]  # no view reads it yet
+            c.execute("CREATE MATERIALIZED VIEW out_n AS SELECT count(*) AS n FROM out_src")
+            wait_for(lambda: rows(c, "SELECT n FROM out_n"), [(1,)])
+            wait_for(lambda: rows(c, status), [("out_src", "running")])
+            broker.stop()
+            wait_for(lambda: rows(c, status), [("out_src", "unreachable")])
+            (err,) = rows(c, "SELECT last_error FROM rw_source_status")[0]
+            assert "down" in err or broker.bootstrap in err, err
+            time.sleep(3)  # librdkafka retries about every 100 ms meanwhile
+            broker = KafkaBroker(port=broker.port).start()
+            broker.create_topic("outage", 1)
+            wait_for(lambda: rows(c, status), [("out_src", "running")])
+        log = fresh_server.log_text()
+        assert "kafka source out_src: brokers unreachable" in log
+        assert "kafka source out_src: brokers reachable again" in log
+        # one librdkafka line per kind of message every 30 s, not one per reconnect attempt
+        refused = [ln for ln in log.splitlines() if "librdkafka" in ln or "Connect to" in ln]
+        assert 0 < len(refused) <= 6, refused
+        assert not any(ln.startswith("%3|") for ln in log.splitlines())
+    finally:
+        broker.stop()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine.errors import EngineError
+from harness.kafka import KafkaBroker
 
 Sql = Callable[[str], list[tuple[Any, ...]]]
 
@@ -174,10 +175,10 @@ def test_result_columns_carry_table_oid_and_attnum(result: Callable[[str], Any],
     assert r.columns[0].origin == (1259, 2)
 
 
-def test_sources_are_foreign_tables(sql: Sql) -> None:
+def test_sources_are_foreign_tables(sql: Sql, kafka_broker: KafkaBroker) -> None:
     sql(
         "CREATE SOURCE fsrc (a INT) WITH (connector = 'kafka', topic = 't1', "
-        "properties.bootstrap.server = '127.0.0.1:1') FORMAT PLAIN ENCODE JSON"
+        f"properties.bootstrap.server = '{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
     )
     assert sql("SELECT relkind FROM pg_class WHERE relname = 'fsrc'") == [("f",)]
     rows = sql(
@@ -186,7 +187,8 @@ def test_sources_are_foreign_tables(sql: Sql) -> None:
         "FROM pg_foreign_table f, pg_foreign_server s "
         "WHERE f.ftrelid = 'fsrc'::regclass AND s.oid = f.ftserver"
     )
-    assert rows == [("kafka", "\"properties.bootstrap.server\" '127.0.0.1:1', topic 't1'")]
+    boot = kafka_broker.bootstrap
+    assert rows == [("kafka", f"\"properties.bootstrap.server\" '{boot}', topic 't1'")]
 
 
 def test_row_counts(sql: Sql) -> None:
