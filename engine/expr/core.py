@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,7 @@ from engine.errors import (
 from engine.expr.nonstrict import ErrorSink, RowErrors, is_data_error, recover
 from engine.types import BOOLEAN, SqlType, TypeKind
 
-Datum = pa.Array | pa.Scalar
+Datum: TypeAlias = pa.Array | pa.Scalar
 
 
 @dataclass

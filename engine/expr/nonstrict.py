@@ -25,7 +25,7 @@ failing row's argument values. The NULL replaces this function's value only, so 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from engine.errors import EngineError
 
-Datum = pa.Array | pa.Scalar
+Datum: TypeAlias = pa.Array | pa.Scalar
 #: the failing-rows function of a kernel: argument values and row count -> (mask, error)
 #: pairs, each mask a numpy bool array of the rows that fail with that error
 RowErrors = Callable[[list[Datum], int], list[tuple[np.ndarray, EngineError]]]
