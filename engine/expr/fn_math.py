@@ -71,7 +71,7 @@ def _rounding(name: str, mode: str) -> None:
                 a = coerce_to(name, args, [NUMERIC, INT])
                 digits = args[1]
                 const = isinstance(digits, Literal) and isinstance(digits.value, int)
-                t = numeric_with_scale(digits.value if const else None)  # type: ignore[union-attr]
+                t = numeric_with_scale(digits.value if const else None)  # type: ignore[attr-defined]
 
             def k2(x: list[Datum], n: int, c: EvalContext) -> Datum:
                 v, d = x
