@@ -557,7 +557,7 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
         raise no_operator("=", arg.type, next(i.type for i in items))
     consts = [c for c in cast_items if isinstance(c, Literal)]
     if len(consts) == len(cast_items) and t.kind is not K.INTERVAL:
-        values = [c.value for c in consts if c.value is not None]  # type: ignore[union-attr]
+        values = [c.value for c in consts if c.value is not None]
         has_null = len(values) < len(consts)
         vset = pa.array(values, t.arrow)
 

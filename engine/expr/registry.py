@@ -55,7 +55,7 @@ def coerce_to(name: str, args: list[Expr], types: list[SqlType]) -> list[Expr]:
 
 
 def simple(name: str, args: list[Expr], types: list[SqlType], ret: SqlType, kernel: Kernel,
-           **kw: bool) -> Func:
+           **kw: Any) -> Func:
     return Func(name, tuple(coerce_to(name, args, types)), ret, kernel, **kw)
 
 

@@ -19,7 +19,7 @@ ride on `Statement.args["notices"]` and the session sends them with the result.
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from engine.errors import SqlSyntaxError
 
