@@ -6,7 +6,8 @@ Recovery order (see also `engine.state.checkpoint`):
    migrated in one atomic write once the catalog is readable); open the WAL and the
    checkpointer;
 2. `Runtime.recover` (the same code rolls a failed epoch back in process): load the
-   last checkpoint's metadata: catalog, epoch, WAL position, row-id counter;
+   last checkpoint's metadata: catalog (its credentials opened with the secret store
+   key, engine/catalog/secret_box.py), epoch, WAL position, row-id counter;
 3. rebuild every relation in creation order: tables get their MaterializeOp and rows
    back; materialized views are re-planned from their SQL and their operators reload
    their state tables by the ids recorded in the catalog;
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.catalog import Catalog, Relation
+from engine.catalog.secret_box import open_secret_box
 from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
 from engine.state import format as data_format
@@ -64,7 +66,13 @@ class SwellDatabase:
             raise
         self.wal = Wal(self.store)
         self.checkpointer = Checkpointer(self.store, self.wal)
+        stored = data_format.load_extras(self.checkpointer).get("catalog")
         catalog = Catalog()  # filled in place by the recovery below
+        # credentials in the catalog are sealed with this key (engine/catalog/secret_box.py);
+        # a new key file only for a catalog that holds no sealed value yet
+        catalog.box = open_secret_box(
+            data_dir, create=not (stored and Catalog.is_sealed_blob(stored))
+        )
         self.catalog = catalog
         self.runtime = Runtime(
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
@@ -92,7 +100,7 @@ class SwellDatabase:
         """Bring an older data directory to `FORMAT_VERSION` (engine.state.format)."""
         extras = data_format.load_extras(self.checkpointer)
         if extras.get("catalog"):  # migrations may plan: the catalog must be readable
-            self.catalog.replace_with(Catalog.from_bytes(extras["catalog"]))
+            self.catalog.replace_with(Catalog.from_bytes(extras["catalog"], self.catalog.box))
         ctx = data_format.MigrationContext(
             self.store, self.store.new_batch(), extras, self.data_dir, db=self
         )

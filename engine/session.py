@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.api import Notice, QueryResult, StatementDescription
+from engine.catalog.credentials import option_credentials, scrub
 from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlSyntaxError
 from engine.expr import EvalContext, ParamContext
 from engine.recursion import too_complex
@@ -288,6 +289,9 @@ class SwellSession:
             res = self._dispatch(st, params)
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
+        except EngineError as e:
+            _scrub_error(e, st, self.db.catalog)
+            raise
         finally:
             self._running = False
         if res.tag.startswith(_DDL_TAGS):
@@ -472,3 +476,27 @@ def _check_timezone(value: str) -> str:
 
 
 _ = parse_one
+
+
+def _scrub_error(e: EngineError, st: Statement, catalog: Any) -> None:
+    """Remove from `e` any credential the statement carried and any secret's value: an
+    error may quote an option (engine/catalog/credentials.py)."""
+    values: list[str] = [s.value for s in catalog.secrets.values()]
+    clauses = st.args.get("clauses")
+    if clauses is None and st.args.get("sink") is not None:
+        clauses = getattr(st.args["sink"], "clauses", None)
+    if clauses is not None:
+        values += option_credentials(getattr(clauses, "options", {}))
+        values += option_credentials(getattr(clauses, "format_options", {}))
+    secret = st.args.get("secret")
+    if secret is not None and isinstance(getattr(secret, "value", None), str):
+        values.append(secret.value)
+    opts = st.args.get("options")
+    if isinstance(opts, dict) and isinstance(opts.get("password"), str):
+        values.append(opts["password"])
+    if not values:
+        return
+    e.message = scrub(e.message, values) or e.message
+    e.detail = scrub(e.detail, values)
+    e.hint = scrub(e.hint, values)
+    e.args = (e.message,)

@@ -3,6 +3,17 @@
 Relation ids are allocated from one counter and never reused. State-table ids come from
 a separate counter and are recorded per relation under a stable name (`op3.groups`), so
 re-planning a view after restart finds the same state.
+
+Credentials (engine/catalog/credentials.py, engine/catalog/secret_box.py): in memory,
+`Relation.options`, connection options and `Secret.value` hold the values connectors
+use; a relation's `definition` never does (`add` stores it with credential values
+replaced by `'[REDACTED]'`). On disk (`to_bytes`) every credential-named string under a
+relation's options/extra and a connection's options, and every secret value, is sealed
+with the catalog's `box`; options taken from secrets (`k = SECRET s`,
+`extra["secret_options"]`) are stored as the reference only and resolved again at load.
+`from_bytes(data, box)` opens them (refusing a box whose key check differs) and redacts
+definitions written by older versions, so old data directories open unchanged and are
+rewritten sealed at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -12,8 +23,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from engine.catalog.users import Users
-from engine.errors import DuplicateTable, InsufficientPrivilege, UndefinedTable, WrongObjectType
+from engine.catalog.credentials import is_credential, redact_definition
+from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
+from engine.catalog.users import ROOT_OID, Users
+from engine.errors import (
+    DuplicateTable,
+    InsufficientPrivilege,
+    UndefinedObject,
+    UndefinedTable,
+    WrongObjectType,
+)
 from engine.types import Field, SqlType, TypeKind, list_of
 
 # State-table ids start high enough that relation ids and state ids never look alike in
@@ -53,6 +72,9 @@ class Relation:
     options: dict[str, str] = field(default_factory=dict)
     row_id_index: int | None = None  # hidden `_row_id` column of a table without a primary key
     extra: dict[str, Any] = field(default_factory=dict)
+    # the owning role's oid (engine/catalog/privileges.py); relations from before owners
+    # existed belong to root
+    owner: int = ROOT_OID
 
     @property
     def visible_fields(self) -> list[Field]:
@@ -74,6 +96,7 @@ class Relation:
             "options": self.options,
             "row_id_index": self.row_id_index,
             "extra": self.extra,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -93,6 +116,7 @@ class Relation:
             options=dict(d.get("options", {})),
             row_id_index=d.get("row_id_index"),
             extra=dict(d.get("extra", {})),
+            owner=d.get("owner", ROOT_OID),
         )
 
 
@@ -146,6 +170,9 @@ class Catalog:
         self.connections: dict[str, dict[str, Any]] = {}
         # CREATE SCHEMA names (engine.handlers.schema); a relation's schema also exists
         self.schemas: set[str] = set()
+        # seals credentials in `to_bytes` (set by the database at open; None in unit tests,
+        # which then persist them in clear)
+        self.box: SecretBox | None = None
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -204,6 +231,7 @@ class Catalog:
         return sid
 
     def add(self, rel: Relation) -> None:
+        rel.definition = redact_definition(rel.definition)
         self.relations[rel.id] = rel
         self.version += 1
 
@@ -213,41 +241,95 @@ class Catalog:
 
     # -- persistence ---------------------------------------------------------------------
     def to_bytes(self) -> bytes:
-        return json.dumps(
-            {
-                "next_relation_id": self.next_relation_id,
-                "next_state_table_id": self.next_state_table_id,
-                "relations": [r.to_json() for r in self.ordered()],
-                "secrets": [[s.name, s.schema_name, s.value] for s in self.secrets.values()],
-                "users": self.users.to_json(),
-                "connections": self.connections,
-                "schemas": sorted(self.schemas),
-            }
-        ).encode()
+        box = self.box
+        seal = box.seal if box is not None else None
+        relations = []
+        for r in self.ordered():
+            rj = r.to_json()
+            refs = r.extra.get("secret_options") or {}
+            rj["options"] = {k: v for k, v in r.options.items() if k not in refs}
+            if seal is not None:
+                rj["options"] = _sealed(rj["options"], seal)
+                rj["extra"] = _sealed(rj["extra"], seal)
+            relations.append(rj)
+        secrets = [
+            [s.name, s.schema_name, seal(s.value) if seal is not None else s.value]
+            for s in self.secrets.values()
+        ]
+        doc: dict[str, Any] = {
+            "next_relation_id": self.next_relation_id,
+            "next_state_table_id": self.next_state_table_id,
+            "relations": relations,
+            "secrets": secrets,
+            "users": self.users.to_json(),
+            "connections": _sealed(self.connections, seal) if seal else self.connections,
+            "schemas": sorted(self.schemas),
+        }
+        if box is not None:
+            doc["secret_store"] = {"key_check": box.key_check}
+        return json.dumps(doc).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Catalog:
+    def from_bytes(cls, data: bytes, box: SecretBox | None = None) -> Catalog:
+        """The catalog persisted by `to_bytes`; `box` opens sealed credentials (a catalog
+        sealed with another key, or sealed while no box is given, raises SecretKeyError)."""
         d = json.loads(data)
+        check = (d.get("secret_store") or {}).get("key_check")
+        if check is not None and (box is None or box.key_check != check):
+            raise mismatch(box.source if box is not None else "no key given")
+        opened = box.open if box is not None else _refuse_sealed
         cat = cls()
+        cat.box = box
         cat.next_relation_id = d["next_relation_id"]
         cat.next_state_table_id = d["next_state_table_id"]
         for rj in d["relations"]:
-            rel = Relation.from_json(rj)
+            rel = Relation.from_json(_opened(rj, opened))
+            rel.definition = redact_definition(rel.definition)  # older versions kept values
             cat.relations[rel.id] = rel
         for name, schema, value in d.get("secrets", []):
-            cat.secrets[name] = Secret(name, value, schema)
+            cat.secrets[name] = Secret(name, opened(value), schema)
         cat.users = Users.from_json(d.get("users"))
-        cat.connections = dict(d.get("connections", {}))
+        cat.connections = _opened(dict(d.get("connections", {})), opened)
         cat.schemas = set(d.get("schemas", []))
+        for rel in cat.relations.values():
+            cat._resolve_secret_options(rel)
         return cat
 
     def replace_with(self, other: Catalog) -> None:
         """Take over `other`'s contents in place: a rollback to the last checkpoint restores
         the catalog for everyone holding this object. The version still moves forward, so
-        caches keyed by it are rebuilt."""
+        caches keyed by it are rebuilt. The secret store key (`box`) belongs to the
+        database, not to the contents: it stays."""
         version = self.version + 1
+        box = self.box
         self.__dict__.update(other.__dict__)
+        self.box = box
         self.version = max(version, other.version + 1)
+
+    @staticmethod
+    def is_sealed_blob(data: bytes) -> bool:
+        """True when a persisted catalog was written with a secret store key."""
+        return bool((json.loads(data).get("secret_store") or {}).get("key_check"))
+
+    # -- WITH options taken from secrets (`k = SECRET s`) ------------------------------------
+    def bind_secret_options(self, rel: Relation, refs: dict[str, str]) -> None:
+        """Record `refs` ({option key: secret name}) on `rel` and put the secrets' values
+        into its options for the connector; 42704 for an unknown secret."""
+        if not refs:
+            return
+        for name in refs.values():
+            if name not in self.secrets:
+                raise UndefinedObject(f'secret "{name}" does not exist')
+        rel.extra["secret_options"] = dict(refs)
+        names = set(refs.values()) | set(rel.extra.get("secret_refs", []))
+        rel.extra["secret_refs"] = sorted(names)
+        self._resolve_secret_options(rel)
+
+    def _resolve_secret_options(self, rel: Relation) -> None:
+        for key, name in (rel.extra.get("secret_options") or {}).items():
+            secret = self.secrets.get(name)
+            if secret is not None:
+                rel.options[key] = secret.value
 
     # -- secrets -------------------------------------------------------------------------
     def add_secret(self, secret: Secret) -> None:
@@ -266,3 +348,38 @@ class Catalog:
             if name in r.extra.get("secret_refs", [])
             or r.extra.get("webhook", {}).get("secret") == name
         ]
+
+
+# -- sealing credentials in the persisted JSON --------------------------------------------------
+def _sealed(obj: Any, seal: Any) -> Any:
+    """A copy of `obj` (JSON data) with every string under a credential-named key sealed."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if isinstance(v, str) and v and is_credential(str(k)):
+                out[k] = seal(v)
+            elif isinstance(v, (dict, list)):
+                out[k] = _sealed(v, seal)
+            else:
+                out[k] = v
+        return out
+    if isinstance(obj, list):
+        return [_sealed(v, seal) if isinstance(v, (dict, list)) else v for v in obj]
+    return obj
+
+
+def _opened(obj: Any, opened: Any) -> Any:
+    """A copy of `obj` with every sealed string opened."""
+    if isinstance(obj, dict):
+        return {k: _opened(v, opened) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_opened(v, opened) for v in obj]
+    if is_sealed(obj):
+        return opened(obj)
+    return obj
+
+
+def _refuse_sealed(value: str) -> str:
+    if is_sealed(value):
+        raise mismatch("no key given")
+    return value

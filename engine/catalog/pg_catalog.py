@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.catalog.catalog import Relation, RelationKind
+from engine.catalog.credentials import redact_options
 from engine.catalog.pg_builtin import PROCS, TYPES
 from engine.catalog.pg_columns import PG_COLUMNS
 from engine.catalog.pg_columns_types import parse_columns, rows_from_dicts
@@ -650,7 +651,6 @@ def _pg_stat_user_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[s
 # -- sources as foreign tables --------------------------------------------------------------------
 FDW_OID = 13600  # the one foreign-data wrapper: "swell"
 SERVER_OID_BASE = 13610  # one foreign server per source connector kind
-_SECRET_WORDS = ("password", "secret", "key", "token", "credential")
 
 
 def _servers(ctx: SystemContext) -> dict[str, int]:
@@ -676,13 +676,14 @@ def _pg_foreign_server(ctx: SystemContext, fields: list[Field]) -> list[dict[str
 
 
 def source_options(rel: Relation) -> list[str]:
-    """A source's WITH options as `key=value` (secret-looking values redacted)."""
+    """A source's WITH options as `key=value` (credentials and values taken from secrets
+    redacted, engine/catalog/credentials.py)."""
     out = []
-    for k, v in sorted(rel.options.items()):
+    shown = redact_options(rel.options, frozenset(rel.extra.get("secret_options") or ()))
+    for k in sorted(rel.options):
         if k == "connector":
             continue
-        shown = "[REDACTED]" if any(w in k.lower() for w in _SECRET_WORDS) else v
-        out.append(f"{k}={shown}")
+        out.append(f"{k}={shown[k]}")
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel, user_rows
+from engine.catalog.privileges import shown_definition
 from engine.catalog.system import (
     NAMESPACE_OIDS,
     RW_CATALOG,
@@ -39,8 +40,15 @@ def _schema_oid(ctx: SystemContext, rel: Relation) -> int:
     return CatalogModel.of(ctx).namespaces().get(rel.schema_name, 0)
 
 
+def _definition(ctx: SystemContext, rel: Relation) -> str:
+    """The definition as the asking user may see it (credentials are never in it; webhook
+    VALIDATE literals only for the owner and superusers)."""
+    viewer = ctx.session.user if ctx.session is not None else None
+    return shown_definition(ctx.catalog, viewer, rel)
+
+
 def _base(ctx: SystemContext, rel: Relation) -> list[Any]:
-    return [relation_oid(rel), rel.name, _schema_oid(ctx, rel), SUPERUSER_OID, rel.definition]
+    return [relation_oid(rel), rel.name, _schema_oid(ctx, rel), rel.owner, _definition(ctx, rel)]
 
 
 def _of_kind(ctx: SystemContext, kind: RelationKind) -> list[Relation]:
@@ -89,7 +97,7 @@ def _sinks(ctx: SystemContext) -> list[tuple[Any, ...]]:
 
 def _relations(ctx: SystemContext) -> list[tuple[Any, ...]]:
     return [
-        (relation_oid(r), r.name, r.kind.value, _schema_oid(ctx, r), SUPERUSER_OID, r.definition)
+        (relation_oid(r), r.name, r.kind.value, _schema_oid(ctx, r), r.owner, _definition(ctx, r))
         for r in ctx.catalog.ordered()
     ]
 
@@ -141,7 +149,7 @@ def streaming_jobs(ctx: SystemContext) -> list[tuple[Any, ...]]:
         if flow is not None:
             state = getattr(getattr(flow, "status", None), "state", "running")
             status = str(state).upper()
-        out.append((relation_oid(r), r.name, r.kind.value.upper(), status, r.definition))
+        out.append((relation_oid(r), r.name, r.kind.value.upper(), status, _definition(ctx, r)))
     return out
 
 

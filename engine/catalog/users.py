@@ -28,6 +28,7 @@ SCRAM_PREFIX = "SCRAM-SHA-256$"
 FIRST_USER_OID = 16384
 # PostgreSQL's bootstrap superuser has oid 10; RisingWave has `root` and `postgres`.
 BUILTIN_USERS = (("root", 10), ("postgres", 11))
+ROOT_OID = 10  # owns the relations created before ownership was recorded
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Catalog
+from engine.catalog.credentials import REDACTED, is_credential
 from engine.errors import (
     DependentObjectsStillExist,
     DuplicateObject,
@@ -162,15 +163,6 @@ def drop_connection(session: Any, st: Statement) -> QueryResult:
     return QueryResult("DROP_CONNECTION")
 
 
-_SECRET_KEYS = (
-    "s3.secret.key",
-    "s3.access.key",
-    "catalog.credential",
-    "catalog.token",
-    "catalog.jdbc.password",
-)
-
-
 def show_connections(session: Any, st: Statement) -> QueryResult:
     cat = session.db.catalog
     rows = []
@@ -178,7 +170,7 @@ def show_connections(session: Any, st: Statement) -> QueryResult:
         c = cat.connections[name]
         opts = c["options"]
         props = ", ".join(
-            f"{k}: {'[REDACTED]' if k in _SECRET_KEYS else v}"
+            f"{k}: {REDACTED if is_credential(k) else v}"
             for k, v in sorted(opts.items())
             if k != "type"
         )

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.privileges import session_owner
 from engine.errors import (
     DependentObjectsStillExist,
     EngineError,
@@ -189,6 +190,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             fields=fields,
             pk=pk,
             definition=st.sql.strip(),
+            owner=session_owner(session),
             schema_name=sch or "public",
             append_only=bool(st.args.get("append_only")),
             options=options,
@@ -207,6 +209,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             from engine.stream.source import SOURCE_EXTRA, connector_for
 
             rel.extra[SOURCE_EXTRA] = source_meta
+            if clauses is not None:  # `properties.sasl.password = SECRET s`
+                cat.bind_secret_options(rel, clauses.secret_refs)
             connector_for(rel).check(rel)
         rt.create_table(rel)
     if iceberg_engine:
@@ -298,6 +302,7 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             fields=fields,
             pk=list(plan.stream_key or []) if materialized else [],
             definition=st.sql.strip(),
+            owner=session_owner(session),
             schema_name=sch or "public",
             query=query_sql,
             depends_on=[r.id for r in planner.dependencies],

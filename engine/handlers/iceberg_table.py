@@ -156,6 +156,7 @@ def create_iceberg_source(session: Any, st: Any, name: str, schema: str | None) 
     """An external Iceberg table for ad-hoc SELECT; columns come from the table itself."""
     from engine.api import Notice, QueryResult
     from engine.catalog import Relation, RelationKind
+    from engine.catalog.privileges import session_owner
     from engine.handlers.connection import expand_connection
 
     clauses = st.args.get("clauses")
@@ -179,6 +180,7 @@ def create_iceberg_source(session: Any, st: Any, name: str, schema: str | None) 
             fields=fields,
             pk=[],
             definition=st.sql.strip(),
+            owner=session_owner(session),
             schema_name=schema or "public",
             append_only=True,
             options=options,

@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.api import QueryResult
 from engine.catalog import RelationKind
+from engine.catalog.privileges import shown_definition
 from engine.errors import EngineError
 from engine.sql.parser import Statement
 from engine.types import BOOLEAN, VARCHAR, Field
@@ -53,7 +54,7 @@ def run(session: Any, st: Statement) -> QueryResult:
         return QueryResult(
             "SHOW_CREATE",
             [Field("Name", VARCHAR), Field("Create Sql", VARCHAR)],
-            [(f"{rel.schema_name}.{rel.name}", rel.definition)],
+            [(f"{rel.schema_name}.{rel.name}", shown_definition(cat, session.user, rel))],
         )
     if k == "show_special":
         what = st.args["what"]

@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.privileges import session_owner
 from engine.errors import (
     InvalidParameterValue,
     SqlSyntaxError,
@@ -191,6 +192,7 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
             fields=fields,
             pk=[],
             definition=st.sql.strip(),
+            owner=session_owner(session),
             schema_name=d.schema or "public",
             query=query_sql,
             append_only=kind in (APPEND_ONLY, FORCE_APPEND_ONLY),

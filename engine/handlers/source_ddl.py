@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.privileges import session_owner
 from engine.errors import (
     DuplicateColumn,
     InvalidColumnReference,
@@ -150,6 +151,7 @@ def create_source(session: Any, st: Statement) -> QueryResult:
             fields=fields,
             pk=pk,
             definition=st.sql.strip(),
+            owner=session_owner(session),
             schema_name=sch or "public",
             append_only=True,
             options=options,
@@ -165,6 +167,8 @@ def create_source(session: Any, st: Statement) -> QueryResult:
             )
         if watermark is not None:  # advanced from each epoch's messages (Runtime.barrier)
             rel.extra["watermark"] = watermark
+        if clauses is not None:  # `properties.sasl.password = SECRET s`
+            cat.bind_secret_options(rel, clauses.secret_refs)
         from engine.stream.source import connector_for
 
         connector_for(rel).check(rel)

@@ -411,7 +411,8 @@ class Runtime:
                 self.wal.wait_durable(self.wal.last_seq)  # every queued record is readable
             meta = self.checkpointer.reset()
             blob = meta.extra.get("catalog") if meta is not None else None
-            self.catalog.replace_with(Catalog.from_bytes(blob) if blob else Catalog())
+            box = self.catalog.box  # the secret store key opens sealed credentials
+            self.catalog.replace_with(Catalog.from_bytes(blob, box) if blob else Catalog())
             row_id_last = self.row_ids.last
             self.watermarks = WatermarkTracker()
             self.epoch = 0
