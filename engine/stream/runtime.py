@@ -333,7 +333,10 @@ class Runtime:
         )
         recovered = True
         try:
-            self.recover()
+            if self._stop.is_set():  # shutting down: the restart recovers (WAL replay)
+                recovered = False
+            else:
+                self.recover()
         except Exception as re:
             recovered = False
             log.critical(

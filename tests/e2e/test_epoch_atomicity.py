@@ -1,7 +1,7 @@
 """Atomic epochs against a real server: a failing barrier, then kill -9; a crash mid-barrier.
 
 `SWELL_FAIL_AT` makes every barrier fail inside a view (a deterministic bug): the server
-stays up, FLUSH reports the rolled-back epoch without internals, reads show the last
+stays up, DML and webhook writes are still acknowledged, FLUSH reports the rolled-back epoch without internals, reads show the last
 committed epoch (no table ahead of its views) and the traceback is in the log. After
 `kill -9` and a restart without the fault every acknowledged write is there.
 `SWELL_CRASH_AT` exits in the middle of a checkpoint; the restart recovers the same way.
@@ -9,7 +9,9 @@ committed epoch (no table ahead of its views) and the traceback is in the log. A
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +19,12 @@ import psycopg
 import pytest
 
 from engine import faults
+from harness.seeds import wait_webhook
 from harness.server import SwellServer
 
 SETUP = [
+    "CREATE TABLE ea_w (data JSONB) WITH (connector = 'webhook')",
+    "CREATE MATERIALIZED VIEW ea_vw AS SELECT count(*) AS n FROM ea_w",
     "CREATE TABLE ea_t (id INT PRIMARY KEY, a INT)",
     "CREATE MATERIALIZED VIEW ea_vt AS SELECT count(*) AS n, sum(a) AS s FROM ea_t",
     "CREATE TABLE ea_u (x INT)",
@@ -42,6 +47,17 @@ def consistent(c: psycopg.Connection[Any]) -> tuple[int, int]:
     return t, u
 
 
+def post(srv: SwellServer, table: str, body: dict[str, Any]) -> int:
+    req = urllib.request.Request(
+        srv.webhook_url(table),
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return int(r.status)
+
+
 def test_a_failing_barrier_rolls_back_and_kill_9_keeps_acknowledged_writes(
     make_server: Callable[..., SwellServer],
 ) -> None:
@@ -52,16 +68,19 @@ def test_a_failing_barrier_rolls_back_and_kill_9_keeps_acknowledged_writes(
     srv.stop()
     srv.env[faults.FAIL_ENV] = "view_stepped:1+"
     srv.start()
+    wait_webhook(srv)
+    assert post(srv, "ea_w", {"i": 1}) == 200  # acknowledged: in the WAL
     with srv.connect() as c:
-        c.execute("INSERT INTO ea_t VALUES (2, 20)")  # acknowledged: in the WAL
+        c.execute("INSERT INTO ea_t VALUES (2, 20)")
         c.execute("INSERT INTO ea_u VALUES (1)")
         with pytest.raises(psycopg.errors.InternalError_) as ei:
             c.execute("FLUSH")
         msg = ei.value.diag.message_primary or ""
         assert "failed and was rolled back: internal error" in msg, msg
-        assert 'materialized view "ea_vt"' in msg
+        assert 'materialized view "ea_vw"' in msg  # the first view of the barrier
         assert "Traceback" not in str(ei.value) and "InjectedFailure" not in str(ei.value)
         assert consistent(c) == (1, 0)  # the last committed epoch, everywhere
+        assert one(c, "SELECT count(*) FROM ea_w") == one(c, "SELECT n FROM ea_vw") == 0
         time.sleep(1.0)  # the timer retries (and fails) meanwhile; the server stays up
         assert srv.is_running
         assert consistent(c) == (1, 0)
@@ -75,6 +94,7 @@ def test_a_failing_barrier_rolls_back_and_kill_9_keeps_acknowledged_writes(
         c.execute("FLUSH")
         assert consistent(c) == (3, 1)
         assert one(c, "SELECT s FROM ea_vt") == 60
+        assert one(c, "SELECT count(*) FROM ea_w") == one(c, "SELECT n FROM ea_vw") == 1
 
 
 def test_a_crash_in_the_middle_of_a_checkpoint_recovers_every_write(

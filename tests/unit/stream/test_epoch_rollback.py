@@ -130,6 +130,22 @@ def test_restart_after_a_rollback_sees_the_same_data(db: SwellDatabase, tmp_path
         d2.close()
 
 
+def test_shutting_down_while_every_barrier_fails_keeps_the_writes(
+    db: SwellDatabase, tmp_path: Path
+) -> None:
+    run(db, "INSERT INTO t VALUES (6, 'd', 4)")
+    faults.configure(fail="view_stepped:1+")
+    db.close()  # the final barrier fails: nothing is rebuilt, the WAL keeps the row
+    faults.configure()
+    d2 = open_db(tmp_path / "data")
+    try:
+        run(d2, "FLUSH")
+        assert ("d", 4, 1) in state(d2)["v_sum"]
+        consistent(d2)
+    finally:
+        d2.close()
+
+
 def test_a_deterministic_failure_keeps_the_server_usable(db: SwellDatabase) -> None:
     before = state(db)
     faults.configure(fail="view_stepped:1+")  # every barrier fails from now on
