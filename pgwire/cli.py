@@ -319,9 +319,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         log.error("startup failed %s", kv(error=str(exc)))
         return 1
-    except EngineError as exc:  # the data directory: locked, another format version...
-        log.error("startup failed %s", kv(error=str(exc), hint=exc.hint or ""))
-        return 1
 
 
 if __name__ == "__main__":
