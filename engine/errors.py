@@ -306,3 +306,14 @@ class EpochFailed(EngineError):
 def not_supported(what: str, hint: str | None = None) -> FeatureNotSupported:
     """Build the RisingWave-style refusal `Not supported: <what>`."""
     return FeatureNotSupported(f"Not supported: {what}", hint=hint)
+
+
+def date_out_of_range(t: object = None) -> DatetimeFieldOverflow:
+    """22008 for a date/timestamp beyond what Swell keeps (years 1 to 9999)."""
+    kind = getattr(getattr(t, "kind", None), "name", "")
+    what = "date" if kind == "DATE" else "timestamp" if kind.startswith("TIMESTAMP") else (
+        "date/time value"
+    )
+    return DatetimeFieldOverflow(
+        f"{what} out of range", detail="Dates and timestamps lie between years 1 and 9999."
+    )

@@ -17,7 +17,13 @@ from typing import Any
 
 from engine.api import Notice, QueryResult, StatementDescription
 from engine.catalog.credentials import option_credentials, scrub
-from engine.errors import EngineError, InvalidParameterName, QueryCanceled, SqlSyntaxError
+from engine.errors import (
+    EngineError,
+    InvalidParameterName,
+    QueryCanceled,
+    SqlSyntaxError,
+    date_out_of_range,
+)
 from engine.expr import EvalContext, ParamContext
 from engine.recursion import too_complex
 from engine.sql.parser import Statement, parse_one, parse_statements
@@ -185,6 +191,8 @@ class SwellSession:
                     results.append(self._run(st, None))
                 except RecursionError:
                     raise too_complex() from None
+                except OverflowError as e:
+                    raise _overflow(e) from e
             except EngineError as e:
                 if e.position is not None and st.offset:
                     e.position += st.offset
@@ -242,6 +250,8 @@ class SwellSession:
             return self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
         except RecursionError:
             raise too_complex() from None
+        except OverflowError as e:
+            raise _overflow(e) from e
         except EngineError:
             raise
         except Exception as e:
@@ -443,6 +453,15 @@ class SwellSession:
         if key not in self.vars:
             raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
         return QueryResult("SHOW", [Field(key, VARCHAR)], [(self.vars[key],)])
+
+
+def _overflow(e: OverflowError) -> Exception:
+    """Python's datetime ends at year 9999: a value beyond is 22008, not an internal
+    error; other overflows stay internal."""
+    msg = str(e).lower()
+    if "date" in msg or "year" in msg:
+        return date_out_of_range()
+    return e
 
 
 def _check_client_encoding(value: str) -> str:

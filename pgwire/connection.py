@@ -328,7 +328,14 @@ class Connection:
             if ext.ignore_till_sync:
                 continue
             if kind == b"Q":
-                await self._simple_query(msg.Reader(body).cstring())
+                reader = msg.Reader(body)
+                sql = reader.cstring()
+                if reader.remaining():  # text after a NUL byte: refused, never dropped
+                    self.send(error_response(ProtocolViolation("invalid message format")))
+                    self.send(msg.ready_for_query(self.tx.status))
+                    await self.flush()
+                    continue
+                await self._simple_query(sql)
             elif kind in ext.HANDLERS:
                 await ext.handle(kind, body)
             elif kind == b"H":

@@ -17,11 +17,18 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from engine.errors import EngineError, InvalidParameterValue, SqlSyntaxError, not_supported
+from engine.errors import (
+    EngineError,
+    InvalidParameterValue,
+    NumericValueOutOfRange,
+    SqlSyntaxError,
+    not_supported,
+)
 from engine.expr import (  # noqa: F401  (register)
     fn_crypto,
     fn_json,
     fn_math,
+    fn_pgtext,
     fn_session,
     fn_string,
     fn_system,
@@ -37,6 +44,7 @@ from engine.expr.coerce import (
     parse_data_type,
 )
 from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Param, as_array
+from engine.expr.nul import check_text
 from engine.expr.registry import NODE_BINDERS, call, no_function
 from engine.expr.scope import ParamContext, Scope
 from engine.expr.temporal import parse_interval
@@ -271,7 +279,7 @@ class ExprBinder:
 
     def _literal(self, node: exp.Literal) -> Expr:
         if node.is_string:
-            return UntypedLiteral(node.this, VARCHAR)
+            return UntypedLiteral(check_text(node.this), VARCHAR)
         return self._number(node.this)
 
     def _number(self, text: str) -> Expr:
@@ -286,8 +294,6 @@ class ExprBinder:
             if not d.is_finite() or abs(d) >= _NUMERIC_LIMIT:
                 f = float(d)
                 if f in (float("inf"), float("-inf")):
-                    from engine.errors import NumericValueOutOfRange
-
                     raise NumericValueOutOfRange(
                         f'"{text}" is out of range for type double precision')
                 return Literal(f, DOUBLE)
@@ -320,6 +326,8 @@ class ExprBinder:
 
             raise ProtocolViolation(f"no value found for parameter {n}")
         value = self.params.values[n - 1]
+        if isinstance(value, str):
+            check_text(value)
         if t is None:
             if value is None:
                 return Literal(None, UNKNOWN)

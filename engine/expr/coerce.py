@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from engine.errors import DatatypeMismatch, UndefinedObject, not_supported
+from engine.errors import DatatypeMismatch, UndefinedObject, date_out_of_range, not_supported
 from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param
 from engine.expr.typmod import enforce, modifier_of
@@ -76,7 +76,10 @@ def _fold(expr: Literal, target: SqlType) -> Literal:
     if isinstance(expr, UntypedLiteral):
         src = VARCHAR
     val = cast_datum(expr.scalar(), src, target, 1, ctx)
-    return Literal(val.as_py(), target)
+    try:
+        return Literal(val.as_py(), target)
+    except OverflowError as e:  # beyond Python's datetime (years 1-9999)
+        raise date_out_of_range(target) from e
 
 
 def _make_cast(expr: Expr, target: SqlType) -> Expr:

@@ -20,9 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import (
+    DatetimeFieldOverflow,
     DivisionByZero,
     EngineError,
     InternalError,
+    InvalidRegularExpression,
     NumericValueOutOfRange,
     UndefinedParameter,
 )
@@ -385,6 +387,15 @@ def translate_arrow_error(e: pa.ArrowInvalid, t: SqlType) -> EngineError:
     msg = str(e).lower()
     if "divide by zero" in msg:
         return DivisionByZero("division by zero")
+    if "regular expression" in msg:
+        detail = str(e).split(":", 1)[-1].strip()
+        return InvalidRegularExpression(f"invalid regular expression: {detail}")
+    if t.kind in (TypeKind.DATE, TypeKind.TIMESTAMP, TypeKind.TIMESTAMPTZ) and (
+        "overflow" in msg or "truncated" in msg or "out of bounds" in msg or "out of range" in msg
+    ):
+        return DatetimeFieldOverflow(
+            "date out of range" if t.kind is TypeKind.DATE else "timestamp out of range"
+        )
     if "overflow" in msg or "does not fit" in msg or "out of bounds" in msg:
         return out_of_range(t)
     return InternalError(f"expression evaluation failed: {e}")

@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from engine.errors import (
     InvalidParameterName,
+    InvalidRegularExpression,
     SqlSyntaxError,
     not_supported,
 )
@@ -37,6 +38,7 @@ from engine.expr import fn_catalog as cat
 from engine.expr.coerce import cast, common_type, implicit_cast, is_untyped, parse_data_type
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
 from engine.expr.fn_catalog import NAME, OID, REG_TYPES, TEXT, define
+from engine.expr.nul import check_text
 from engine.expr.registry import NODE_BINDERS, call, no_function
 from engine.types import (
     BIGINT,
@@ -204,10 +206,17 @@ def bind_regex(left: Expr, right: Expr, *, icase: bool, negate: bool) -> Expr:
         raise no_operator("~", left.type, right.type)
 
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        try:
+            return match(a, n)
+        except re.error as e:
+            raise InvalidRegularExpression(f"invalid regular expression: {e}") from None
+
+    def match(a: list[Datum], n: int) -> Datum:
         s, p = a
         if is_scalar(p):
             if not p.is_valid:
                 return pa.nulls(n, pa.bool_())
+            re.compile(_pg_regex(p.as_py()))  # Python's message for a bad pattern
             r = pc.match_substring_regex(as_array(s, n), _pg_regex(p.as_py()), ignore_case=icase)
         else:
             flags = re.I if icase else 0
@@ -327,7 +336,7 @@ def _parse_ident(s: str, strict: bool = True) -> list[str]:
 def _bind_escape_string(b: Any, node: exp.ByteString) -> Expr | None:
     from engine.expr.coerce import UntypedLiteral
 
-    return UntypedLiteral(str(node.this), VARCHAR)
+    return UntypedLiteral(check_text(str(node.this)), VARCHAR)
 
 
 # -- ANY / ALL --

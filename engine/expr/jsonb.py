@@ -22,6 +22,7 @@ import orjson
 import pyarrow as pa
 
 from engine.errors import InvalidParameterValue, InvalidTextRepresentation
+from engine.expr.nul import check_jsonb_column
 
 _STD = msgspec.json.Decoder(float_hook=Decimal)
 """The exact parser: numbers with a fraction or exponent become Decimal (digits kept).
@@ -222,6 +223,7 @@ def type_name(v: Any) -> str:
 
 
 def text_to_jsonb(col: pa.Array) -> pa.Array:
+    check_jsonb_column(col)
     return pa.array([None if s is None else canonicalize_text(s) for s in col.to_pylist()],
                     pa.string())
 

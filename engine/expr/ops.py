@@ -15,7 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DivisionByZero, EngineError, NumericValueOutOfRange, UndefinedFunction
+from engine.errors import (
+    DatetimeFieldOverflow,
+    DivisionByZero,
+    EngineError,
+    NumericValueOutOfRange,
+    UndefinedFunction,
+)
 from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
@@ -287,6 +293,10 @@ def _iv_mul(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
     di = np.trunc(df)
     nf = ns * fv + (df - di) * 86_400e9
     mask = pc.or_(pc.is_null(a), pc.is_null(f)).to_numpy(zero_copy_only=False)
+    live = ~mask
+    if live.any() and (np.abs(mi[live]).max() >= 2**31 or np.abs(di[live]).max() >= 2**31
+                       or np.abs(nf[live]).max() >= 2**63 or not np.isfinite(nf[live]).all()):
+        raise DatetimeFieldOverflow("interval out of range")
     return temporal.make_interval_array(mi.astype(np.int64), di.astype(np.int64),
                                         np.round(nf).astype(np.int64), mask)
 

@@ -13,7 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InvalidDatetimeFormat, InvalidTextRepresentation
+from engine.errors import (
+    DatetimeFieldOverflow,
+    IntervalFieldOverflow,
+    InvalidDatetimeFormat,
+    InvalidTextRepresentation,
+)
 
 US_PER_DAY = 86_400_000_000
 US_PER_SEC = 1_000_000
@@ -211,8 +216,14 @@ def interval_parts(iv: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rec["nanos"].astype(np.int64))
 
 
+def _out_of_i32(v: np.ndarray) -> bool:
+    return bool(v.dtype.itemsize > 4 and (v.max() > 2**31 - 1 or v.min() < -(2**31)))
+
+
 def make_interval_array(months: np.ndarray, days: np.ndarray, nanos: np.ndarray,
                         mask: np.ndarray | None = None) -> pa.Array:
+    if len(months) and (_out_of_i32(months) or _out_of_i32(days)):
+        raise DatetimeFieldOverflow("interval out of range")
     rec = np.empty(len(months), dtype=_MDN)
     rec["months"], rec["days"], rec["nanos"] = months, days, nanos
     validity = None
@@ -327,6 +338,8 @@ def parse_interval(text: str, unit: str | None = None) -> tuple[int, int, int]:
         raise InvalidDatetimeFormat(f'invalid input syntax for type interval: "{text}"')
     if ago:
         months, days, nanos = -months, -days, -nanos
+    if not (-(2**31) <= months < 2**31 and -(2**31) <= days < 2**31 and -(2**63) <= nanos < 2**63):
+        raise IntervalFieldOverflow(f'interval field value out of range: "{text}"')
     return months, days, nanos
 
 

@@ -24,7 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from engine.errors import NumericValueOutOfRange, SqlSyntaxError, StringDataRightTruncation
+from engine.errors import (
+    NumericValueOutOfRange,
+    SqlSyntaxError,
+    StringDataRightTruncation,
+    not_supported,
+)
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, is_scalar
 from engine.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE, SqlType, TypeKind
 
@@ -58,8 +63,6 @@ def modifier_of(dt: exp.DataType, base: SqlType) -> SqlType:
     if not 0 <= scale <= precision:
         raise SqlSyntaxError(f"NUMERIC scale {scale} must be between 0 and precision {precision}")
     if scale > NUMERIC_SCALE or precision - scale > NUMERIC_PRECISION - NUMERIC_SCALE:
-        from engine.errors import not_supported
-
         raise not_supported(
             f"numeric({precision},{scale})",
             hint=f"numeric keeps at most {NUMERIC_PRECISION - NUMERIC_SCALE} digits before "

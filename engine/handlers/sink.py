@@ -25,6 +25,7 @@ from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
 from engine.catalog.privileges import session_owner
 from engine.errors import (
+    EngineError,
     InvalidParameterValue,
     SqlSyntaxError,
     UndefinedColumn,
@@ -160,14 +161,19 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
             query_sql = f"SELECT * FROM {_quote(src.schema_name)}.{_quote(src.name)}"
         else:
             assert d.query is not None
-            parsed = parse_one(d.query)
+            parsed = parse_one(d.query, d.query_offset)
             if parsed.kind != "select" or parsed.ast is None:
                 raise SqlSyntaxError("CREATE SINK ... AS needs a SELECT query")
             query_sql = parsed.ast.sql(dialect="risingwave")
         planner = planner_for(session, None, streaming=True)
         ast = parse_one(query_sql).ast
         assert ast is not None
-        plan = planner.plan_query(ast)
+        try:
+            plan = planner.plan_query(ast)
+        except EngineError as e:
+            if d.query is not None and e.position is not None:
+                _query_position(session, e, d.query, d.query_offset)
+            raise
         fields = list(plan.schema)
         check_unique_names([f for f in fields if not f.hidden])
         kind = sink_type(d, options, derived_append_only(plan))
@@ -229,3 +235,20 @@ def interrupt_sinks(session: Any, names: list[tuple[str, str | None]]) -> None:
             continue
         if rel is not None and rel.kind is RelationKind.SINK:
             rt.interrupt_sink(rel.id)
+
+
+def _query_position(session: Any, e: EngineError, query: str, offset: int) -> None:
+    """Point a binder error into the user's statement: the sink is planned from the
+    regenerated query text, so the position comes from planning the query as written
+    (error path only), counted from where the query starts in the statement."""
+    from engine.handlers.query import planner_for
+
+    e.position = None
+    tree = parse_one(query).ast
+    if tree is None:
+        return
+    try:
+        planner_for(session, None, streaming=True).plan_query(tree)
+    except EngineError as e2:
+        if type(e2) is type(e) and str(e2) == str(e) and e2.position is not None:
+            e.position = e2.position + offset

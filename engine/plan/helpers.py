@@ -171,6 +171,14 @@ _CAST_NAMES = {
 }
 
 
+# sqlglot's node names for functions PostgreSQL names otherwise
+_FUNC_NAMES = {
+    "current_timestamp": "now",
+    "current_version": "version",
+    "unix_to_time": "to_timestamp",
+}
+
+
 def _output_name(it: exp.Expression) -> str:
     if isinstance(it, exp.Alias):
         ident = it.args.get("alias")
@@ -209,7 +217,7 @@ def _output_name(it: exp.Expression) -> str:
         return "case"
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary)):
         name = node.sql_name().lower()
-        return {"current_timestamp": "now", "current_version": "version"}.get(name, name)
+        return _FUNC_NAMES.get(name, name)
     if isinstance(node, exp.Boolean):
         return "bool"
     return "?column?"

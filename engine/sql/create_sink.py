@@ -29,6 +29,7 @@ class CreateSink:
     from_name: str | None = None  # FROM relation
     from_schema: str | None = None
     query: str | None = None  # AS query (text)
+    query_offset: int = 0  # where the query starts in the statement (error positions)
     into: str | None = None  # INTO table
     into_schema: str | None = None
     into_columns: list[str] = field(default_factory=list)
@@ -86,6 +87,7 @@ def parse_create_sink(text: str) -> CreateSink:
         if q is None:
             raise _syntax(None, body)
         out.query = body[q.start :].strip()
+        out.query_offset = q.start
     else:
         raise _syntax(t, body)
     return out

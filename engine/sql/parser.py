@@ -30,6 +30,18 @@ from engine.sql.identifiers import check_star_modifiers, normalize_identifiers
 DIALECT = "risingwave"
 
 
+def _keep_pg_functions() -> None:
+    """sqlglot rewrites `to_char(x, 'YYYY')` into its strftime node, losing the template
+    (`Day` becomes `%uay`); parsed as a plain call it reaches engine.expr's to_char."""
+    from sqlglot.dialects.risingwave import RisingWave
+
+    parser = RisingWave.Parser
+    parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k != "TO_CHAR"}
+
+
+_keep_pg_functions()
+
+
 @dataclass
 class Statement:
     kind: str  # 'select', 'insert', 'update', 'delete', 'create_table', 'create_mv', 'create_view',
@@ -156,10 +168,16 @@ def _glot(text: str, offset: int) -> exp.Expression:
         with contextlib.suppress(TokenError):  # reported by the parse below
             check_star_modifiers(list(sqlglot.tokenize(text, read=DIALECT)), offset)
     try:
-        trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+        trees = _parse_calls_as_written(text)
     except ParseError as e:
         errs = e.errors or [{}]
         first = errs[0]
+        head = _first_token(text)
+        if head is not None and head.token_type is TokenType.VAR:
+            # no statement starts with a bare name: `SELEC * FROM t` is wrong at SELEC
+            raise SqlSyntaxError(
+                f'syntax error at or near "{head.text}"', position=offset + head.start + 1
+            ) from e
         near = first.get("highlight") or ""
         msg = f'syntax error at or near "{near}"' if near else "syntax error"
         pos = None
@@ -173,6 +191,58 @@ def _glot(text: str, offset: int) -> exp.Expression:
     if len(trees) != 1:
         raise SqlSyntaxError("syntax error: expected exactly one statement")
     return trees[0]
+
+
+_ARG_COUNT = re.compile(r"number of provided arguments \(\d+\) is greater than")
+
+
+def _parse_calls_as_written(text: str) -> list[exp.Expression | None]:
+    """sqlglot refuses a known function called with too many arguments (`abs(1, 2, 3)`) as
+    a syntax error; PostgreSQL answers 42883 naming the argument types. Such a call is
+    re-read schema-qualified (`pg_catalog.abs(...)`, which sqlglot keeps as a plain call)
+    so the binder reports it with the argument types."""
+    for _ in range(8):
+        try:
+            return sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+        except ParseError as e:
+            first = (e.errors or [{}])[0]
+            ctx = first.get("start_context")
+            if ctx is None or not _ARG_COUNT.search(first.get("description") or ""):
+                raise
+            name = _call_name_before(text, text.find(ctx) + len(ctx))
+            if name is None:
+                raise
+            text = text[: name.start] + "pg_catalog." + text[name.start :]
+    return sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+
+
+def _call_name_before(text: str, close: int) -> Any:
+    """The function-name token of the call whose `)` starts at `close`."""
+    try:
+        toks = sqlglot.tokenize(text, read=DIALECT)
+    except TokenError:
+        return None
+    idx = next((i for i, t in enumerate(toks) if t.start == close), None)
+    if idx is None or toks[idx].token_type is not TokenType.R_PAREN:
+        return None
+    depth = 0
+    for j in range(idx, -1, -1):
+        tt = toks[j].token_type
+        if tt is TokenType.R_PAREN:
+            depth += 1
+        elif tt is TokenType.L_PAREN:
+            depth -= 1
+            if depth == 0:
+                return toks[j - 1] if j > 0 else None
+    return None
+
+
+def _first_token(text: str) -> Any:
+    try:
+        toks = sqlglot.tokenize(text, read=DIALECT)
+    except TokenError:
+        return None
+    return toks[0] if toks else None
 
 
 def _classify(ast: exp.Expression, text: str) -> Statement:

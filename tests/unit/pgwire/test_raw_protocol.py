@@ -356,3 +356,15 @@ def test_close_portal_and_describe_statement_without_rows(pg) -> None:
     assert msgs[1][1] == struct.pack(">h", 0)
     assert fields(msgs[5][1])["C"] == "34000"
     c.close()
+
+
+def test_query_text_after_a_nul_byte_is_refused(pg) -> None:
+    c = Raw(pg.port)
+    c.startup()
+    c.send(b"Q", b"SELECT 1\x00; DROP TABLE t\x00")
+    msgs = c.until(b"Z")
+    assert kinds(msgs) == b"EZ"
+    assert fields(msgs[0][1])["C"] == "08P01"
+    c.send(b"Q", _cstr("SELECT 1"))  # the connection keeps working
+    assert b"E" not in kinds(c.until(b"Z"))
+    c.close()
