@@ -58,6 +58,11 @@ from engine.plan.logical import (
 from engine.plan.logical_window import OverWindow
 from engine.plan.plan_agg import AGG_CLASSES, AggPlannerMixin, agg_result_type
 from engine.plan.plan_from import FromPlannerMixin
+from engine.plan.plan_grouping_sets import (
+    grouping_expressions,
+    has_grouping_sets,
+    rewrite_grouping_sets,
+)
 from engine.plan.plan_join import pushable_where, rebuild_where
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
@@ -207,6 +212,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
 
     # -- SELECT --------
     def _plan_select(self, q: exp.Select) -> PlanNode:
+        if has_grouping_sets(q):
+            return self.plan_query(rewrite_grouping_sets(q, self._grouping_types(q)))
         from_ = q.args.get("from_") or q.args.get("from")
         where = q.args.get("where")
         where_ast = where.this if where is not None else None
@@ -364,6 +371,19 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         if len(node.schema) != n_out and not self.streaming:
             node = _select_columns(node, list(range(n_out)))
         return node
+
+    def _grouping_types(self, q: exp.Select) -> list[str]:
+        """SQL types of the grouping-set expressions, from planning them over the query's
+        FROM clause ad hoc (types only; the plan is discarded)."""
+        probe = q.copy()
+        for arg in ("group", "having", "order", "limit", "offset", "distinct", "where"):
+            probe.set(arg, None)
+        probe.set("expressions", [e.copy() for e in grouping_expressions(q)])
+        p = Planner(self.catalog, params=self.params, session_func=self.session_func,
+                    subquery_runner=self.subquery_runner)
+        p.ctes = self.ctes
+        node = p.plan_query(probe)
+        return [f.type.display for f in node.schema if not f.hidden]
 
     def _order_limit_simple(self, node: PlanNode, q: exp.Expression) -> PlanNode:
         order = q.args.get("order")
