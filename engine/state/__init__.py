@@ -12,6 +12,7 @@ Modules:
 - `store`: StateStore (one rocksdict `Rdict`, raw mode), WriteBatchLike, StorageError.
 - `wal`: Wal (sequence-numbered records, background group commit, async append).
 - `checkpoint`: Checkpointer, CheckpointMeta; the numbered checkpoint and recovery order.
+- `format`: the data directory's format version (FORMAT_VERSION), migrations, refusals.
 
 Key layout of the single database at `<data_dir>/state` (default column family):
 
@@ -23,12 +24,14 @@ Key layout of the single database at `<data_dir>/state` (default column family):
 | 0xFFFF "walfloor"                          | highest truncated seq (8 B BE)   |
 | 0xFFFF "meta/checkpoint"                   | version, epoch, wal_seq          |
 | 0xFFFF "meta/x/" + name (utf-8)            | extra blob (catalog, offsets...) |
+| 0xFFFF "format"                            | format version (4 B BE; none = 1)|
 
 Table ids are limited to 0..0xFFFEFFFF (`codec.MAX_TABLE_ID`; `codec.table_prefix` raises
 beyond), so no table's range, nor the exclusive end `table_prefix(id + 1)` that
 `StateTable.drop` deletes up to, reaches the reserved 0xFFFF prefix.
 
-Recovery order (details in `engine.state.checkpoint`): open the store -> create the Wal
+Recovery order (details in `engine.state.checkpoint`): open the store -> check (and
+migrate) its format version (`engine.state.format`) -> create the Wal
 (resumes numbering) -> `Checkpointer.load()` meta -> rebuild the catalog from meta.extra ->
 `StateTable.load` every table -> seek sources to the offsets -> replay
 `wal.records_after(meta.wal_seq)` -> normal epochs.
