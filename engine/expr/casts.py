@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import (
+    EngineError,
     InvalidParameterValue,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
@@ -173,6 +174,33 @@ def _first_bad(a: pa.Array, ok: pa.Array, tname: str) -> None:
             f'invalid input syntax for type {tname}: "{a[idx].as_py()}"')
 
 
+_NUMERIC_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
+
+
+def text_syntax_errors(a: pa.Array, dst: SqlType) -> tuple[np.ndarray, EngineError] | None:
+    """The rows of text column `a` whose syntax a cast to `dst` (boolean, integer, float,
+    numeric) rejects, vectorised, with the error of the first; None for other targets.
+    Non-strict evaluation (engine.expr.nonstrict) nulls them instead of bisecting."""
+    if dst.kind is K.BOOLEAN:
+        t = pc.utf8_lower(pc.utf8_trim_whitespace(a))
+        ok = pc.or_(pc.is_in(t, value_set=_BOOL_TRUE), pc.is_in(t, value_set=_BOOL_FALSE))
+        tname = "boolean"
+    elif dst.is_integer:
+        ok, tname = pc.match_substring_regex(a, _INT_RE), dst.display
+    elif dst.is_float:
+        ok, tname = pc.match_substring_regex(pc.utf8_lower(a), _FLOAT_RE), dst.display
+    elif dst.kind is K.NUMERIC:
+        ok, tname = pc.match_substring_regex(a, _NUMERIC_RE), "numeric"
+    else:
+        return None
+    bad = pc.and_(pc.is_valid(a), pc.invert(pc.fill_null(ok, False)))
+    mask = bad.to_numpy(zero_copy_only=False)
+    if not mask.any():
+        return mask, InvalidTextRepresentation("")
+    v = a[int(mask.argmax())].as_py()
+    return mask, InvalidTextRepresentation(f'invalid input syntax for type {tname}: "{v}"')
+
+
 def text_to_int(a: pa.Array, dst: SqlType) -> pa.Array:
     _first_bad(a, pc.match_substring_regex(a, _INT_RE), dst.display)
     t = pc.utf8_trim_whitespace(a)
@@ -208,8 +236,7 @@ def text_to_float(a: pa.Array, dst: SqlType) -> pa.Array:
 
 
 def text_to_numeric(a: pa.Array) -> pa.Array:
-    _first_bad(a, pc.match_substring_regex(a, r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"),
-               "numeric")
+    _first_bad(a, pc.match_substring_regex(a, _NUMERIC_RE), "numeric")
     t = pc.utf8_trim_whitespace(a)
     try:
         return t.cast(NUMERIC.arrow)

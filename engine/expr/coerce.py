@@ -7,11 +7,19 @@ when the statement is bound, as in Postgres), except where the session timezone 
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 from sqlglot import exp
 
-from engine.errors import DatatypeMismatch, UndefinedObject, date_out_of_range, not_supported
-from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum
-from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param
+from engine.errors import (
+    DatatypeMismatch,
+    EngineError,
+    UndefinedObject,
+    date_out_of_range,
+    not_supported,
+)
+from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum, text_syntax_errors
+from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param, as_array
 from engine.expr.typmod import enforce, modifier_of
 from engine.types import (
     BIGINT,
@@ -98,7 +106,12 @@ def _make_cast(expr: Expr, target: SqlType) -> Expr:
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         return cast_datum(args[0], src, target, n, ctx)
 
-    return Func("cast", (expr,), target, kernel)
+    def syntax_errors(args: list[Datum], n: int) -> list[tuple[np.ndarray, EngineError]]:
+        found = text_syntax_errors(as_array(args[0], n).cast(pa.string()), target)
+        return [] if found is None else [found]
+
+    return Func("cast", (expr,), target, kernel,
+                row_errors=syntax_errors if src.kind is K.VARCHAR else None)
 
 
 def cast(expr: Expr, target: SqlType) -> Expr:

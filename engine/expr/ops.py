@@ -138,12 +138,15 @@ def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
         if t.kind not in _INT_BOUNDS or op == "%":
             return out
         lo, hi = _INT_BOUNDS[t.kind]
+        if op == "/":  # only MIN / -1 overflows
+            ovf = pc.and_(pc.equal(a, pa.scalar(lo, a.type)), pc.equal(b, pa.scalar(-1, b.type)))
+            out.append((pc.fill_null(as_array(ovf, n), False).to_numpy(zero_copy_only=False),
+                        out_of_range(t)))
+            return out
         x, xv = _int64_values(a, n)
         y, yv = _int64_values(b, n)
         with np.errstate(all="ignore"):
-            if op == "/":
-                ovf = (x == lo) & (y == -1)
-            elif t.kind is not K.BIGINT:  # no int64 overflow for 32-bit operands
+            if t.kind is not K.BIGINT:  # no int64 overflow for 32-bit operands
                 r = x + y if op == "+" else x - y if op == "-" else x * y
                 ovf = (r < lo) | (r > hi)
             elif op == "+":

@@ -6,7 +6,7 @@ Why: in streaming jobs an expression that fails on a row yields NULL and the row
 keeps events in `rw_event_logs (unique_id, timestamp, event_type, info jsonb)`; Swell keeps
 those columns and adds flat ones for the common question "which job fails how often":
 
-* `event_type = 'EXPRESSION_ERROR'`: one row per (job, expression, error message), updated
+* `event_type = 'EXPRESSION_ERROR'`: one row per (job, expression, SQLSTATE), updated
   in place as the same failure repeats: `job_id` (the relation's OID, as in
   rw_relations), `job_name`, `expression` (as EXPLAIN shows it), `error`, `count` (rows
   that failed), `timestamp` (last seen); `info` also has the SQLSTATE, a sample of the
@@ -49,7 +49,8 @@ LOG_INTERVAL_S = 10.0
 
 @dataclass
 class ErrorKind:
-    """One (job, expression, error message) and how often it happened."""
+    """One (job, expression, SQLSTATE) and how often it happened; `error` and `sample` are
+    the latest occurrence's (messages may name the value: `invalid input syntax ... "x"`)."""
 
     unique_id: str
     job_id: int
@@ -91,7 +92,7 @@ class EventLog:
     ) -> None:
         now = time.time()
         message = str(error)
-        key = (job_id, expression, message)
+        key = (job_id, expression, error.sqlstate)
         with self.lock:
             self.total += count
             kind = self.kinds.get(key)
@@ -112,6 +113,7 @@ class EventLog:
                     self.kinds.popitem(last=False)
             else:
                 self.kinds.move_to_end(key)
+                kind.error, kind.sample = message, sample
             kind.count += count
             kind.last_seen = now
             kind.seq = self.total
