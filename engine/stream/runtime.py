@@ -71,7 +71,7 @@ from engine.stream.graph import (
 )
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
-from engine.stream.sink import SinkFlow, SinkNotReady, build_sink_flow
+from engine.stream.sink import SinkFlow, SinkNotReady, SinkStatus, build_sink_flow
 from engine.stream.source import (
     CHECKPOINT_EXTRA,
     SourceFlow,
@@ -79,6 +79,7 @@ from engine.stream.source import (
     needs_reader,
     source_delta,
 )
+from engine.stream.source_status import SourceStatus
 from engine.stream.ttl import clean_expired
 
 log = logging.getLogger("swell.runtime")
@@ -135,6 +136,8 @@ class Runtime:
         self.failed_epochs = 0  # epochs rolled back since start
         self._where = ""  # what the barrier is running (for the failure message)
         self._attempt = 0  # the epoch the barrier is building
+        self._carried: dict[int, SinkStatus] = {}  # statuses kept across a rollback
+        self._carried_sources: dict[int, SourceStatus] = {}
         self._dropped: list[StateTable] = []
         self._dirty_catalog = False
         self._stop = threading.Event()
@@ -394,6 +397,9 @@ class Runtime:
                     log.exception("source %s: stopping the reader failed", sf.rel.name)
             for sk in self.sinks.values():
                 sk.close()
+            # rw_sink_status / rw_source_* counters carry over to the rebuilt flows
+            self._carried = {k: sk.status for k, sk in self.sinks.items()}
+            self._carried_sources = {k: sf.status for k, sf in self.sources.items()}
             rollback = bool(self.tables or self.views or self.sinks or self.sources)
             self.tables = {}
             self.views = {}
@@ -440,6 +446,7 @@ class Runtime:
                     i,
                     len(rels),
                 )
+            self._carried, self._carried_sources = {}, {}
             return self.replay_wal(meta.wal_seq if meta is not None else 0)
 
     # ------------------------------------------------------------------------------------
@@ -516,7 +523,14 @@ class Runtime:
     def _add_sink(self, rel: Relation, plan: PlanNode, load: bool) -> SinkFlow:
         alloc = self._alloc(rel, load)
         flow = build_sink_flow(
-            rel, plan, alloc, self.job_ctx(rel), self.catalog, self.data_dir, runtime=self
+            rel,
+            plan,
+            alloc,
+            self.job_ctx(rel),
+            self.catalog,
+            self.data_dir,
+            runtime=self,
+            status=self._carried.pop(rel.id, None),
         )
         flow.stopping = self._stop
         self.sinks[rel.id] = flow
@@ -568,7 +582,7 @@ class Runtime:
             flow.cancelled.set()
 
     def _add_source(self, rel: Relation, position: Any = None) -> SourceFlow:
-        sf = SourceFlow(rel, position)
+        sf = SourceFlow(rel, position, status=self._carried_sources.pop(rel.id, None))
         self.sources[rel.id] = sf
         if rel.kind is RelationKind.TABLE:
             sf.ensure_running()

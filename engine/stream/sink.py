@@ -396,10 +396,15 @@ def build_sink_flow(
     catalog: Catalog,
     data_dir: str | None,
     runtime: Any = None,
+    status: SinkStatus | None = None,
 ) -> SinkFlow:
-    """Operators for the sink's plan plus its connector's writer (not yet validated/opened)."""
+    """Operators for the sink's plan plus its connector's writer (not yet validated/opened);
+    `status`: the counters of the flow this one replaces (a rollback keeps them)."""
     spec = spec_from_relation(rel, catalog, data_dir)
     spec.runtime = runtime
+    if status is not None:
+        status.state = "running"
+        spec.status = status
     factory = sink_connector(spec.connector)
     nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
     visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
