@@ -582,7 +582,10 @@ class Runtime:
             flow.cancelled.set()
 
     def _add_source(self, rel: Relation, position: Any = None) -> SourceFlow:
-        sf = SourceFlow(rel, position, status=self._carried_sources.pop(rel.id, None))
+        sf = SourceFlow(rel, position)
+        carried = self._carried_sources.pop(rel.id, None)
+        if carried is not None:
+            sf.status = carried
         self.sources[rel.id] = sf
         if rel.kind is RelationKind.TABLE:
             sf.ensure_running()
