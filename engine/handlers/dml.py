@@ -28,6 +28,7 @@ from engine.errors import (
     UndefinedColumn,
     WrongObjectType,
 )
+from engine.expr.casts import cast_datum
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType, arrow_schema
 
@@ -140,15 +141,16 @@ def _bind_row(
         raise SqlSyntaxError("INSERT has more expressions than target columns")
     if len(items) < len(fields):
         raise SqlSyntaxError("INSERT has more target columns than expressions")
-    out = []
-    for node, f in zip(items, fields, strict=True):
-        _preset_param(node, f.type, params)
-        if isinstance(node, exp.Var) and node.name.upper() == "DEFAULT":
-            out.append(ex.Literal(value=None, type=f.type))
-            continue
-        e = ex.ExprBinder(ex.Scope([]), params).bind(node)
-        out.append(ex.assign_cast(e, f.type) if _needs_cast(e.type, f.type) else e)
-    return out
+    return [_bind_one(node, f, params) for node, f in zip(items, fields, strict=True)]
+
+
+def _bind_one(node: exp.Expression, f: Field, params: ex.ParamContext | None) -> ex.Expr:
+    """One VALUES item bound and cast to its column's type (DEFAULT is NULL)."""
+    _preset_param(node, f.type, params)
+    if isinstance(node, exp.Var) and node.name.upper() == "DEFAULT":
+        return ex.Literal(value=None, type=f.type)
+    e = ex.ExprBinder(ex.Scope([]), params).bind(node)
+    return ex.assign_cast(e, f.type) if _needs_cast(e.type, f.type) else e
 
 
 def run_insert(
@@ -164,17 +166,9 @@ def run_insert(
         src = ast.expression
         ctx = session.eval_ctx()
         if isinstance(src, exp.Values):
-            values: list[list[Any]] = [[] for _ in cols]
-            for tup in src.expressions:
-                items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
-                row = _bind_row(items, fields, params)
-                for j, e in enumerate(row):
-                    values[j].append(ex.evaluate_constant(e, ctx))
             n = len(src.expressions)
-            arrays = {
-                c: pa.array(v, type=rel.fields[c].type.arrow)
-                for c, v in zip(cols, values, strict=True)
-            }
+            columns = values_columns(src, fields, params, ctx)
+            arrays = dict(zip(cols, columns, strict=True))
         else:
             from engine.handlers.query import planner_for, run_plan
 
@@ -204,6 +198,126 @@ def run_insert(
             return QueryResult("INSERT 0 0"), None
         seq = write_inserts(rt, rel, arrays, n)
     return QueryResult(f"INSERT 0 {n}"), seq
+
+
+def values_columns(
+    src: exp.Values, fields: list[Field], params: ex.ParamContext | None, ctx: ex.EvalContext
+) -> list[pa.Array]:
+    """The rows of a VALUES list as one Arrow array per target column.
+
+    Per value, binding and evaluating a literal costs far more than the value (an Arrow
+    kernel call on a one-element array, a `datetime` for a timestamp). So a column made
+    only of plain literals (numbers, quoted strings, NULL, booleans) is bound literal by
+    literal without its cast, and the casts to the column's type run once per source
+    type over an array of the literals (the same cast functions the binder folds
+    literals with); other columns are bound value by value, and their remaining casts of
+    quoted literals are also evaluated together. If anything fails, the rows are bound
+    and evaluated one by one in order, as before, so the error is the first bad row's."""
+    tuples = [tup.expressions if isinstance(tup, exp.Tuple) else [tup] for tup in src.expressions]
+    try:
+        if any(len(items) != len(fields) for items in tuples):
+            raise SqlSyntaxError("INSERT has a wrong number of expressions")
+        binder = ex.ExprBinder(ex.Scope([]), params)
+        return [
+            _column_of([items[j] for items in tuples], f, binder, params, ctx)
+            for j, f in enumerate(fields)
+        ]
+    except Exception:  # noqa: BLE001 - the exact path below raises the first row's error
+        rows = [_bind_row(items, fields, params) for items in tuples]
+        return _evaluate_rows(rows, fields, ctx)
+
+
+def _plain_literal(node: exp.Expression, binder: ex.ExprBinder) -> ex.Literal | None:
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        if node.this.is_string:
+            return None
+    elif not isinstance(node, (exp.Literal, exp.Null, exp.Boolean)):
+        return None
+    e = binder.bind(node)
+    return e if isinstance(e, ex.Literal) else None
+
+
+def _column_of(
+    nodes: list[exp.Expression],
+    f: Field,
+    binder: ex.ExprBinder,
+    params: ex.ParamContext | None,
+    ctx: ex.EvalContext,
+) -> pa.Array:
+    if f.type.mod is None:
+        lits = [_plain_literal(node, binder) for node in nodes]
+        if all(lit is not None for lit in lits):
+            return _cast_literals(lits, f.type, ctx)  # type: ignore[arg-type]
+    return _values_column([_bind_one(node, f, params) for node in nodes], f, ctx)
+
+
+def _cast_literals(lits: list[ex.Literal], target: Any, ctx: ex.EvalContext) -> pa.Array:
+    """Literals cast to `target` as the binder's assignment cast does, per source type."""
+    out: list[Any] = [None] * len(lits)
+    groups: dict[tuple[bool, Any], list[int]] = {}
+    for i, lit in enumerate(lits):
+        if lit.value is None:
+            continue
+        untyped = isinstance(lit, ex.UntypedLiteral)
+        if lit.type == target and not untyped:
+            out[i] = lit.value
+        else:
+            groups.setdefault((untyped, lit.type), []).append(i)
+    col = pa.array(out, type=target.arrow)
+    for (untyped, src_type), idx in groups.items():
+        arr = pa.array([lits[i].value for i in idx], src_type.arrow)
+        if untyped:
+            got = cast_datum(arr, src_type, target, len(idx), ctx)
+        else:
+            ref = ex.InputRef(index=0, type=src_type, name="v")
+            batch = pa.RecordBatch.from_arrays([arr], names=["v"])
+            got = ex.assign_cast(ref, target).eval(batch, ctx)
+        mask = np.zeros(len(lits), dtype=bool)
+        mask[idx] = True
+        col = pc.replace_with_mask(col, pa.array(mask), got.cast(target.arrow))
+    return col
+
+
+def _evaluate_rows(
+    rows: list[list[ex.Expr]], fields: list[Field], ctx: ex.EvalContext
+) -> list[pa.Array]:
+    values: list[list[Any]] = [[] for _ in fields]
+    for row in rows:
+        for j, e in enumerate(row):
+            values[j].append(ex.evaluate_constant(e, ctx))
+    return [pa.array(v, type=f.type.arrow) for v, f in zip(values, fields, strict=True)]
+
+
+def _values_column(exprs: list[ex.Expr], f: Field, ctx: ex.EvalContext) -> pa.Array:
+    out: list[Any] = [None] * len(exprs)
+    casts: dict[Any, list[int]] = {}
+    for i, e in enumerate(exprs):
+        if isinstance(e, ex.Literal) and e.type == f.type:
+            out[i] = e.value
+        elif (
+            isinstance(e, ex.Func)
+            and e.name == "cast"
+            and e.type == f.type
+            and len(e.args) == 1
+            and isinstance(e.args[0], ex.Literal)
+        ):
+            casts.setdefault((type(e.args[0]), e.args[0].type), []).append(i)
+        else:
+            out[i] = ex.evaluate_constant(e, ctx)
+    col = pa.array(out, type=f.type.arrow)
+    for (_, src_type), idx in casts.items():
+        first = exprs[idx[0]]
+        assert isinstance(first, ex.Func)
+        lits = pa.array([exprs[i].args[0].value for i in idx], src_type.arrow)  # type: ignore[attr-defined]
+        batch = pa.RecordBatch.from_arrays([lits], names=["v"])
+        ref = ex.InputRef(index=0, type=src_type, name="v")
+        got = first.with_children([ref]).eval(batch, ctx)
+        if not isinstance(got, pa.Array):
+            got = pa.array([got.as_py()] * len(idx), f.type.arrow)
+        mask = np.zeros(len(exprs), dtype=bool)
+        mask[idx] = True
+        col = pc.replace_with_mask(col, pa.array(mask), got.cast(f.type.arrow))
+    return col
 
 
 def write_inserts(rt: Any, rel: Relation, arrays: dict[int, pa.Array], n: int) -> int:
