@@ -41,6 +41,10 @@ VIEWS = {
     "louter": "SELECT t.k, count(u.id) AS n FROM t LEFT JOIN u ON t.k = u.k GROUP BY t.k",
     "top3": "SELECT id, v FROM t ORDER BY v DESC NULLS LAST, id LIMIT 3",
     "agg2": "SELECT count(*) AS groups, sum(n) AS rows FROM agg",
+    "semi": "SELECT id, k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k)",
+    "uni": "SELECT k FROM t UNION SELECT k FROM u",
+    "ranked": "SELECT id, k, v FROM (SELECT id, k, v, row_number() OVER "
+    "(PARTITION BY k ORDER BY v DESC NULLS LAST, id) AS rn FROM t) WHERE rn <= 2",
 }
 DUCK = {"agg2": f"SELECT count(*), sum(n) FROM ({VIEWS['agg']})"}
 SINK_QUERY = "SELECT k, sum(v) AS total FROM t WHERE k IS NOT NULL GROUP BY k"
