@@ -9,7 +9,9 @@ Two environment variables, read once at import (tests in process call `configure
   in-process rollback; `nth+` raises at the nth and every later time (a deterministic
   failure, as a bug would be).
 
-Several specs may be given, separated by commas. The counters count hits since the
+Several specs may be given, separated by commas. `view_stepped@<name>` counts only the
+steps of the materialized view `<name>` (a failure of one job, e.g. to test that dropping
+it unblocks the others). The counters count hits since the
 process started (DDL runs barriers too). The points, in barrier order (`POINTS`):
 
 | point | where |
@@ -77,7 +79,8 @@ def _parse(text: str, env: str, allow_repeat: bool) -> dict[str, _Spec]:
         name, _, count = part.partition(":")
         repeat = allow_repeat and count.endswith("+")
         count = count.removesuffix("+") if repeat else count
-        known = name in POINTS or name in OTHER_POINTS
+        base, at, job = name.partition("@")
+        known = (base in POINTS or base in OTHER_POINTS) and (not at or bool(job))
         if not known or (count and not count.isdigit()) or count == "0":
             raise ValueError(
                 f"{env}: bad spec {part!r}; expected <point>[:<nth>] with point one of "
@@ -95,10 +98,16 @@ def configure(crash: str = "", fail: str = "") -> None:
     _hits.clear()
 
 
-def hit(point: str) -> None:
-    """Count one pass through `point`; crash or raise if a spec says so."""
+def hit(point: str, job: str | None = None) -> None:
+    """Count one pass through `point` (of `job`, if given); crash or raise if a spec says so."""
     if not _crash and not _fail:
         return
+    if job is not None:
+        _check(f"{point}@{job}")
+    _check(point)
+
+
+def _check(point: str) -> None:
     n = _hits[point] = _hits.get(point, 0) + 1
     c = _crash.get(point)
     if c is not None and n == c.nth:

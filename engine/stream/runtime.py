@@ -257,7 +257,7 @@ class Runtime:
             self._where = f'materialized view "{view.rel.name}"'
             deltas[vid] = view.step(deltas, watermarks=self.watermarks.current, cpu=cpu)
             self.watermarks.set_view(vid, view.out_watermarks)
-            faults.hit("view_stepped")
+            faults.hit("view_stepped", view.rel.name)
         c = cpu.lap("views", c)
         for sid in sorted(self.sinks):
             self._where = f'sink "{self.sinks[sid].spec.name}"'
