@@ -91,6 +91,7 @@ def build_time_op(p: PlanNode, alloc: Any, ctx: Any) -> Operator | None:
 
         calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
         return EowcAggOp(
-            p.input.schema, p.group_keys, calls, alloc, [f.name for f in p.schema], p.wm_key
+            p.input.schema, p.group_keys, calls, alloc, [f.name for f in p.schema], p.wm_key,
+            errors=getattr(ctx, "errors", None),
         )
     return None

@@ -142,7 +142,7 @@ class Runtime:
         self._dirty_catalog = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.ctx = EvalContext()  # strict: table watermarks; jobs get `job_ctx`
+        self.ctx = EvalContext()  # the barrier's clock; jobs and watermarks get `job_ctx`
         # data errors of streaming jobs (rw_catalog.rw_event_logs, FLUSH warnings)
         self.events = EventLog()
         # metrics
@@ -240,7 +240,7 @@ class Runtime:
             else:
                 deltas[sid] = source_delta(chunks)
                 self.rows_in += len(deltas[sid] or ())
-                self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.ctx)
+                self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.job_ctx(sf.rel))
         faults.hit("sources_taken")
         c = cpu.lap("sources", c)
         for tid, flow in self.tables.items():
@@ -249,7 +249,7 @@ class Runtime:
             if d is not None:
                 self.rows_in += len(d)
             deltas[tid] = d
-            self.watermarks.on_relation_delta(flow.rel, d, self.ctx)
+            self.watermarks.on_relation_delta(flow.rel, d, self.job_ctx(flow.rel))
         faults.hit("tables_drained")
         c = cpu.lap("tables", c)
         for vid in sorted(self.views):

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
+from engine.expr.nonstrict import ErrorSink
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import AggCall
 from engine.stream.operators.base import LocalStateAllocator, StateAllocator
@@ -69,8 +70,10 @@ class EowcAggOp(Operator):
         alloc: StateAllocator,
         output_names: list[str],
         wm_key: int,
+        errors: ErrorSink | None = None,
     ) -> None:
         self.input_schema = input_schema
+        self.errors = errors  # streaming: out-of-range aggregates are NULL (HashAggOp)
         self.group_keys = list(group_keys)
         self.aggs = list(aggs)
         self.output_names = output_names
@@ -163,6 +166,7 @@ class EowcAggOp(Operator):
             self.aggs,
             LocalStateAllocator(),
             self.output_names,
+            errors=self.errors,
         )
         out = agg.step([merged])
         if out is None or len(out) == 0:

@@ -117,3 +117,28 @@ def test_aggregate_out_of_range_is_null_until_back_in_range(session: Any) -> Non
     assert [(k, int(v)) for k, v in rows] == [(1, int(big)), (2, 5)]
     err = _run(s, "SELECT expression, error, count FROM rw_event_logs").rows
     assert err == [("sum($1)", "numeric field overflow", 1)]
+
+
+def test_emit_on_window_close_aggregate_out_of_range_is_null(session: Any) -> None:
+    s = session
+    big = "6" + "0" * 27
+    _run(
+        s,
+        "CREATE TABLE o (id INT PRIMARY KEY, x NUMERIC, ts TIMESTAMP, "
+        "WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)",
+    )
+    _run(
+        s,
+        "CREATE MATERIALIZED VIEW w AS SELECT window_start, sum(x) AS s, count(*) AS n "
+        "FROM TUMBLE(o, ts, INTERVAL '1' MINUTE) GROUP BY window_start EMIT ON WINDOW CLOSE",
+    )
+    _run(
+        s,
+        f"INSERT INTO o VALUES (1, {big}, '2024-01-01 00:00:10'), "
+        f"(2, {big}, '2024-01-01 00:00:20'), (3, 1, '2024-01-01 00:01:20'), "
+        "(4, 1, '2024-01-01 00:05:00')",
+    )
+    assert _run(s, "FLUSH").notices[0].severity == "WARNING"
+    rows = _run(s, "SELECT s, n FROM w ORDER BY window_start").rows
+    assert [(None if v is None else int(v), n) for v, n in rows] == [(None, 2), (1, 1)]
+    assert _run(s, "SELECT job_name, count FROM rw_event_logs").rows == [("w", 1)]
