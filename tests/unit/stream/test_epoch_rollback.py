@@ -7,6 +7,7 @@ of its views), and the next FLUSH must apply every acknowledged write exactly on
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,15 +66,27 @@ def consistent(db: SwellDatabase) -> None:
     assert st["v_totals"] == run(db, "SELECT count(*), sum(total) FROM totals")
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The schema and two committed epochs of rows, built once and copied per test."""
+    path = tmp_path_factory.mktemp("rollback") / "data"
+    d = open_db(path)
+    try:
+        for sql in SETUP:
+            run(d, sql)
+        run(d, "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20)")
+        run(d, "INSERT INTO u VALUES (1)")
+        run(d, "FLUSH")
+        run(d, "FLUSH")  # the sink's rows reach `totals`
+    finally:
+        d.close()
+    return path
+
+
 @pytest.fixture()
-def db(tmp_path: Path) -> Iterator[SwellDatabase]:
+def db(template: Path, tmp_path: Path) -> Iterator[SwellDatabase]:
+    shutil.copytree(template, tmp_path / "data")
     d = open_db(tmp_path / "data")
-    for sql in SETUP:
-        run(d, sql)
-    run(d, "INSERT INTO t VALUES (1, 'a', 10), (2, 'b', 20)")
-    run(d, "INSERT INTO u VALUES (1)")
-    run(d, "FLUSH")
-    run(d, "FLUSH")  # the sink's rows reach `totals`
     yield d
     d.close()
 
