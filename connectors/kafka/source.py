@@ -213,7 +213,14 @@ class KafkaSourceConnector:
                     plan[tp.partition] = (tp.offset, None)
         if b.lo_offset is not None:
             for p, (s, e) in plan.items():
-                plan[p] = (max(s, b.lo_offset) if s >= 0 else b.lo_offset, e)
+                start = max(s, b.lo_offset) if s >= 0 else b.lo_offset
+                # a start past the partition's end never sees an EOF (Tansu) or is reset to
+                # the beginning (Kafka): start at the end instead. Tansu's high watermark
+                # can be too low; that only reads more, the filter still applies.
+                _lo, hi = c.get_watermark_offsets(TopicPartition(opts.topic, p), timeout=10)
+                if hi is not None and 0 <= hi < start:
+                    start = hi
+                plan[p] = (start, e)
         if b.hi_offset is not None:
             for p, (s, _e) in plan.items():
                 plan[p] = (s, b.hi_offset + 1)
