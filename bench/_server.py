@@ -129,6 +129,20 @@ class BenchServer:
     def cpu_seconds(self) -> float:
         return process_cpu_seconds(self.pid)
 
+    def thread_cpu(self) -> dict[str, float]:
+        """CPU seconds per thread name of the server (Python and native threads)."""
+        out: dict[str, float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                raw = (task / "stat").read_text()
+            except OSError:
+                continue
+            name = raw[raw.index("(") + 1 : raw.rindex(")")]
+            f = raw[raw.rindex(")") + 2 :].split()
+            out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / tick
+        return out
+
     def profile_start(self, out: Path) -> bool:
         """Sample the server with py-spy until `profile_stop`; False if py-spy is missing."""
         spy = shutil.which("py-spy")

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> None:
             cpu, wall = srv.cpu_seconds() - c0, time.perf_counter() - w0
             if spied:
                 srv.profile_stop()
+                threads = sorted(srv.thread_cpu().items(), key=lambda kv: -kv[1])[:8]
+                print("server threads (CPU s since start):",
+                      ", ".join(f"{k} {v:.2f}" for k, v in threads))  # fmt: skip
             report("kafka", "JSON topic (4 partitions) into a GROUP BY view", a.events / cpu,
                    "events/CPU-s", mode="e2e", target=500_000,
                    note=f"{a.events:,} events, wall {a.events / wall:,.0f} events/s, "
