@@ -158,6 +158,40 @@ def webhook_table_spec(
     return spec, notices
 
 
+MAX_CACHED_VERDICTS = 4096
+_HEADER_ACCESS = ("jsonb_access_text", "jsonb_access")
+
+
+def header_keys(validator: ex.Expr) -> tuple[str, ...] | None:
+    """The header names a VALIDATE expression reads, when that is all it reads of the
+    request: every use of `headers` is `headers->'name'` / `headers->>'name'` with a
+    constant name, the body is not used, nothing is volatile. Then its verdict is a
+    function of those header values (and the secret), so it can be cached."""
+    keys: list[str] = []
+
+    def walk(e: ex.Expr) -> bool:
+        if isinstance(e, ex.Func):
+            if e.volatile or e.uses_now:
+                return False
+            if (
+                e.name in _HEADER_ACCESS
+                and len(e.args) == 2
+                and isinstance(e.args[0], ex.InputRef)
+                and e.args[0].index == 0
+                and isinstance(e.args[1], ex.Literal)
+                and isinstance(e.args[1].value, str)
+            ):
+                keys.append(e.args[1].value)
+                return True
+        if isinstance(e, ex.InputRef) and e.index != 2:
+            return False  # the whole headers object, or the body
+        if not isinstance(e, (ex.Func, ex.Literal, ex.InputRef)):
+            return False  # CASE and other nodes: not analysed, not cached
+        return all(walk(c) for c in e.children())
+
+    return tuple(dict.fromkeys(keys)) if walk(validator) else None
+
+
 # -- ingestion -----------------------------------------------------------------------------------
 Decoded = pa.RecordBatch | list[bytes]
 """A request's rows: a batch, or canonical jsonb texts (UTF-8) for the single-jsonb form."""
@@ -191,9 +225,14 @@ class WebhookTarget:
     schema: pa.Schema = field(init=False)  # of `columns`
     full_schema: pa.Schema = field(init=False)  # of every table column (hidden too)
 
+    # VALIDATE verdicts by the header values it reads (None: it reads more, no cache)
+    header_keys: tuple[str, ...] | None = field(init=False)
+    _verdicts: dict[tuple[Any, ...], int | None] = field(init=False, default_factory=dict)
+
     def __post_init__(self) -> None:
         self.schema = arrow_schema(self.columns)
         self.full_schema = arrow_schema(self.rel.fields)
+        self.header_keys = None if self.validator is None else header_keys(self.validator)
 
     @property
     def name(self) -> str:
@@ -207,6 +246,31 @@ class WebhookTarget:
         """
         if self.validator is None:
             return [None] * len(requests)
+        if self.header_keys is None:
+            return self._evaluate(requests)
+        # the verdict depends only on these header values (and the secret): evaluate each
+        # distinct combination once; a flush of single-event requests is usually one
+        secret = self._secret_value()
+        keys = [(secret, *map(r.headers.get, self.header_keys)) for r in requests]
+        cache = self._verdicts
+        todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in cache}
+        if todo:
+            if len(cache) + len(todo) > MAX_CACHED_VERDICTS:
+                cache.clear()
+            for k, v in zip(todo, self._evaluate(list(todo.values())), strict=True):
+                cache[k] = v
+        return [cache[k] for k in keys]
+
+    def _secret_value(self) -> str | None:
+        if self.secret is None:
+            return None
+        s = self.db.catalog.secrets.get(self.secret)
+        if s is None:
+            raise WebhookError(404, f"Secret `{self.secret}` not found")
+        return str(s.value)
+
+    def _evaluate(self, requests: list[IncomingRequest]) -> list[int | None]:
+        assert self.validator is not None
         cols: list[pa.Array] = [
             pa.array([dumps_parsed(in_jsonb_order(dict(r.headers))) for r in requests],
                      pa.string()),
@@ -224,7 +288,7 @@ class WebhookTarget:
             if len(requests) == 1:
                 return [400]
             # one bad request must not fail the others: evaluate them one by one
-            return [self.validate([r])[0] for r in requests]
+            return [self._evaluate([r])[0] for r in requests]
         return [None if v is True else (401 if v is False else 400) for v in res]
 
     # -- decoding ----------------------------------------------------------------------------

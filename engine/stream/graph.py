@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.catalog import Relation
-from engine.chunk import StreamChunk
+from engine.chunk import Op, StreamChunk
 from engine.state.table import StateTable
 from engine.stream.cpu import StreamCpu
 from engine.stream.operator import Operator
@@ -75,9 +75,38 @@ class TableFlow:
     def drain(self) -> StreamChunk | None:
         if not self.pending:
             return None
-        outs = [self.mat.step([c]) for c in self.pending]
+        outs = [self.mat.step([c]) for c in merge_inserts(self.pending)]
         self.pending.clear()
         return StreamChunk.concat([o for o in outs if o is not None])
+
+
+def merge_inserts(chunks: list[StreamChunk]) -> list[StreamChunk]:
+    """Consecutive insert-only chunks as one chunk: a table queued thousands of small
+    ones (webhook flushes, single-row INSERTs) is stepped once per run, not once per
+    chunk. Chunks with deletes or updates stay separate and in order."""
+    if len(chunks) < 2:
+        return chunks
+    out: list[StreamChunk] = []
+    run: list[StreamChunk] = []
+    for c in chunks:
+        if (c.ops.to_numpy(zero_copy_only=False) == Op.INSERT).all():
+            run.append(c)
+            continue
+        out.extend(_joined(run))
+        run = []
+        out.append(c)
+    out.extend(_joined(run))
+    return out
+
+
+def _joined(run: list[StreamChunk]) -> list[StreamChunk]:
+    if len(run) < 2:
+        return run
+    try:
+        merged = StreamChunk.concat(run)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # differing schemas: step them one by one
+        return run
+    return [merged] if merged is not None else []
 
 
 @dataclass

@@ -211,3 +211,35 @@ def test_write_then_recover(db: SwellDatabase, tmp_path: Path) -> None:
         assert rows == [(1,), (2,), (3,)]
     finally:
         db2.close()
+
+
+def test_validate_verdicts_are_cached_by_the_header_values_read(db: SwellDatabase) -> None:
+    """A VALIDATE that reads only header values is evaluated once per distinct value
+    (and secret): the cached verdicts equal fresh evaluations; body-reading or volatile
+    validators are never cached."""
+    from engine.handlers.webhook import header_keys
+
+    run(db, SEED)
+    run(db, "CREATE SECRET s2 AS 'one'")
+    run(db, "CREATE TABLE sec (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
+            "secure_compare(headers->>'x-token', s2)")
+    run(db, "CREATE TABLE gh2 (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
+            "secure_compare(headers->>'x-sig', encode(hmac(s2, data, 'sha256'), 'hex'))")
+    ing = WebhookIngest(db)
+    tok = ing.resolve("dev", "public", "wbhtable1")
+    assert tok.header_keys == ("authorization",)
+    reqs = [
+        IncomingRequest({"authorization": "TEST_WEBHOOK", "content-length": str(i)}, b"{}")
+        for i in range(3)
+    ] + [IncomingRequest({"authorization": "nope"}, b"{}"), IncomingRequest({}, b"{}")]
+    for _ in range(2):  # the second round is answered from the cache
+        assert tok.validate(reqs) == [None, None, None, 401, 400]
+        assert tok.validate(reqs) == tok._evaluate(reqs)
+    assert len(tok._verdicts) == 3
+    sec = ing.resolve("dev", "public", "sec")
+    assert sec.validate([IncomingRequest({"x-token": "one"}, b"{}")]) == [None]
+    assert sec.validate([IncomingRequest({"x-token": "two"}, b"{}")]) == [401]
+    assert ing.resolve("dev", "public", "gh2").header_keys is None  # reads the body
+    tgt = ing.resolve("dev", "public", "gh2")
+    assert tgt.validator is not None
+    assert header_keys(tgt.validator) is None
