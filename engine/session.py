@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult, StatementDescription
 from engine.catalog.credentials import option_credentials, scrub
+from engine.catalog.privileges import acting_as
 from engine.errors import (
     EngineError,
     InvalidParameterName,
@@ -296,7 +297,8 @@ class SwellSession:
         self._running = True
         start = time.monotonic()
         try:
-            res = self._dispatch(st, params)
+            with acting_as(self):  # privilege checks use this session's role
+                res = self._dispatch(st, params)
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
         except EngineError as e:
@@ -354,6 +356,10 @@ class SwellSession:
             from engine.handlers import users
 
             return users.run(self, st)
+        if k in ("grant", "alter_owner"):
+            from engine.handlers import grant
+
+            return grant.run(self, st) if k == "grant" else grant.alter_owner(self, st)
         if k == "flush":
             self.db.runtime.barrier(force=True)
             return self._flushed()

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.credentials import is_credential, redact_definition
+from engine.catalog.privileges import require_create_in
 from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
 from engine.catalog.users import ROOT_OID, Users
 from engine.errors import (
@@ -75,6 +76,8 @@ class Relation:
     # the owning role's oid (engine/catalog/privileges.py); relations from before owners
     # existed belong to root
     owner: int = ROOT_OID
+    # [[grantee oid, grantor oid, "r*w"], ...] (engine/catalog/privileges.py); [] = default
+    acl: list[list[Any]] = field(default_factory=list)
 
     @property
     def visible_fields(self) -> list[Field]:
@@ -97,6 +100,7 @@ class Relation:
             "row_id_index": self.row_id_index,
             "extra": self.extra,
             "owner": self.owner,
+            "acl": self.acl,
         }
 
     @classmethod
@@ -117,6 +121,7 @@ class Relation:
             row_id_index=d.get("row_id_index"),
             extra=dict(d.get("extra", {})),
             owner=d.get("owner", ROOT_OID),
+            acl=[list(e) for e in d.get("acl", [])],
         )
 
 
@@ -170,6 +175,9 @@ class Catalog:
         self.connections: dict[str, dict[str, Any]] = {}
         # CREATE SCHEMA names (engine.handlers.schema); a relation's schema also exists
         self.schemas: set[str] = set()
+        # schema name -> owner oid / ACL (engine/catalog/privileges.py; missing: defaults)
+        self.schema_owners: dict[str, int] = {}
+        self.schema_acl: dict[str, list[list[Any]]] = {}
         # seals credentials in `to_bytes` (set by the database at open; None in unit tests,
         # which then persist them in clear)
         self.box: SecretBox | None = None
@@ -214,6 +222,7 @@ class Catalog:
                 f'permission denied to create "{schema}.{name}"',
                 detail="System catalog schemas hold built-in relations only.",
             )
+        require_create_in(schema)  # CREATE on the schema (engine/catalog/privileges.py)
 
     def check_free(self, name: str, schema: str | None = None) -> None:
         existing = self.find(name, schema)
@@ -264,6 +273,8 @@ class Catalog:
             "users": self.users.to_json(),
             "connections": _sealed(self.connections, seal) if seal else self.connections,
             "schemas": sorted(self.schemas),
+            "schema_owners": self.schema_owners,
+            "schema_acl": self.schema_acl,
         }
         if box is not None:
             doc["secret_store"] = {"key_check": box.key_check}
@@ -291,6 +302,8 @@ class Catalog:
         cat.users = Users.from_json(d.get("users"))
         cat.connections = _opened(dict(d.get("connections", {})), opened)
         cat.schemas = set(d.get("schemas", []))
+        cat.schema_owners = {k: int(v) for k, v in (d.get("schema_owners") or {}).items()}
+        cat.schema_acl = {k: [list(e) for e in v] for k, v in (d.get("schema_acl") or {}).items()}
         for rel in cat.relations.values():
             cat._resolve_secret_options(rel)
         return cat

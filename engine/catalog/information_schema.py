@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.catalog import privileges as pv
 from engine.catalog.pg_catalog import CatalogModel
 from engine.catalog.pg_columns_types import parse_columns, rows_from_dicts
 from engine.catalog.system import INFORMATION_SCHEMA, SystemContext, register_system_relation
@@ -51,6 +52,9 @@ _COLUMNS = {
     "name, table_catalog name, table_schema name, table_name name, constraint_type "
     "character varying, is_deferrable character varying, initially_deferred character "
     "varying, enforced character varying, nulls_distinct character varying",
+    "table_privileges": "grantor name, grantee name, table_catalog name, table_schema name, "
+    "table_name name, privilege_type character varying, is_grantable character varying, "
+    "with_hierarchy character varying",
     "key_column_usage": "constraint_catalog name, constraint_schema name, constraint_name "
     "name, table_catalog name, table_schema name, table_name name, column_name name, "
     "ordinal_position integer, position_in_unique_constraint integer",
@@ -67,7 +71,11 @@ def _db(ctx: SystemContext) -> str:
 def _schemata(ctx: SystemContext) -> list[dict[str, Any]]:
     m = CatalogModel.of(ctx)
     return [
-        {"catalog_name": _db(ctx), "schema_name": name, "schema_owner": "root"}
+        {
+            "catalog_name": _db(ctx),
+            "schema_name": name,
+            "schema_owner": pv.role_name(ctx.catalog, pv.schema_owner(ctx.catalog, name)),
+        }
         for name in sorted(m.namespaces())
     ]
 
@@ -216,6 +224,42 @@ def _key_column_usage(ctx: SystemContext) -> list[dict[str, Any]]:
     return out
 
 
+def _table_privileges(ctx: SystemContext) -> list[dict[str, Any]]:
+    """One row per (grantee, privilege) of every relation, as PostgreSQL: the owner's
+    implicit privileges included, visible when the asking role is the grantor or the
+    grantee or the grantee is PUBLIC (superusers see all)."""
+    cat = ctx.catalog
+    viewer = ctx.session.user if ctx.session is not None else None
+    me = pv.user_oid(cat, viewer) if viewer is not None else None
+    sees_all = viewer is None or pv.is_superuser(cat, viewer)
+    out = []
+    for r in cat.ordered():
+        if r.kind.value == "sink" or r.extra.get("hidden_for"):
+            continue
+        for grantee, grantor, privs in pv.relation_acl(r):
+            if not (sees_all or me in (grantee, grantor) or grantee == pv.PUBLIC):
+                continue
+            for i, ch in enumerate(privs):
+                if ch == "*" or ch not in pv.TABLE_PRIVILEGES.values():
+                    continue
+                grantable = i + 1 < len(privs) and privs[i + 1] == "*"
+                if grantee == r.owner:
+                    grantable = True
+                out.append(
+                    {
+                        "grantor": pv.role_name(cat, grantor),
+                        "grantee": pv.role_name(cat, grantee) or "PUBLIC",
+                        "table_catalog": _db(ctx),
+                        "table_schema": r.schema_name,
+                        "table_name": r.name,
+                        "privilege_type": pv.PRIVILEGE_NAMES[ch],
+                        "is_grantable": "YES" if grantable else "NO",
+                        "with_hierarchy": "YES" if ch == "r" else "NO",
+                    }
+                )
+    return out
+
+
 _FIELDS = {name: parse_columns(spec) for name, spec in _COLUMNS.items()}
 
 
@@ -233,5 +277,6 @@ for _name, _fn in (
     ("views", _views),
     ("table_constraints", _table_constraints),
     ("key_column_usage", _key_column_usage),
+    ("table_privileges", _table_privileges),
 ):
     register_system_relation(INFORMATION_SCHEMA, _name, _FIELDS[_name], _make_provider(_name, _fn))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.catalog import privileges as pv
 from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options
 from engine.catalog.pg_builtin import PROCS, TYPES
@@ -170,6 +171,12 @@ class CatalogModel:
         s = self.ctx.session
         return s.user if s is not None else "root"
 
+    def owner_name(self, r: Any) -> str:
+        """The name of the role owning a relation row's relation."""
+        if r.rel is None:
+            return "root"
+        return pv.role_name(self.ctx.catalog, r.rel.owner)
+
 
 # -- registration helpers ---------------------------------------------------------------------
 def _register(
@@ -194,7 +201,14 @@ def _empty(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 def _pg_namespace(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     m = CatalogModel.of(ctx)
     return [
-        {"oid": oid, "nspname": name, "nspowner": SUPERUSER_OID}
+        {
+            "oid": oid,
+            "nspname": name,
+            "nspowner": pv.schema_owner(ctx.catalog, name),
+            "nspacl": None
+            if name in ("pg_catalog", "information_schema", "rw_catalog")
+            else pv.acl_text(ctx.catalog, pv.schema_acl(ctx.catalog, name)),
+        }
         for name, oid in sorted(m.namespaces().items(), key=lambda kv: kv[1])
     ]
 
@@ -225,7 +239,7 @@ def _pg_tables(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
         {
             "schemaname": r.schema,
             "tablename": r.name,
-            "tableowner": m.user_name(),
+            "tableowner": m.owner_name(r),
             "hasindexes": bool(r.pk_attnums),
         }
         for r in m.relations
@@ -239,7 +253,7 @@ def _pg_views(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
         {
             "schemaname": r.schema,
             "viewname": r.name,
-            "viewowner": m.user_name(),
+            "viewowner": m.owner_name(r),
             "definition": r.rel.query if r.rel is not None else None,
         }
         for r in m.relations
@@ -253,7 +267,7 @@ def _pg_matviews(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
         {
             "schemaname": r.schema,
             "matviewname": r.name,
-            "matviewowner": m.user_name(),
+            "matviewowner": m.owner_name(r),
             "ispopulated": True,
             "definition": r.rel.query,
         }
@@ -274,7 +288,10 @@ def _pg_class(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
                 "oid": r.oid,
                 "relname": r.name,
                 "relnamespace": ns.get(r.schema, 0),
-                "relowner": SUPERUSER_OID,
+                "relowner": r.rel.owner if r.rel is not None else SUPERUSER_OID,
+                "relacl": pv.acl_text(ctx.catalog, r.rel.acl)
+                if r.rel is not None and r.rel.acl
+                else None,
                 "relam": am,
                 "relfilenode": r.oid if r.relkind in ("r", "m", "i") else 0,
                 "reltuples": float(n) if (n := m.row_count(r)) is not None else -1.0,

@@ -28,10 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from engine.catalog import privileges as pv
+from engine.catalog.system import FIRST_USER_OID
 from engine.errors import (
     InvalidParameterName,
+    InvalidParameterValue,
     InvalidRegularExpression,
     SqlSyntaxError,
+    UndefinedObject,
+    UndefinedTable,
     not_supported,
 )
 from engine.expr import fn_catalog as cat
@@ -666,9 +671,98 @@ _PRIV_SIGS: list[list[SqlType]] = [
     [OID, SMALLINT, TEXT],
     [TEXT, TEXT, TEXT, TEXT],
 ]
+def _priv_letters(text: str, table: dict[str, str]) -> list[tuple[str, bool]]:
+    """'SELECT, INSERT WITH GRANT OPTION' -> [('r', False), ('a', True)]; 22023 for an
+    unknown privilege name, as PostgreSQL."""
+    out = []
+    for part in text.split(","):
+        words = part.strip().upper().split()
+        if not words:
+            continue
+        grant = words[1:] == ["WITH", "GRANT", "OPTION"]
+        if words[0] not in table or (len(words) > 1 and not grant):
+            raise InvalidParameterValue(f'unrecognized privilege type: "{part.strip()}"')
+        out.append((table[words[0]], grant))
+    return out
+
+
+def _role_and_rest(ctx: EvalContext, args: tuple[Any, ...]) -> tuple[Any, int, list[Any]]:
+    s = ctx.session
+    catalog = s.db.catalog
+    if len(args) == 2:
+        return catalog, pv.user_oid(catalog, s.user), list(args)
+    who = args[0]
+    if isinstance(who, str):
+        u = catalog.users.find(who)
+        if u is None:
+            raise UndefinedObject(f'role "{who}" does not exist')
+        return catalog, int(u.oid), list(args[1:])
+    return catalog, int(who), list(args[1:])
+
+
+def _table_privilege(ctx: EvalContext, *args: Any) -> bool | None:
+    """has_table_privilege([role,] table, privileges) against the catalog's ACLs."""
+    if ctx.session is None:
+        return True
+    catalog, oid, (table, privs) = _role_and_rest(ctx, args)
+    if isinstance(table, str):
+        schema, _, name = table.rpartition(".")
+        rel = catalog.find(name.strip('"'), schema.strip('"') or None)
+        if rel is None:
+            if _is_system(table):
+                return True
+            raise UndefinedTable(f'relation "{table}" does not exist')
+    else:
+        rel = catalog.relations.get(int(table) - FIRST_USER_OID)
+        if rel is None:
+            return True if int(table) < FIRST_USER_OID else None
+    letters = _priv_letters(privs, pv.TABLE_PRIVILEGES)
+    return any(pv.has_privilege(catalog, oid, rel, ch, g) for ch, g in letters)
+
+
+def _is_system(name: str) -> bool:
+    return name.split(".")[0] in ("pg_catalog", "information_schema", "rw_catalog") or (
+        "." not in name and name.startswith(("pg_", "rw_"))
+    )
+
+
+def _schema_privilege(ctx: EvalContext, *args: Any) -> bool | None:
+    """has_schema_privilege([role,] schema, privileges) against the schemas' ACLs."""
+    if ctx.session is None:
+        return True
+    catalog, oid, (schema, privs) = _role_and_rest(ctx, args)
+    if not isinstance(schema, str):
+        names = {o: n for n, o in _namespace_oids(ctx).items()}
+        schema = names.get(int(schema))
+        if schema is None:
+            return None
+    if schema in ("pg_catalog", "information_schema", "rw_catalog"):
+        return True
+    letters = _priv_letters(privs, pv.SCHEMA_PRIVILEGES)
+    return any(pv.has_schema_privilege(catalog, oid, schema, ch) for ch, _ in letters)
+
+
+def _namespace_oids(ctx: EvalContext) -> dict[str, int]:
+    from engine.catalog.pg_catalog import CatalogModel
+    from engine.catalog.system import SystemContext
+
+    s = ctx.session
+    return dict(CatalogModel.of(SystemContext(s.db, s)).namespaces())
+
+
+_TABLE_SIGS: list[list[SqlType]] = [
+    [TEXT, TEXT],
+    [OID, TEXT],
+    [NAME, TEXT, TEXT],
+    [NAME, OID, TEXT],
+    [OID, OID, TEXT],
+    [OID, TEXT, TEXT],
+    [TEXT, TEXT, TEXT],
+]
+define(("has_table_privilege",), _TABLE_SIGS, BOOLEAN, _table_privilege, ctx_arg=True)
+define(("has_schema_privilege",), _TABLE_SIGS, BOOLEAN, _schema_privilege, ctx_arg=True)
+
 for _p in (
-    "has_table_privilege",
-    "has_schema_privilege",
     "has_database_privilege",
     "has_column_privilege",
     "has_any_column_privilege",

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
-from engine.catalog.privileges import session_owner
+from engine.catalog.privileges import require_owner, session_owner
 from engine.errors import (
     DependentObjectsStillExist,
     EngineError,
@@ -391,6 +391,7 @@ def drop(session: Any, st: Statement) -> QueryResult:
                     f'"{name}" is not a {kind.value}',
                     hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
                 )
+            require_owner(rel)  # 42501 must be owner of ...
             deps = _dependents_closure(cat, rel)
             # an ENGINE = iceberg table's own hidden sink goes with it
             blocking = [d for d in deps if d.extra.get("hidden_for") != rel.id]

@@ -20,6 +20,7 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.api import QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.privileges import require
 from engine.chunk import Op, StreamChunk
 from engine.errors import (
     DuplicateColumn,
@@ -52,7 +53,16 @@ def _target(session: Any, table: exp.Expression, verb: str) -> Relation:
         )
     if rel.options.get("connector") and rel.options.get("connector") != "webhook":
         raise WrongObjectType(f'cannot {verb} table "{rel.name}" with a connector')
+    require(rel, _VERB_PRIVILEGE[verb])
+    if verb in ("update", "delete from") and isinstance(table.parent, (exp.Update, exp.Delete)):
+        stmt = table.parent
+        if stmt.args.get("where") is not None or stmt.args.get("returning") is not None:
+            require(rel, "r")  # reading the rows it changes, as PostgreSQL
     return rel
+
+
+# the privilege each DML verb needs on its target (engine/catalog/privileges.py)
+_VERB_PRIVILEGE = {"insert into": "a", "copy to": "a", "update": "w", "delete from": "d"}
 
 
 def _scope(rel: Relation, alias: str | None) -> ex.Scope:

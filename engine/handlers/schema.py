@@ -17,10 +17,12 @@ import re
 from typing import Any
 
 from engine.api import Notice, QueryResult
+from engine.catalog.privileges import is_superuser, schema_owner, session_owner, user_oid
 from engine.catalog.system import SYSTEM_SCHEMAS
 from engine.errors import (
     DependentObjectsStillExist,
     DuplicateSchema,
+    InsufficientPrivilege,
     InvalidSchemaName,
     SqlSyntaxError,
     not_supported,
@@ -89,7 +91,11 @@ def create_schema(session: Any, st: Statement) -> QueryResult:
                     "CREATE_SCHEMA", notices=[Notice(f'schema "{name}" already exists, skipping')]
                 )
             raise DuplicateSchema(f'schema "{name}" already exists')
+        me = cat.users.find(session.user)
+        if me is not None and not (me.superuser or me.createdb):
+            raise InsufficientPrivilege("permission denied for database dev")
         cat.schemas.add(name)
+        cat.schema_owners[name] = session_owner(session)
         cat.version += 1
         rt.barrier(force=True)  # persists the catalog
     return QueryResult("CREATE_SCHEMA")
@@ -108,6 +114,10 @@ def drop_schema(session: Any, st: Statement) -> QueryResult:
                     notices.append(Notice(f'schema "{name}" does not exist, skipping'))
                     continue
                 raise InvalidSchemaName(f'schema "{name}" does not exist')
+            owner = schema_owner(cat, name)
+            oid = user_oid(cat, session.user)
+            if oid != owner and not is_superuser(cat, session.user):
+                raise InsufficientPrivilege(f"must be owner of schema {name}")
             members = [r for r in cat.ordered() if r.schema_name == name]
             if members and st.args["cascade"]:
                 raise not_supported(
@@ -124,6 +134,8 @@ def drop_schema(session: Any, st: Statement) -> QueryResult:
                 )
         for name in st.args["names"]:
             cat.schemas.discard(name)
+            cat.schema_owners.pop(name, None)
+            cat.schema_acl.pop(name, None)
         cat.version += 1
         rt.barrier(force=True)
     return QueryResult("DROP_SCHEMA", notices=notices)

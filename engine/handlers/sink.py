@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
-from engine.catalog.privileges import session_owner
+from engine.catalog.privileges import require, session_owner
 from engine.errors import (
     EngineError,
     InvalidParameterValue,
@@ -139,6 +139,7 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         into: Relation | None = None
         if d.into is not None:
             into = cat.get(d.into, d.into_schema)
+            require(into, "a")  # INSERT on the target (engine/catalog/privileges.py)
             from engine.handlers.iceberg_table import sink_into_options
 
             options = sink_into_options(into, options)

@@ -13,6 +13,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.catalog import RelationKind
+from engine.catalog.privileges import check_read, reading_as_owner
 from engine.errors import (
     InvalidColumnReference,
     SqlSyntaxError,
@@ -66,12 +67,14 @@ class FromPlannerMixin:
             if sys_node is not None:
                 return sys_node
             rel = self.catalog.get(name, schema_name, position=_pos(item))
+            check_read(rel)  # 42501 without SELECT (engine/catalog/privileges.py)
             if rel.kind is RelationKind.VIEW:
                 from engine.sql.parser import parse_one
 
                 inner = parse_one(rel.query)
                 assert inner.ast is not None
-                node = self.plan_query(inner.ast)
+                with reading_as_owner(rel):  # a view reads with its owner's rights
+                    node = self.plan_query(inner.ast)
                 return node, self._cols_of(node, alias)
             if rel.kind is RelationKind.SINK:
                 raise not_supported(f'cannot read from sink "{rel.name}"')

@@ -47,6 +47,7 @@ class Statement:
     kind: str  # 'select', 'insert', 'update', 'delete', 'create_table', 'create_mv', 'create_view',
     # 'drop', 'flush', 'show', 'set', 'reset', 'begin', 'commit', 'rollback', 'describe',
     # 'explain', 'show_create', 'discard', 'empty', 'noop', 'user' (engine/sql/user_stmts.py),
+    # 'grant', 'alter_owner' (engine/sql/grant_stmts.py),
     # 'savepoint', 'release', 'rollback_to', 'declare', 'fetch', 'close', 'copy'
     # (engine/sql/session_stmts.py)
     sql: str
@@ -339,6 +340,16 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
     if head == "DROP" and words[1:2] == ["SECRET"]:
         name, exists = parse_drop_secret(text)
         return Statement("drop_secret", text, args={"name": name, "if_exists": exists})
+    if head in ("GRANT", "REVOKE"):
+        from engine.sql.grant_stmts import parse_grant
+
+        return Statement("grant", text, args=parse_grant(body))
+    if head == "ALTER" and re.search(r"\bOWNER\s+TO\b", body, re.I):
+        from engine.sql.grant_stmts import parse_alter_owner
+
+        owner_args = parse_alter_owner(body)
+        if owner_args is not None:
+            return Statement("alter_owner", text, args=owner_args)
     if head in ("CREATE", "ALTER", "DROP") and words[1:2] in (["USER"], ["ROLE"]):
         from engine.sql.user_stmts import parse_user_statement
 

@@ -40,6 +40,8 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwellServer]:
             "100000",
             "--auth-failure-delay-ms",
             "600",
+            "--log-level",
+            "debug",  # cancel requests are logged at debug
         ],
     ).start()
     try:
