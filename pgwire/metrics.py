@@ -157,6 +157,13 @@ class SwellCollector(Collector):
                 "epochs rolled back after a failure inside the barrier",
                 1.0,
             ),
+            "expression_errors": (
+                CounterMetricFamily,
+                "swell_stream_expression_errors",
+                "rows whose expression failed in a streaming job and became NULL "
+                "(rw_catalog.rw_event_logs)",
+                1.0,
+            ),
         }
         for key, (cls, name, doc, scale) in simple.items():
             v = st.get(key)

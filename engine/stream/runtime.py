@@ -710,6 +710,7 @@ class Runtime:
             "views": len(self.views),
             "sinks": len(self.sinks),
             "failed_epochs": self.failed_epochs,
+            "expression_errors": self.events.total,
             "failure": None if self.failure is None else self.failure.message,
             "cpu": self.cpu.snapshot(),
         }

@@ -37,6 +37,7 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
             c.execute("CREATE TABLE m_t (id INT PRIMARY KEY)")
             c.execute("INSERT INTO m_t VALUES (1), (2), (3)")
             c.execute("CREATE MATERIALIZED VIEW m_v AS SELECT count(*) AS n FROM m_t")
+            c.execute("CREATE MATERIALIZED VIEW m_d AS SELECT id, 1 / (id - 2) AS q FROM m_t")
             c.execute("INSERT INTO m_t VALUES (4)")
             c.execute(
                 "CREATE TABLE m_wh (data JSONB) WITH (connector = 'webhook') "
@@ -79,6 +80,7 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
         assert v("swell_uptime_seconds") > 0
         assert v("swell_pgwire_statements_total") >= 5  # 4 statements + the failed one
         assert v("swell_pgwire_errors_total") == 1
+        assert v("swell_stream_expression_errors_total") == 1  # id 2 in m_d
     finally:
         srv.stop()
 
