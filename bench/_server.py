@@ -152,7 +152,7 @@ class BenchServer:
         self._spy_out = out
         self._spy = subprocess.Popen(
             [spy, "record", "-p", str(self.pid), "-f", "raw", "-o", str(out), "-r", "200"]
-            + ["--function"],
+            + ["--function", "--gil"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
