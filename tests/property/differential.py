@@ -5,6 +5,8 @@ Hypothesis generates INSERT / UPDATE / DELETE batches over two small tables `t` 
 batches run through the real engine in process; after every FLUSH every materialized view
 must equal (a) its SELECT run ad hoc and (b) the same SELECT run by DuckDB over the
 tables' current rows. A final restart checks that views recover to the same contents.
+With `fail_at`, chosen barriers first fail at a named point and are rolled back in process
+(`engine.faults`).
 
 Queries given to `run_differential` must be deterministic (write NULLS FIRST/LAST
 explicitly: DuckDB's default NULL order differs from PostgreSQL's).
@@ -24,8 +26,9 @@ from typing import Any
 import duckdb
 from hypothesis import strategies as st
 
+from engine import faults
 from engine.database import Config, open_database
-from engine.errors import EngineError
+from engine.errors import EngineError, EpochFailed
 
 TABLES = ("t", "u")
 keys = st.sampled_from(["a", "b", "c", None])
@@ -109,8 +112,13 @@ def run_differential(
     early: bool,
     duck: dict[str, str] | None = None,
     data_errors: bool = False,
+    fail_at: list[str | None] | None = None,
 ) -> None:
-    """Apply `ops` batch by batch (FLUSH after each) and check every view each time."""
+    """Apply `ops` batch by batch (FLUSH after each) and check every view each time.
+
+    `fail_at[i]` (an `engine.faults` point) makes batch i's first FLUSH fail there: the
+    epoch is rolled back, every view must still equal its query over the tables (all at
+    the last committed epoch), and the next FLUSH must apply the batch."""
     with tempfile.TemporaryDirectory() as d:
         db = open_database(Config(data_dir=Path(d), barrier_interval_ms=60_000))
         try:
@@ -126,6 +134,17 @@ def run_differential(
                 if not early and i == 0:  # views created over existing data: backfill
                     for name, q in views.items():
                         s.execute_simple(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+                point = fail_at[i] if fail_at is not None and i < len(fail_at) else None
+                if point is not None:
+                    faults.configure(fail=f"{point}:1")
+                    try:
+                        s.execute_simple("FLUSH")
+                        raise AssertionError(f"FLUSH did not fail at {point}")
+                    except EpochFailed:
+                        pass
+                    finally:
+                        faults.configure()
+                    check(s, views, duck, data_errors)
                 s.execute_simple("FLUSH")
                 check(s, views, duck, data_errors)
         finally:
