@@ -117,7 +117,7 @@ def relation_acl(rel: Any) -> list[list[Any]]:
 
 
 def schema_acl(catalog: Any, schema: str) -> list[list[Any]]:
-    acl = catalog.schema_acl.get(schema)
+    acl: list[list[Any]] | None = catalog.schema_acl.get(schema)
     if acl is not None:
         return acl
     if schema == "public":
