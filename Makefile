@@ -2,7 +2,7 @@
 PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 PATHS := engine pgwire connectors tests bench
 
-.PHONY: help fmt lint typecheck typecheck-update test unit slt e2e crash bench planner-update
+.PHONY: help fmt lint typecheck typecheck-update test unit slt e2e crash fuzz bench planner-update
 
 # `make help` lists only what works in this checkout: bench and planner-update need their
 # harnesses (bench/run.py, tests/planner/) and say so when those are missing.
@@ -15,6 +15,7 @@ help:
 	@echo "make slt             the sqllogictest files under tests/slt"
 	@echo "make e2e             everything that runs against a real server"
 	@echo "make crash           crash at every barrier point with more seeds (SWELL_CRASH_SEEDS=5)"
+	@echo "make fuzz            differential SQL fuzzing against PostgreSQL 15 (SWELL_FUZZ_SECONDS=600, new seed)"
 	@if [ -f bench/run.py ]; then echo "make bench           the benchmark harness (bench/run.py; ARGS=...)"; \
 	else echo "make bench           (not available: bench/run.py does not exist yet)"; fi
 	@if [ -d tests/planner ]; then echo "make planner-update  rewrite the planner snapshot files"; \
@@ -54,6 +55,11 @@ e2e:
 # crash at every barrier point with more seeds and hit counts (a few seconds per case)
 crash:
 	SWELL_CRASH_SEEDS=$${SWELL_CRASH_SEEDS:-5} $(PY) -m pytest tests/property/test_crash_recovery.py
+
+# the differential SQL fuzzer for longer, with a fresh seed each run (printed on failure)
+fuzz:
+	SWELL_FUZZ_SECONDS=$${SWELL_FUZZ_SECONDS:-600} SWELL_FUZZ_SEED=$${SWELL_FUZZ_SEED:-$$(date +%s)} \
+		$(PY) -m pytest tests/fuzz -q -s
 
 # every benchmark, short sizes (ARGS=--full for full sizes, ARGS="--only copy --profile")
 bench:

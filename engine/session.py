@@ -20,6 +20,7 @@ from engine.catalog.credentials import option_credentials, scrub
 from engine.catalog.privileges import acting_as
 from engine.errors import (
     EngineError,
+    FeatureNotSupported,
     InvalidParameterName,
     QueryCanceled,
     SqlSyntaxError,
@@ -248,7 +249,9 @@ class SwellSession:
     def execute(self, stmt: PreparedStmt, params: list[Any]) -> QueryResult:  # type: ignore[override]
         self._cancel.clear()
         try:
-            return self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
+            res = self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
+            _check_result_shape(stmt, res)
+            return res
         except RecursionError:
             raise too_complex() from None
         except OverflowError as e:
@@ -459,6 +462,18 @@ class SwellSession:
         if key not in self.vars:
             raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
         return QueryResult("SHOW", [Field(key, VARCHAR)], [(self.vars[key],)])
+
+
+def _check_result_shape(stmt: PreparedStmt, res: QueryResult) -> None:
+    """A prepared statement's rows must keep the columns its Describe announced: after the
+    relation it reads was dropped and re-created with other columns, PostgreSQL refuses
+    ("cached plan must not change result type") rather than send rows the client would
+    decode with the old row description."""
+    before = stmt.description.columns
+    if before is None or res.columns is None or stmt.statement.kind != "select":
+        return
+    if [f.type.oid for f in before] != [f.type.oid for f in res.columns]:
+        raise FeatureNotSupported("cached plan must not change result type")
 
 
 def _overflow(e: OverflowError) -> Exception:

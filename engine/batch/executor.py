@@ -207,12 +207,15 @@ class _Exec:
             li = np.repeat(np.arange(left.num_rows), right.num_rows)
             ri = np.tile(np.arange(right.num_rows), left.num_rows)
         else:
-            lk = [ln[i] for i in p.left_keys]
-            rk = [rn[i] for i in p.right_keys]
+            # one name per key position: a column may be a key twice (t.a = u.c AND t.a = u.a)
+            lk = [f"lk{j}" for j in range(len(p.left_keys))]
+            rk = [f"rk{j}" for j in range(len(p.right_keys))]
             li_col = pa.array(np.arange(left.num_rows), pa.int64())
             ri_col = pa.array(np.arange(right.num_rows), pa.int64())
-            lidx = pa.table([*(left.column(c) for c in lk), li_col], names=[*lk, "__li"])
-            ridx = pa.table([*(right.column(c) for c in rk), ri_col], names=[*rk, "__ri"])
+            lidx = pa.table([*(left.column(i) for i in p.left_keys), li_col], names=[*lk, "__li"])
+            ridx = pa.table(
+                [*(right.column(i) for i in p.right_keys), ri_col], names=[*rk, "__ri"]
+            )
             # SQL: NULL keys never match
             lidx = lidx.filter(_all_valid(lidx, lk))
             ridx = ridx.filter(_all_valid(ridx, rk))

@@ -135,7 +135,9 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 bad = pc.fill_null(pc.or_(pc.is_nan(a), pc.is_inf(a)), False)
                 if pc.any(bad).as_py():
                     raise out_of_range(dst)
-                a = pc.round(a, round_mode="half_towards_infinity")
+                # PostgreSQL's float -> integer is rint(): halves to even (2.5 -> 2); a
+                # numeric rounds halves away from zero (2.5 -> 3)
+                a = pc.round(a, round_mode="half_to_even")
             elif src.kind is K.NUMERIC:
                 a = pc.round(a, round_mode="half_towards_infinity")
             try:

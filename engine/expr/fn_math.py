@@ -65,13 +65,12 @@ def _rounding(name: str, mode: str) -> None:
         if len(args) == 2:
             base = args[0]
             if base.type.is_float and not is_untyped(base):
-                a = coerce_to(name, args, [DOUBLE, INT])
-                t: SqlType = DOUBLE
-            else:
-                a = coerce_to(name, args, [NUMERIC, INT])
-                digits = args[1]
-                const = isinstance(digits, Literal) and isinstance(digits.value, int)
-                t = numeric_with_scale(digits.value if const else None)  # type: ignore[attr-defined]
+                # PostgreSQL (and RisingWave) round/trunc to n digits only numerics
+                raise no_function(name, args)
+            a = coerce_to(name, args, [NUMERIC, INT])
+            digits = args[1]
+            const = isinstance(digits, Literal) and isinstance(digits.value, int)
+            t = numeric_with_scale(digits.value if const else None)  # type: ignore[attr-defined]
 
             def k2(x: list[Datum], n: int, c: EvalContext) -> Datum:
                 v, d = x

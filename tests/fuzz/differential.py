@@ -1,0 +1,208 @@
+"""Run one query on Swell and on PostgreSQL 15 and decide whether they agree.
+
+Results are compared as multisets of rows (every generated LIMIT orders by all output
+columns, so that is exact): numbers of any type compare by value to 9 significant digits and
+9 decimal places (a float's last digits, and the 10 fractional digits Swell's numeric
+keeps against PostgreSQL's 16-20 for a quotient, are not what this test is after),
+everything else by its Python value from psycopg. Errors: both failing agree (the
+SQLSTATE class need not match: PostgreSQL may stop at a different error first), one
+failing is a disagreement, Swell's internal error (XX000) always is, and a Swell refusal
+of a feature (0A000) is counted as unsupported, not as a disagreement. A data error
+(class 22: overflow, division by zero) raised by one side only is counted apart as an
+evaluation-order difference: PostgreSQL short-circuits AND/OR/CASE and folds strict calls
+on NULL constants at plan time, Swell evaluates whole columns, so which rows get evaluated
+(and can raise) differs; the values of every row both return are still compared.
+
+`python -m fuzz.differential --seed N --count K` (from tests/) prints the disagreements of
+K queries without pytest; the test module runs the same loop under a time budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+
+from fuzz.grammar import QueryGen, create_statements, insert_statements
+
+
+@dataclass
+class Outcome:
+    rows: Counter[tuple[Any, ...]] | None = None
+    sqlstate: str | None = None
+    message: str = ""
+
+    def show(self) -> str:
+        if self.rows is None:
+            return f"ERROR {self.sqlstate}: {self.message}"
+        rows = sorted(self.rows.elements(), key=repr)
+        text = "\n".join("    " + repr(r) for r in rows[:20])
+        more = f"\n    ... ({len(rows)} rows)" if len(rows) > 20 else ""
+        return f"{len(rows)} rows\n{text}{more}"
+
+
+@dataclass
+class Report:
+    queries: int = 0
+    agreed: int = 0
+    both_failed: int = 0
+    unsupported: int = 0
+    eval_order: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+
+def _approx(x: float) -> float:
+    """9 significant digits and 9 decimal places (see module docstring)."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return x
+    return float(f"{round(x, 9):.9g}")
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int | Decimal):
+        d = Decimal(v)
+        if d.is_nan():
+            return ("num", "NaN")
+        return ("num", _approx(float(d)))
+    if isinstance(v, float):
+        return ("num", _approx(v))
+    if isinstance(v, dt.datetime | dt.date | dt.time | dt.timedelta):
+        return ("time", v.isoformat() if hasattr(v, "isoformat") else str(v))
+    return v
+
+
+def run(conn: psycopg.Connection[Any], sql: str) -> Outcome:
+    try:
+        cur = conn.execute(sql)
+        rows = cur.fetchall() if cur.description else []
+    except psycopg.Error as e:
+        return Outcome(None, e.sqlstate, str(e).splitlines()[0] if str(e) else "")
+    return Outcome(Counter(tuple(_norm(v) for v in row) for row in rows))
+
+
+def compare(sql: str, swell: Outcome, pg: Outcome, report: Report) -> None:
+    report.queries += 1
+    if swell.sqlstate == "0A000":
+        report.unsupported += 1
+        return
+    if swell.rows is None and pg.rows is None and swell.sqlstate != "XX000":
+        report.both_failed += 1
+        return
+    if swell.rows is not None and swell.rows == pg.rows:
+        report.agreed += 1
+        return
+    failed = swell if swell.rows is None else pg if pg.rows is None else None
+    if (
+        failed is not None
+        and (failed.sqlstate or "").startswith("22")
+        and (swell.sqlstate != "XX000")
+    ):
+        # a data error (overflow, division by zero) on a row only one side evaluated:
+        # PostgreSQL short-circuits AND/OR/CASE and folds strict calls on NULL constants,
+        # Swell evaluates whole columns; which rows raise is plan-dependent in both
+        report.eval_order += 1
+        return
+    report.disagreements.append(f"{sql}\n  swell: {swell.show()}\n  postgres: {pg.show()}")
+
+
+def setup(conns: list[psycopg.Connection[Any]], data_seed: int) -> None:
+    """Create the fuzz tables on every connection with the same rows."""
+    for c in conns:
+        for name in ("fz_t", "fz_u"):
+            c.execute(f"DROP TABLE IF EXISTS {name} CASCADE")
+        for stmt in create_statements():
+            c.execute(stmt)
+        for stmt in insert_statements(random.Random(data_seed)):
+            c.execute(stmt)
+    conns[0].execute("FLUSH")
+
+
+def teardown(conns: list[psycopg.Connection[Any]]) -> None:
+    for c in conns:
+        for name in ("fz_t", "fz_u"):
+            c.execute(f"DROP TABLE IF EXISTS {name} CASCADE")
+
+
+def fuzz(
+    swell: psycopg.Connection[Any],
+    pg: psycopg.Connection[Any],
+    seed: int,
+    count: int | None = None,
+    deadline: float | None = None,
+    views_every: int = 8,
+) -> Report:
+    """Run queries from `seed` until `count` queries or the `deadline` (time.monotonic());
+    every `views_every`-th query (without LIMIT) runs on Swell as a materialized view, so
+    the streaming plan is compared with PostgreSQL too."""
+    import time
+
+    report = Report()
+    r = random.Random(seed)
+    gen = QueryGen(r)
+    n = 0
+    while (count is None or n < count) and (deadline is None or time.monotonic() < deadline):
+        n += 1
+        sql = gen.query()
+        p_out = run(pg, sql)
+        if views_every and n % views_every == 0 and " LIMIT " not in sql:
+            s_out = run_as_view(swell, sql, f"fz_mv{seed}_{n}")
+            label = f"CREATE MATERIALIZED VIEW fz_mv AS {sql}"
+        else:
+            s_out, label = run(swell, sql), sql
+        if swell.closed:
+            raise RuntimeError(f"Swell closed the connection on:\n{label}")
+        compare(label, s_out, p_out, report)
+    return report
+
+
+def run_as_view(conn: psycopg.Connection[Any], sql: str, name: str) -> Outcome:
+    """The query's rows as a materialized view holds them (created, read, dropped; a new
+    name each time, so no client-side prepared statement outlives its view)."""
+    created = run(conn, f"CREATE MATERIALIZED VIEW {name} AS {sql}")
+    if created.rows is None:
+        return created
+    try:
+        return run(conn, f"SELECT * FROM {name}")
+    finally:
+        conn.execute(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
+
+
+def summary(rep: Report) -> str:
+    return (
+        f"{rep.queries} queries: {rep.agreed} agreed, {rep.both_failed} both failed, "
+        f"{rep.eval_order} evaluation-order data errors, {rep.unsupported} unsupported, "
+        f"{len(rep.disagreements)} disagreements"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="differential SQL fuzzing: Swell vs PostgreSQL")
+    ap.add_argument("--swell", default="postgresql://root@127.0.0.1:4566/dev")
+    ap.add_argument("--postgres", required=True, help="DSN of a scratch PostgreSQL database")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--count", type=int, default=500)
+    args = ap.parse_args(argv)
+    s = psycopg.connect(args.swell, autocommit=True)
+    p = psycopg.connect(args.postgres, autocommit=True)
+    setup([s, p], args.seed)
+    try:
+        rep = fuzz(s, p, args.seed, count=args.count)
+    finally:
+        teardown([s, p])
+    for d in rep.disagreements:
+        print(d, "\n")
+    print(summary(rep))
+    return 1 if rep.disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,443 @@
+"""Random tables and random queries for the differential SQL fuzzer.
+
+Everything is drawn from one `random.Random`, so a seed reproduces a case exactly. The
+tables (`fz_t`, `fz_u`) have integer, bigint, numeric, double, text, boolean and date
+columns whose values include the edges that break engines: NULL, 0, -1, the integer
+limits, empty and mixed-case strings, duplicates. Queries come from a small typed
+grammar: scalar expressions by result type (arithmetic, CASE, COALESCE/NULLIF, casts,
+string functions, comparisons, IS [NOT] NULL, IN lists, BETWEEN, LIKE), combined into
+projections, WHERE, joins (inner/left, equi and residual conditions), IN/EXISTS/scalar
+subqueries, GROUP BY with aggregates, HAVING, GROUPING SETS/ROLLUP, window functions,
+DISTINCT, UNION [ALL]/INTERSECT/EXCEPT and ORDER BY ... LIMIT over every output column (so
+the result is deterministic as a multiset).
+
+The grammar only produces SQL PostgreSQL 15 accepts for these tables (errors PostgreSQL
+raises at run time, such as division by zero, are part of what is compared).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+INT_EDGES = [0, 1, -1, 2, 7, 10, -13, 100, 2147483647, -2147483648]
+BIG_EDGES = [0, -1, 3, 9223372036854775807, -9223372036854775807, 1000000000000]
+NUM_EDGES = ["0", "1.5", "-2.25", "100.125", "0.001", "-0.5", "12345.6789"]
+FLOAT_EDGES = ["0", "1.5", "-3.25", "1e10", "-1e-5", "2.5", "100"]
+TEXT_EDGES = ["", "a", "A", "abc", "Abc", "b%", "x_y", "hello world", "zz", "a'b"]
+DATE_EDGES = ["2024-01-01", "1999-12-31", "2000-02-29", "2024-03-10", "1970-01-01"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str  # int, big, num, float, text, bool, date
+
+
+TABLES: dict[str, list[Column]] = {
+    "fz_t": [
+        Column("id", "int"),
+        Column("a", "int"),
+        Column("b", "int"),
+        Column("g", "big"),
+        Column("n", "num"),
+        Column("f", "float"),
+        Column("s", "text"),
+        Column("flag", "bool"),
+        Column("d", "date"),
+    ],
+    "fz_u": [
+        Column("id", "int"),
+        Column("a", "int"),
+        Column("c", "int"),
+        Column("s", "text"),
+        Column("n", "num"),
+    ],
+}
+SQL_TYPES = {
+    "int": "INT",
+    "big": "BIGINT",
+    "num": "NUMERIC",
+    "float": "DOUBLE PRECISION",
+    "text": "VARCHAR",
+    "bool": "BOOLEAN",
+    "date": "DATE",
+}
+
+
+def create_statements() -> list[str]:
+    out = []
+    for name, cols in TABLES.items():
+        defs = ", ".join(
+            f"{c.name} {SQL_TYPES[c.kind]}" + (" PRIMARY KEY" if c.name == "id" else "")
+            for c in cols
+        )
+        out.append(f"CREATE TABLE {name} ({defs})")
+    return out
+
+
+def _literal(kind: str, r: random.Random, null_rate: float = 0.15) -> str:
+    if r.random() < null_rate:
+        return "NULL"
+    if kind == "int":
+        return str(r.choice(INT_EDGES) if r.random() < 0.3 else r.randint(-5, 12))
+    if kind == "big":
+        return str(r.choice(BIG_EDGES) if r.random() < 0.3 else r.randint(-5, 12))
+    if kind == "num":
+        return r.choice(NUM_EDGES)
+    if kind == "float":
+        return r.choice(FLOAT_EDGES)
+    if kind == "text":
+        return "'" + r.choice(TEXT_EDGES).replace("'", "''") + "'"
+    if kind == "bool":
+        return r.choice(["true", "false"])
+    return f"DATE '{r.choice(DATE_EDGES)}'"
+
+
+def insert_statements(r: random.Random) -> list[str]:
+    out = []
+    for name, cols in TABLES.items():
+        rows = []
+        for i in range(r.randint(8, 16)):
+            # integer limits only in fz_t.b and fz_t.g (arithmetic over them overflows; over
+            # the other columns it computes)
+            vals = [
+                str(i + 1)
+                if c.name == "id"
+                else _literal(c.kind, r)
+                if c.name in ("b", "g") or c.kind not in ("int", "big")
+                else ("NULL" if r.random() < 0.15 else str(r.randint(-5, 12)))
+                for c in cols
+            ]
+            rows.append("(" + ", ".join(vals) + ")")
+        out.append(f"INSERT INTO {name} VALUES " + ", ".join(rows))
+    return out
+
+
+class QueryGen:
+    """One random query per `query()` call (see module docstring)."""
+
+    def __init__(self, r: random.Random) -> None:
+        self.r = r
+
+    # -- expressions by type ------------------------------------------------------------
+    def cols(self, alias: str, table: str, kind: str) -> list[str]:
+        return [f"{alias}.{c.name}" for c in TABLES[table] if c.kind == kind]
+
+    def expr(self, kind: str, scope: list[tuple[str, str]], depth: int = 0) -> str:
+        r = self.r
+        cands = [c for a, t in scope for c in self.cols(a, t, kind)]
+        if depth >= 3 or r.random() < 0.35:
+            if cands and r.random() < 0.8:
+                return r.choice(cands)
+            return _literal(kind, r, 0.1)
+        d = depth + 1
+        if kind == "int" and r.random() < 0.3:
+            choice = r.randrange(6)
+            if choice == 0:
+                return f"({self.expr('int', scope, d)} / {r.choice([2, 3, -2, 7])})"
+            if choice == 1:
+                return f"CAST({self.expr('num', scope, d)} AS INT)"
+            if choice == 2:
+                return f"CAST({self.expr('float', scope, d)} AS INT)"
+            if choice == 3:
+                date = self.expr("date", scope, d)
+                if date == "NULL":  # extract(year FROM NULL) is ambiguous in PostgreSQL
+                    date = "DATE '2020-05-06'"
+                return f"CAST(extract(year FROM {date}) AS INT)"
+            if choice == 4:
+                return f"({self.expr('date', scope, d)} - DATE '2000-01-01')"
+            return f"strpos({self.expr('text', scope, d)}, {_literal('text', r, 0)})"
+        if kind == "int":
+            choice = r.randrange(9)
+            if choice == 0:
+                op = r.choice(["+", "-", "*"])
+                return f"({self.expr('int', scope, d)} {op} {r.randint(-3, 5)})"
+            if choice == 1:
+                return (
+                    f"({self.expr('int', scope, d)} {r.choice(['+', '-'])} "
+                    f"{self.expr('int', scope, d)})"
+                )
+            if choice == 2:
+                return f"abs({self.expr('int', scope, d)})"
+            if choice == 3:
+                return f"coalesce({self.expr('int', scope, d)}, {r.randint(-2, 2)})"
+            if choice == 4:
+                return (
+                    f"CASE WHEN {self.pred(scope, d)} THEN {self.expr('int', scope, d)} "
+                    f"ELSE {self.expr('int', scope, d)} END"
+                )
+            if choice == 5:
+                return f"nullif({self.expr('int', scope, d)}, {r.randint(-1, 2)})"
+            if choice == 6:
+                return f"length({self.expr('text', scope, d)})"
+            if choice == 7:
+                return f"({self.expr('int', scope, d)} % {r.choice([2, 3, 5, -4])})"
+            return (
+                f"{r.choice(['greatest', 'least'])}({self.expr('int', scope, d)}, "
+                f"{self.expr('int', scope, d)})"
+            )
+        if kind == "text" and r.random() < 0.3:
+            choice = r.randrange(5)
+            if choice == 0:
+                return f"replace({self.expr('text', scope, d)}, 'a', 'xy')"
+            if choice == 1:
+                return f"split_part({self.expr('text', scope, d)}, ' ', {r.randint(1, 2)})"
+            if choice == 2:
+                return (
+                    f"{r.choice(['left', 'right'])}({self.expr('text', scope, d)}, "
+                    f"{r.randint(-1, 3)})"
+                )
+            if choice == 3:
+                return f"trim({self.expr('text', scope, d)})"
+            return f"CAST({self.expr('date', scope, d)} AS VARCHAR)"
+        if kind == "text":
+            choice = r.randrange(6)
+            if choice == 0:
+                return f"lower({self.expr('text', scope, d)})"
+            if choice == 1:
+                return f"upper({self.expr('text', scope, d)})"
+            if choice == 2:
+                return f"({self.expr('text', scope, d)} || {self.expr('text', scope, d)})"
+            if choice == 3:
+                return (
+                    f"substr({self.expr('text', scope, d)}, {r.randint(1, 3)}, {r.randint(0, 3)})"
+                )
+            if choice == 4:
+                return f"coalesce({self.expr('text', scope, d)}, 'none')"
+            return f"CAST({self.expr('int', scope, d)} AS VARCHAR)"
+        if kind == "num":
+            choice = r.randrange(5)
+            if choice == 4:
+                return f"({self.expr('num', scope, d)} / {r.choice(['2', '3', '0.5', '-4'])})"
+            if choice == 0:
+                return (
+                    f"({self.expr('num', scope, d)} {r.choice(['+', '-', '*'])} "
+                    f"{self.expr('num', scope, d)})"
+                )
+            if choice == 1:
+                return f"round({self.expr('num', scope, d)}, {r.randint(0, 3)})"
+            if choice == 2:
+                return f"CAST({self.expr('int', scope, d)} AS NUMERIC)"
+            return f"abs({self.expr('num', scope, d)})"
+        if kind == "float":
+            return f"({self.expr('float', scope, d)} * {r.choice(['2', '0.5', '-1.5'])})"
+        if kind == "date":
+            return f"({self.expr('date', scope, d)} + {r.randint(-3, 40)})"
+        if kind == "big":
+            return f"({self.expr('big', scope, d)} + {self.expr('int', scope, d)})"
+        if kind == "bool":
+            return self.pred(scope, d)
+        return r.choice(cands) if cands else _literal(kind, r, 0)
+
+    def pred(self, scope: list[tuple[str, str]], depth: int = 0) -> str:
+        r = self.r
+        d = depth + 1
+        choice = r.randrange(10) if depth < 3 else r.randrange(5)
+        if choice in (0, 1):
+            kind = r.choice(["int", "int", "text", "num", "date", "big"])
+            op = r.choice(["=", "<>", "<", "<=", ">", ">="])
+            return f"{self.expr(kind, scope, d)} {op} {self.expr(kind, scope, d)}"
+        if choice == 2:
+            kind = r.choice(["int", "text", "num"])
+            neg = r.choice(["", "NOT "])
+            return f"{self.expr(kind, scope, d)} IS {neg}NULL"
+        if choice == 3:
+            kind = r.choice(["int", "text"])
+            items = ", ".join(_literal(kind, r, 0.1) for _ in range(r.randint(1, 4)))
+            neg = r.choice(["", "NOT "])
+            return f"{self.expr(kind, scope, d)} {neg}IN ({items})"
+        if choice == 4:
+            cands = [c for a, t in scope for c in self.cols(a, t, "bool")]
+            if cands:
+                return r.choice(cands)
+            return f"{self.expr('int', scope, d)} BETWEEN {r.randint(-3, 2)} AND {r.randint(2, 9)}"
+        if choice == 5:
+            return f"({self.pred(scope, d)} AND {self.pred(scope, d)})"
+        if choice == 6:
+            return f"({self.pred(scope, d)} OR {self.pred(scope, d)})"
+        if choice == 7:
+            return f"NOT ({self.pred(scope, d)})"
+        if choice == 8:
+            pat = r.choice(["a%", "%b%", "_", "A%", "%", "x\\_y"])
+            return (
+                f"{self.expr('text', scope, d)} {r.choice(['LIKE', 'ILIKE', 'NOT LIKE'])} '{pat}'"
+            )
+        return f"{self.expr('int', scope, d)} BETWEEN {r.randint(-3, 2)} AND {r.randint(2, 9)}"
+
+    # -- queries ------------------------------------------------------------------------
+    def query(self) -> str:
+        r = self.r
+        shape = r.choice(
+            [
+                "project",
+                "project",
+                "agg",
+                "agg",
+                "join",
+                "subquery",
+                "window",
+                "setop",
+                "grouping_sets",
+                "distinct",
+            ]
+        )
+        q = getattr(self, "_" + shape)()
+        return q
+
+    def _select_list(self, scope: list[tuple[str, str]], n: int) -> list[str]:
+        kinds = ["int", "int", "text", "num", "bool", "big", "date", "float"]
+        return [f"{self.expr(self.r.choice(kinds), scope)} AS c{i}" for i in range(n)]
+
+    def _maybe_where(self, scope: list[tuple[str, str]]) -> str:
+        return f" WHERE {self.pred(scope)}" if self.r.random() < 0.7 else ""
+
+    def _order_limit(self, n: int) -> str:
+        if self.r.random() < 0.3:
+            dirs = ", ".join(
+                f"{i + 1}{self.r.choice(['', ' DESC', ' NULLS FIRST', ' DESC NULLS LAST'])}"
+                for i in range(n)
+            )
+            return f" ORDER BY {dirs} LIMIT {self.r.randint(0, 6)} OFFSET {self.r.randint(0, 2)}"
+        return ""
+
+    def _project(self) -> str:
+        scope = [("t", "fz_t")]
+        n = self.r.randint(1, 4)
+        return (
+            f"SELECT {', '.join(self._select_list(scope, n))} FROM fz_t t"
+            f"{self._maybe_where(scope)}{self._order_limit(n)}"
+        )
+
+    def _distinct(self) -> str:
+        scope = [("t", "fz_t")]
+        n = self.r.randint(1, 2)
+        return (
+            f"SELECT DISTINCT {', '.join(self._select_list(scope, n))} FROM fz_t t"
+            f"{self._maybe_where(scope)}"
+        )
+
+    def _aggs(self, scope: list[tuple[str, str]], k: int) -> list[str]:
+        r = self.r
+        out = []
+        for i in range(k):
+            fn = r.choice(
+                [
+                    "count(*)",
+                    "count",
+                    "sum",
+                    "min",
+                    "max",
+                    "avg",
+                    "sum_num",
+                    "count_distinct",
+                    "bool_and",
+                    "string_agg",
+                ]
+            )
+            if fn == "count(*)":
+                out.append(f"count(*) AS a{i}")
+            elif fn == "count_distinct":
+                out.append(f"count(DISTINCT {self.expr('int', scope, 2)}) AS a{i}")
+            elif fn == "sum_num":
+                out.append(f"sum({self.expr('num', scope, 2)}) AS a{i}")
+            elif fn == "bool_and":
+                out.append(f"bool_or({self.pred(scope, 2)}) AS a{i}")
+            elif fn == "string_agg":
+                out.append(f"min({self.expr('text', scope, 2)}) AS a{i}")
+            elif fn == "avg":
+                out.append(f"round(avg({self.expr('int', scope, 2)}), 4) AS a{i}")
+            else:
+                out.append(f"{fn}({self.expr('int', scope, 2)}) AS a{i}")
+        return out
+
+    def _agg(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t")]
+        keys = r.sample(["t.a", "t.s", "t.flag", "(t.b % 3)", "t.d"], r.randint(0, 2))
+        aggs = self._aggs(scope, r.randint(1, 3))
+        items = [f"{k} AS k{i}" for i, k in enumerate(keys)] + aggs
+        q = f"SELECT {', '.join(items)} FROM fz_t t{self._maybe_where(scope)}"
+        if keys:
+            q += " GROUP BY " + ", ".join(keys)
+        if r.random() < 0.3:
+            q += f" HAVING count(*) > {r.randint(0, 2)}"
+        return q + self._order_limit(len(items))
+
+    def _grouping_sets(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t")]
+        keys = r.sample(["t.a", "t.s", "t.flag"], 2)
+        form = r.choice(
+            [
+                f"GROUPING SETS (({keys[0]}, {keys[1]}), ({keys[0]}), ())",
+                f"ROLLUP ({keys[0]}, {keys[1]})",
+                f"CUBE ({keys[0]}, {keys[1]})",
+            ]
+        )
+        aggs = self._aggs(scope, r.randint(1, 2))
+        items = [
+            f"{keys[0]} AS k0",
+            f"{keys[1]} AS k1",
+            f"grouping({keys[0]}, {keys[1]}) AS gm",
+            *aggs,
+        ]
+        return f"SELECT {', '.join(items)} FROM fz_t t{self._maybe_where(scope)} GROUP BY {form}"
+
+    def _join(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t"), ("u", "fz_u")]
+        kind = r.choice(["JOIN", "LEFT JOIN", "JOIN", "RIGHT JOIN", "FULL JOIN"])
+        on = r.choice(["t.a = u.a", "t.s = u.s", "t.b = u.c", "t.a = u.c"])
+        if r.random() < 0.3:
+            on += f" AND {self.pred(scope, 2)}"
+        n = r.randint(1, 3)
+        q = f"SELECT {', '.join(self._select_list(scope, n))} FROM fz_t t {kind} fz_u u ON {on}"
+        return q + self._maybe_where(scope) + self._order_limit(n)
+
+    def _subquery(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t")]
+        inner = [("u", "fz_u")]
+        form = r.randrange(4)
+        if form == 0:
+            cond = f"t.a IN (SELECT u.a FROM fz_u u WHERE {self.pred(inner, 2)})"
+        elif form == 1:
+            cond = (
+                f"{r.choice(['', 'NOT '])}EXISTS (SELECT 1 FROM fz_u u WHERE u.a = t.a"
+                f"{' AND ' + self.pred(inner, 2) if r.random() < 0.5 else ''})"
+            )
+        elif form == 2:
+            cond = f"t.b > (SELECT {r.choice(['min', 'max', 'count'])}(u.c) FROM fz_u u)"
+        else:
+            cond = "t.a = (SELECT max(u.c) FROM fz_u u WHERE u.a = t.a)"
+        n = r.randint(1, 3)
+        return f"SELECT {', '.join(self._select_list(scope, n))} FROM fz_t t WHERE {cond}"
+
+    def _window(self) -> str:
+        r = self.r
+        part = r.choice(["t.a", "t.s", "t.flag"])
+        fn = r.choice(
+            [
+                "row_number() OVER (PARTITION BY {p} ORDER BY t.id)",
+                "rank() OVER (PARTITION BY {p} ORDER BY t.b, t.id)",
+                "dense_rank() OVER (ORDER BY t.b)",
+                "sum(t.b) OVER (PARTITION BY {p} ORDER BY t.id)",
+                "count(*) OVER (PARTITION BY {p})",
+                "lag(t.b) OVER (ORDER BY t.id)",
+                "ntile(3) OVER (ORDER BY t.id)",
+                "first_value(t.s) OVER (PARTITION BY {p} ORDER BY t.id)",
+                "avg(t.a) OVER (PARTITION BY {p})",
+                "sum(t.a) OVER (ORDER BY t.a)",
+                "lead(t.a, 2) OVER (PARTITION BY {p} ORDER BY t.id)",
+                "max(t.a) OVER (PARTITION BY {p} ORDER BY t.id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)",
+            ]
+        ).format(p=part)
+        return f"SELECT t.id, {fn} AS w FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
+
+    def _setop(self) -> str:
+        r = self.r
+        op = r.choice(["UNION ALL", "UNION", "INTERSECT", "EXCEPT"])
+        a = f"SELECT t.a AS x, t.s AS y FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
+        b = f"SELECT u.c, u.s FROM fz_u u{self._maybe_where([('u', 'fz_u')])}"
+        return f"{a} {op} {b}"
