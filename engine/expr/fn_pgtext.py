@@ -99,9 +99,9 @@ def _negated(k: Any) -> Any:
     return lambda a, n, c: pc.invert(k(a, n, c))
 
 
-def bind_similar(arg: Expr, pattern: Expr, escape: str | None, negate: bool) -> Expr:
-    arg = implicit_cast(arg, VARCHAR) if is_untyped(arg) else arg
-    pattern = implicit_cast(pattern, VARCHAR) if is_untyped(pattern) else pattern
+def bind_similar(arg_in: Expr, pattern_in: Expr, escape: str | None, negate: bool) -> Expr:
+    arg = implicit_cast(arg_in, VARCHAR) if is_untyped(arg_in) else arg_in
+    pattern = implicit_cast(pattern_in, VARCHAR) if is_untyped(pattern_in) else pattern_in
     assert arg is not None and pattern is not None
     if arg.type.kind is not K.VARCHAR or pattern.type.kind is not K.VARCHAR:
         raise no_function("similar_to", [arg, pattern])
@@ -233,8 +233,8 @@ def _to_char_ts(ts: pa.Array, fmt: str) -> pa.Array:
 def _to_char(args: list[Expr]) -> Expr:
     if len(args) != 2:
         raise no_function("to_char", args)
-    value, fmt = args
-    fmt = implicit_cast(fmt, VARCHAR) if is_untyped(fmt) else fmt
+    value, fmt_in = args
+    fmt = implicit_cast(fmt_in, VARCHAR) if is_untyped(fmt_in) else fmt_in
     vt = value.type.kind
     if (
         fmt is None

@@ -21,6 +21,7 @@ planner on each SELECT.
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 from sqlglot import exp
 
@@ -199,5 +200,5 @@ def rewrite_grouping_sets(q: exp.Select, types: list[str]) -> exp.Expression:
     return outer
 
 
-def _has_agg(items: list[exp.Expression]) -> bool:
+def _has_agg(items: list[Any]) -> bool:
     return any(i.find(exp.AggFunc) is not None for i in items)

@@ -197,7 +197,7 @@ def _glot(text: str, offset: int) -> exp.Expression:
 _ARG_COUNT = re.compile(r"number of provided arguments \(\d+\) is greater than")
 
 
-def _parse_calls_as_written(text: str) -> list[exp.Expression | None]:
+def _parse_calls_as_written(text: str) -> list[Any]:
     """sqlglot refuses a known function called with too many arguments (`abs(1, 2, 3)`) as
     a syntax error; PostgreSQL answers 42883 naming the argument types. Such a call is
     re-read schema-qualified (`pg_catalog.abs(...)`, which sqlglot keeps as a plain call)
