@@ -28,7 +28,7 @@ from engine.errors import (
     NumericValueOutOfRange,
     UndefinedParameter,
 )
-from engine.expr.nonstrict import ErrorSink, RowErrors, is_data_error, recover
+from engine.expr.nonstrict import ErrorSink, RowErrors, recover, row_failure
 from engine.types import BOOLEAN, SqlType, TypeKind
 
 Datum: TypeAlias = pa.Array | pa.Scalar
@@ -237,13 +237,14 @@ class Func(Expr):
         vals = [a._eval(batch, ctx) for a in self.args]
         try:
             return self._apply(vals, batch.num_rows, ctx)
-        except EngineError as e:
+        except Exception as e:
             sink = getattr(ctx, "errors", None)
-            if sink is None or not is_data_error(e):
+            err = None if sink is None else row_failure(e)
+            if err is None:
                 raise
             return recover(str(self), self.type.arrow,
                            lambda v, n: self._apply(v, n, ctx), self.row_errors,
-                           vals, batch.num_rows, e, sink)
+                           vals, batch.num_rows, err, sink)
 
     def _apply(self, vals: list[Datum], n: int, ctx: EvalContext) -> Datum:
         try:

@@ -7,8 +7,9 @@ ad-hoc queries and DML keep PostgreSQL's behaviour and raise. Which mode applies
 decided by the `EvalContext`: its `errors` sink is set only for streaming jobs.
 
 Lifecycle: `Func._eval` evaluates its arguments and applies its kernel to the whole chunk
-as usual. Only when the kernel raises a data exception (SQLSTATE class 22) under a
-non-strict context does it call `recover`, which finds the failing rows:
+as usual. Only when the kernel raises a failure on its input values (`row_failure`: a
+data exception, SQLSTATE class 22, or an untranslated value error) under a non-strict
+context does it call `recover`, which finds the failing rows:
 
 1. vectorised, when the function knows its failure condition (`Func.row_errors`, e.g.
    division by zero or integer overflow): one mask over the chunk, the masked rows' inputs
@@ -31,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import EngineError
+from engine.errors import DataError, EngineError
 
 Datum: TypeAlias = pa.Array | pa.Scalar
 #: the failing-rows function of a kernel: argument values and row count -> (mask, error)
@@ -53,6 +54,25 @@ class ErrorSink(Protocol):
 def is_data_error(e: BaseException) -> bool:
     """A data exception (SQLSTATE class 22): caused by the row's values, not by a bug."""
     return isinstance(e, EngineError) and e.sqlstate.startswith("22")
+
+
+def row_failure(e: BaseException) -> EngineError | None:
+    """The error to report when `e`, raised by a kernel, is a failure on the input's
+    values, else None (then it is a real failure and propagates).
+
+    Data exceptions (class 22) are; so are the value errors a kernel did not translate
+    into PostgreSQL's error (Arrow's invalid-input errors, Python arithmetic and value
+    errors, e.g. an out-of-range interval product or a decimal operation): in a
+    streaming job they must not stop the dataflow either, so they are reported as
+    SQLSTATE 22000 with their text. Other engine errors (internal errors that are not
+    Arrow's, feature or catalog errors) and programming errors propagate."""
+    if isinstance(e, EngineError):
+        if is_data_error(e):
+            return e
+        return DataError(str(e)) if isinstance(e.__cause__, pa.ArrowInvalid) else None
+    if isinstance(e, (ArithmeticError, ValueError)):  # pa.ArrowInvalid is a ValueError
+        return DataError(f"{type(e).__name__}: {e}")
+    return None
 
 
 def recover(
@@ -84,8 +104,8 @@ def recover(
             vals = [_null_rows(v, bad) for v in vals]
             try:
                 return apply(vals, n)
-            except EngineError as e:
-                if not is_data_error(e):
+            except Exception as e:
+                if row_failure(e) is None:
                     raise
     pieces: list[pa.Array] = []
     mid = n // 2
@@ -110,11 +130,12 @@ def _bisect(
     try:
         pieces.append(_materialise(apply(sub, hi - lo), hi - lo, out_type))
         return
-    except EngineError as e:
-        if not is_data_error(e):
+    except Exception as e:
+        err = row_failure(e)
+        if err is None:
             raise
         if hi - lo == 1:
-            found.append((lo, e))
+            found.append((lo, err))
             pieces.append(pa.nulls(1, out_type))
             return
     mid = (lo + hi) // 2

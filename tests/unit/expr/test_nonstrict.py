@@ -7,6 +7,7 @@ per row of the chunk) when the function has no vectorised failure mask.
 
 from __future__ import annotations
 
+import decimal
 from typing import Any
 
 import numpy as np
@@ -191,3 +192,27 @@ def test_integer_arithmetic_masks_match_exact_results(
     for m, _ in masks:
         failing |= m
     assert int(failing.sum()) == zero + over
+
+
+def _raising(exc: Exception, bad: int) -> Func:
+    def kernel(args: list[Any], n: int, ctx: EvalContext) -> Any:
+        if pc.any(pc.equal(args[0], bad)).as_py():
+            raise exc
+        return args[0]
+
+    return Func("probe", (InputRef(0, BIGINT, "x"),), BIGINT, kernel)
+
+
+def test_untranslated_value_errors_are_row_failures() -> None:
+    """A kernel's Python arithmetic/value error or Arrow invalid-input error on some rows is
+    a row failure too (SQLSTATE 22000); a programming error still propagates."""
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 7, 3], pa.int64())], names=["x"])
+    for exc in (decimal.InvalidOperation(), OverflowError("big"), pa.ArrowInvalid("bad")):
+        sink = Sink()
+        out = _raising(exc, 7).eval(batch, job_context(EvalContext(), sink))
+        assert out.to_pylist() == [1, None, 3]
+        assert [(r[1], r[3]) for r in sink.reports] == [("22000", 1)]
+    with pytest.raises(TypeError):
+        _raising(TypeError("bug"), 7).eval(batch, job_context(EvalContext(), Sink()))
+    with pytest.raises(OverflowError):  # ad hoc: unchanged
+        _raising(OverflowError("big"), 7).eval(batch, EvalContext())
