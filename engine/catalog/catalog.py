@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.credentials import is_credential, redact_definition
-from engine.catalog.privileges import require_create_in
+from engine.catalog.privileges import require_create_in, require_secret
 from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
 from engine.catalog.users import ROOT_OID, Users
 from engine.errors import (
@@ -153,6 +153,7 @@ class Secret:
     name: str
     value: str
     schema_name: str = "public"
+    owner: int = ROOT_OID  # only its owner (and superusers) may use or drop it
 
     def __repr__(self) -> str:  # never print the value
         return f"Secret({self.schema_name}.{self.name})"
@@ -262,7 +263,7 @@ class Catalog:
                 rj["extra"] = _sealed(rj["extra"], seal)
             relations.append(rj)
         secrets = [
-            [s.name, s.schema_name, seal(s.value) if seal is not None else s.value]
+            [s.name, s.schema_name, seal(s.value) if seal is not None else s.value, s.owner]
             for s in self.secrets.values()
         ]
         doc: dict[str, Any] = {
@@ -297,8 +298,9 @@ class Catalog:
             rel = Relation.from_json(_opened(rj, opened))
             rel.definition = redact_definition(rel.definition)  # older versions kept values
             cat.relations[rel.id] = rel
-        for name, schema, value in d.get("secrets", []):
-            cat.secrets[name] = Secret(name, opened(value), schema)
+        for name, schema, value, *rest in d.get("secrets", []):
+            owner = int(rest[0]) if rest else ROOT_OID  # older catalogs: root's
+            cat.secrets[name] = Secret(name, opened(value), schema, owner)
         cat.users = Users.from_json(d.get("users"))
         cat.connections = _opened(dict(d.get("connections", {})), opened)
         cat.schemas = set(d.get("schemas", []))
@@ -333,6 +335,7 @@ class Catalog:
         for name in refs.values():
             if name not in self.secrets:
                 raise UndefinedObject(f'secret "{name}" does not exist')
+            require_secret(self.secrets[name])
         rel.extra["secret_options"] = dict(refs)
         names = set(refs.values()) | set(rel.extra.get("secret_refs", []))
         rel.extra["secret_refs"] = sorted(names)

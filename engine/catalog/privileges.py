@@ -277,6 +277,32 @@ def require_create_in(schema: str | None) -> None:
         raise InsufficientPrivilege(f"permission denied for schema {name}")
 
 
+def require_secret(secret: Any) -> None:
+    """42501 unless the acting role owns `secret` (or is a superuser): using a secret in a
+    connector would hand its value to whoever controls that connector's endpoint."""
+    a = _acting.get()
+    if a is None or a.oid == secret.owner or _oid_is_superuser(a.catalog, a.oid):
+        return
+    raise InsufficientPrivilege(f"permission denied for secret {secret.name}")
+
+
+def require_secret_owner(secret: Any) -> None:
+    a = _acting.get()
+    if a is None or a.oid == secret.owner or _oid_is_superuser(a.catalog, a.oid):
+        return
+    raise InsufficientPrivilege(f"must be owner of secret {secret.name}")
+
+
+def require_connection(name: str, owner: int, drop: bool = False) -> None:
+    """42501 unless the acting role owns connection `name` (or is a superuser)."""
+    a = _acting.get()
+    if a is None or a.oid == owner or _oid_is_superuser(a.catalog, a.oid):
+        return
+    if drop:
+        raise InsufficientPrivilege(f"must be owner of connection {name}")
+    raise InsufficientPrivilege(f"permission denied for connection {name}")
+
+
 def shown_definition(catalog: Any, viewer: str | None, rel: Any) -> str:
     """`rel.definition` as `viewer` may see it: whole for its owner and superusers, with
     the VALIDATE literals redacted for everybody else."""

@@ -106,7 +106,7 @@ def _connections(ctx: SystemContext) -> list[tuple[Any, ...]]:
     conns = getattr(ctx.catalog, "connections", {}) or {}
     ns = CatalogModel.of(ctx).namespaces()
     return [
-        (i, name, ns.get(c.get("schema", "public"), 0), SUPERUSER_OID,
+        (i, name, ns.get(c.get("schema", "public"), 0), c.get("owner", SUPERUSER_OID),
          c.get("options", {}).get("type"))
         for i, (name, c) in enumerate(sorted(conns.items()), start=1)
     ]  # fmt: skip
@@ -115,7 +115,7 @@ def _connections(ctx: SystemContext) -> list[tuple[Any, ...]]:
 def _secrets(ctx: SystemContext) -> list[tuple[Any, ...]]:
     ns = CatalogModel.of(ctx).namespaces()
     return [
-        (i, s.name, ns.get(s.schema_name, 0), SUPERUSER_OID)
+        (i, s.name, ns.get(s.schema_name, 0), s.owner)
         for i, s in enumerate(sorted(ctx.catalog.secrets.values(), key=lambda s: s.name), 1)
     ]
 

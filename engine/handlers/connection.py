@@ -23,6 +23,8 @@ from typing import Any
 from engine.api import Notice, QueryResult
 from engine.catalog import Catalog
 from engine.catalog.credentials import REDACTED, is_credential
+from engine.catalog.privileges import require_connection, session_owner
+from engine.catalog.users import ROOT_OID
 from engine.errors import (
     DependentObjectsStillExist,
     DuplicateObject,
@@ -70,6 +72,8 @@ def lookup(catalog: Catalog, ref: str) -> dict[str, Any]:
             f'connection "{ref}" does not exist',
             hint="Create it with CREATE CONNECTION name WITH (type = 'iceberg', ...).",
         )
+    # its credentials go to whoever uses it: only its owner and superusers may
+    require_connection(name, int(conn.get("owner", ROOT_OID)))
     return conn
 
 
@@ -121,7 +125,11 @@ def create_connection(session: Any, st: Statement) -> QueryResult:
                     notices=[Notice(f'connection "{name}" already exists, skipping')],
                 )
             raise DuplicateObject(f'connection "{name}" already exists')
-        cat.connections[name] = {"schema": _ident(m["schema"]) or "public", "options": options}
+        cat.connections[name] = {
+            "schema": _ident(m["schema"]) or "public",
+            "options": options,
+            "owner": session_owner(session),
+        }
         cat.version += 1
         rt.barrier(force=True)  # persists the catalog
     return QueryResult("CREATE_CONNECTION")
@@ -148,6 +156,7 @@ def drop_connection(session: Any, st: Statement) -> QueryResult:
                     notices=[Notice(f'connection "{name}" does not exist, skipping')],
                 )
             raise UndefinedObject(f'connection "{name}" does not exist')
+        require_connection(name, int(cat.connections[name].get("owner", ROOT_OID)), drop=True)
         users = connection_users(cat, name)
         if users:
             raise DependentObjectsStillExist(

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog.catalog import Secret
+from engine.catalog.privileges import require_secret_owner, session_owner
 from engine.errors import (
     DependentObjectsStillExist,
     DuplicateObject,
@@ -35,7 +36,7 @@ def create_secret(session: Any, st: Statement) -> QueryResult:
                     "CREATE_SECRET", notices=[Notice(f'secret "{d.name}" already exists, skipping')]
                 )
             raise DuplicateObject(f'secret "{d.name}" already exists')
-        cat.add_secret(Secret(d.name, d.value))
+        cat.add_secret(Secret(d.name, d.value, owner=session_owner(session)))
         rt.barrier(force=True)  # persists the catalog
     return QueryResult("CREATE_SECRET")
 
@@ -51,6 +52,7 @@ def drop_secret(session: Any, st: Statement) -> QueryResult:
                     "DROP_SECRET", notices=[Notice(f'secret "{name}" does not exist, skipping')]
                 )
             raise UndefinedObject(f'secret "{name}" does not exist')
+        require_secret_owner(cat.secrets[name])
         users = cat.secret_users(name)
         if users:
             raise DependentObjectsStillExist(

@@ -23,7 +23,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
-from engine.catalog.privileges import require, session_owner
+from engine.catalog.privileges import require, require_secret, session_owner
 from engine.errors import (
     EngineError,
     InvalidParameterValue,
@@ -124,6 +124,9 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
     options = dict(c.options)
     rt = session.db.runtime
     with rt.lock:
+        for secret_name in c.secret_refs.values():  # only its owner hands a secret out
+            if secret_name in session.db.catalog.secrets:
+                require_secret(session.db.catalog.secrets[secret_name])
         cat = session.db.catalog
         from engine.handlers.connection import expand_connection
 

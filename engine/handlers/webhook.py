@@ -37,6 +37,7 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.api import Notice
 from engine.catalog import Relation, RelationKind
+from engine.catalog.privileges import require_secret
 from engine.chunk import StreamChunk
 from engine.errors import (
     EngineError,
@@ -150,6 +151,8 @@ def webhook_table_spec(
         secret = clauses.validate_secret
         if secret is not None and secret not in catalog.secrets:
             raise UndefinedObject(f'secret "{secret}" does not exist')
+        if secret is not None:
+            require_secret(catalog.secrets[secret])
         e = bind_validate(validate, fields, secret)
         if e.type.kind is not K.BOOLEAN:
             raise SqlSyntaxError("The signature verification function must be SECURE_COMPARE()")

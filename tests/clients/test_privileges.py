@@ -234,3 +234,43 @@ def test_privileges_survive_restart(srv: SwellServer) -> None:
             b.execute("INSERT INTO rt VALUES (1)")
     with as_user(srv, "alice") as a:
         assert a.execute("SELECT x FROM alice_t").fetchall() == [(7,)]
+
+
+def test_secrets_and_connections_are_their_owners(srv: SwellServer) -> None:
+    """A secret or connection used by someone else's connector would hand its credentials
+    to that connector's endpoint: only the owner (and superusers) may use or drop it."""
+    with srv.connect() as root:
+        root.execute("CREATE SECRET root_pw WITH (backend = 'meta') AS 'RootOnly1'")
+        root.execute(
+            "CREATE CONNECTION root_conn WITH (type = 'kafka', "
+            "properties.bootstrap.server = 'localhost:9', properties.sasl.password = 'p')"
+        )
+        root.execute("CREATE TABLE sink_src (a INT)")
+        root.execute("GRANT SELECT ON sink_src TO alice")
+    with as_user(srv, "alice") as a:
+        with pytest.raises(Denied, match="permission denied for secret root_pw"):
+            a.execute(
+                "CREATE SINK steal FROM sink_src WITH (connector = 'blackhole', "
+                "properties.sasl.password = SECRET root_pw, type = 'append-only', force_append_only = 'true')"
+            )
+        with pytest.raises(Denied, match="permission denied for secret root_pw"):
+            a.execute(
+                "CREATE TABLE steal_w (data JSONB) WITH (connector = 'webhook') "
+                "VALIDATE SECRET root_pw AS secure_compare(headers->>'x', root_pw)"
+            )
+        with pytest.raises(Denied, match="must be owner of secret root_pw"):
+            a.execute("DROP SECRET root_pw")
+        with pytest.raises(Denied, match="permission denied for connection root_conn"):
+            a.execute(
+                "CREATE SINK steal2 FROM sink_src WITH (connection = root_conn, "
+                "connector = 'blackhole', type = 'append-only', force_append_only = 'true')"
+            )
+        with pytest.raises(Denied, match="must be owner of connection root_conn"):
+            a.execute("DROP CONNECTION root_conn")
+        a.execute("CREATE SECRET alice_pw WITH (backend = 'meta') AS 'AliceOwn2'")
+        a.execute(
+            "CREATE SINK own FROM sink_src WITH (connector = 'blackhole', "
+            "properties.sasl.password = SECRET alice_pw, type = 'append-only', force_append_only = 'true')"
+        )
+        a.execute("DROP SINK own")
+        a.execute("DROP SECRET alice_pw")
