@@ -4,7 +4,8 @@ The sink's output rows become changes of table `t`, applied by the table's own
 MaterializeOp at the next barrier, exactly once:
 
 * `write` converts each chunk to the table's columns (by position, or by the names in
-  `INTO t (a, b)`; other columns NULL; values cast to the column types; a hidden `_row_id`
+  `INTO t (a, b)`; other columns NULL; values cast to the column types (non-strict: a
+  value that does not fit is NULL and counted in rw_catalog.rw_event_logs); a hidden `_row_id`
   drawn like INSERT does) and keeps it for the epoch;
 * `pre_commit` returns the epoch's rows as Arrow IPC bytes, so they are stored in the same
   checkpoint as the state that produced them;
@@ -19,6 +20,7 @@ deletes), as in RisingWave. Lifecycle: one writer per sink, built by the sink fr
 
 from __future__ import annotations
 
+import contextlib
 import io
 from typing import Any
 
@@ -27,6 +29,7 @@ import pyarrow as pa
 from engine.chunk import StreamChunk
 from engine.connector_registry import register_sink
 from engine.errors import DatatypeMismatch, InvalidParameterValue, UndefinedColumn
+from engine.expr import EvalContext, Expr, InputRef, cast
 from engine.stream.graph import OP_COLUMN
 from engine.stream.sink import APPEND_ONLY, FORCE_APPEND_ONLY, BaseSinkWriter
 from engine.types import arrow_schema
@@ -82,7 +85,29 @@ class TableSinkWriter(BaseSinkWriter):
     def open(self) -> None:
         self._epoch_chunks: list[StreamChunk] = []
         self._map = self._mapping()
-        self._schema = arrow_schema(self._target().fields)
+        rel = self._target()
+        self._schema = arrow_schema(rel.fields)
+        # each fed column as a cast of the sink's column, evaluated in the sink's streaming
+        # context: a value that does not fit the column is NULL and counted in the event
+        # log (rw_catalog.rw_event_logs) instead of failing the write forever
+        self._casts: dict[int, Expr] = {}
+        for pos, j in enumerate(self._map):
+            if j is None or pos == rel.row_id_index:
+                continue
+            src = self.spec.fields[j]
+            # Arrow casts some pairs PostgreSQL's rules do not (validate checked them)
+            with contextlib.suppress(DatatypeMismatch):
+                self._casts[pos] = cast(InputRef(j, src.type, src.name), rel.fields[pos].type)
+        self._ctx: EvalContext | None = None  # the sink's, once it is in the catalog
+
+    def _eval_ctx(self) -> EvalContext:
+        if self._ctx is None:
+            runtime = self.spec.runtime
+            me = runtime.catalog.relations.get(self.spec.sink_id) if runtime else None
+            if me is None:
+                return EvalContext()
+            self._ctx = runtime.job_ctx(me)
+        return self._ctx
 
     def write(self, chunk: StreamChunk, epoch: int) -> None:
         rel = self._target()
@@ -94,6 +119,8 @@ class TableSinkWriter(BaseSinkWriter):
                 cols.append(pa.array(self.spec.runtime.row_ids.take(n), t))
             elif j is None:
                 cols.append(pa.nulls(n, t))
+            elif pos in self._casts:
+                cols.append(self._casts[pos].eval(chunk.data, self._eval_ctx()).cast(t))
             else:
                 cols.append(chunk.data.column(j).cast(t))
         data = pa.RecordBatch.from_arrays(cols, schema=self._schema)

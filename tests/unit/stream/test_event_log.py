@@ -142,3 +142,17 @@ def test_emit_on_window_close_aggregate_out_of_range_is_null(session: Any) -> No
     rows = _run(s, "SELECT s, n FROM w ORDER BY window_start").rows
     assert [(None if v is None else int(v), n) for v, n in rows] == [(None, 2), (1, 1)]
     assert _run(s, "SELECT job_name, count FROM rw_event_logs").rows == [("w", 1)]
+
+
+def test_sink_into_table_value_out_of_column_range_is_null(session: Any) -> None:
+    """Before, the write failed and was retried forever, holding every FLUSH."""
+    s = session
+    _run(s, "CREATE TABLE big (id INT PRIMARY KEY, x BIGINT)")
+    _run(s, "CREATE TABLE small (id INT PRIMARY KEY, x INT)")
+    _run(s, "CREATE SINK sk INTO small AS SELECT id, x FROM big")
+    _run(s, "INSERT INTO big VALUES (1, 5), (2, 1099511627776)")
+    assert _run(s, "FLUSH").notices[0].severity == "WARNING"
+    assert _run(s, "SELECT * FROM small ORDER BY id").rows == [(1, 5), (2, None)]
+    assert _run(s, "SELECT job_name, expression, error FROM rw_event_logs").rows == [
+        ("sk", "x::Int32", "integer out of range")
+    ]
