@@ -28,6 +28,7 @@ Lifecycle: pure functions over strings, no state.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -91,6 +92,7 @@ CREDENTIAL_KEYS = frozenset(
 _SPLIT = re.compile(r"[._\-\s]+")
 
 
+@functools.lru_cache(maxsize=4096)  # checked for every option key at every checkpoint
 def is_credential(key: str) -> bool:
     """True when the WITH option `key` carries a credential (see the module docstring)."""
     k = key.strip().strip('"').lower()

@@ -15,7 +15,12 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.catalog.users import User, make_verifier, verifies
-from engine.errors import InsufficientPrivilege, ObjectInUse, UndefinedObject
+from engine.errors import (
+    DependentObjectsStillExist,
+    InsufficientPrivilege,
+    ObjectInUse,
+    UndefinedObject,
+)
 from engine.sql.parser import Statement
 
 
@@ -61,6 +66,29 @@ def password_superuser_exists(db: Any) -> bool:
     lock everybody out)."""
     with db.runtime.lock:
         return any(u.superuser and u.login and u.password for u in db.catalog.users.list())
+
+
+def _owned_by(cat: Any, oid: int) -> list[str]:
+    """What role `oid` owns, as PostgreSQL's DETAIL lines ("owner of table t")."""
+    out = [f"owner of {r.kind.value} {r.name}" for r in cat.ordered() if r.owner == oid]
+    out += [f"owner of secret {s.name}" for s in cat.secrets.values() if s.owner == oid]
+    out += [
+        f"owner of connection {n}"
+        for n, c in sorted(cat.connections.items())
+        if c.get("owner") == oid
+    ]
+    out += [f"owner of schema {n}" for n, o in sorted(cat.schema_owners.items()) if o == oid]
+    return out
+
+
+def _forget_grants(cat: Any, oid: int) -> None:
+    """A dropped role's privileges go with it (PostgreSQL's DROP OWNED semantics for
+    grants; the role owns nothing by then)."""
+    for r in cat.relations.values():
+        if r.acl:
+            r.acl = [e for e in r.acl if e[0] != oid and e[1] != oid]
+    for name, acl in cat.schema_acl.items():
+        cat.schema_acl[name] = [e for e in acl if e[0] != oid and e[1] != oid]
 
 
 def _can_manage(me: User | None, target_superuser: bool) -> bool:
@@ -151,5 +179,13 @@ def _drop(session: Any, users: Any, me: User | None, args: dict[str, Any]) -> Qu
             )
         if not _can_manage(me, target.superuser):
             raise InsufficientPrivilege("permission denied to drop role")
+        owned = _owned_by(session.db.catalog, target.oid)
+        if owned:
+            raise DependentObjectsStillExist(
+                f'role "{name}" cannot be dropped because some objects depend on it',
+                detail="\n".join(owned[:20]),
+                hint="Drop them or give them to another role with ALTER ... OWNER TO.",
+            )
+        _forget_grants(session.db.catalog, target.oid)
         users.drop(name)
     return QueryResult("DROP ROLE", notices=notices)

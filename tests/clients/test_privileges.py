@@ -274,3 +274,20 @@ def test_secrets_and_connections_are_their_owners(srv: SwellServer) -> None:
         )
         a.execute("DROP SINK own")
         a.execute("DROP SECRET alice_pw")
+
+
+def test_drop_user_owning_objects_is_refused(srv: SwellServer) -> None:
+    with srv.connect() as root:
+        root.execute("CREATE USER dora PASSWORD 'dora-pw'")
+        root.execute("CREATE TABLE dora_read (a INT)")
+        root.execute("GRANT SELECT ON dora_read TO dora")
+    with as_user(srv, "dora") as d:
+        d.execute("CREATE TABLE dora_t (a INT)")
+    with srv.connect() as root:
+        with pytest.raises(psycopg.errors.DependentObjectsStillExist) as ei:
+            root.execute("DROP USER dora")
+        assert "owner of table dora_t" in (ei.value.diag.message_detail or "")
+        root.execute("ALTER TABLE dora_t OWNER TO root")
+        root.execute("DROP USER dora")
+        acl = root.execute("SELECT relacl::text FROM pg_class WHERE relname = 'dora_read'")
+        assert acl.fetchone() == ("{root=arwdDxt/root}",)
