@@ -96,6 +96,13 @@ class KafkaOptions:
                         hint="Swell assigns partitions itself and keeps offsets in its "
                         "checkpoints.",
                     )
+                if name == "sasl.jaas.config":  # librdkafka fails at the first read
+                    raise InvalidParameterValue(
+                        "properties.sasl.jaas.config is a Java (JAAS) setting the Kafka "
+                        "client of Swell does not read",
+                        hint="Set properties.sasl.mechanism, properties.sasl.username and "
+                        "properties.sasl.password (or SECRET references) instead.",
+                    )
                 props[name] = v
             elif k not in _KNOWN:
                 raise InvalidParameterValue(f"unknown kafka source option: {k}")

@@ -83,6 +83,12 @@ def created(srv: SwellServer, kafka_broker: KafkaBroker) -> dict[str, str]:
             "properties.bootstrap.server = 'localhost:9', properties.sasl.password = 'ConnPw222', "
             "s3.secret.key = 'S3Secret000')"
         )
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="JAAS"):
+            c.execute(
+                f"CREATE TABLE kt_jaas (a INT) WITH ({k}, properties.sasl.jaas.config = "
+                "'org.x.PlainLoginModule required password=\"JaasPw888\";') "
+                "FORMAT PLAIN ENCODE JSON"
+            )
         with pytest.raises(psycopg.Error) as ei:  # an error while such a statement runs
             c.execute(
                 f"CREATE SOURCE ks (a INT) WITH ({k}, properties.sasl.password = 'ErrPw444') "
