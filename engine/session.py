@@ -27,6 +27,7 @@ from engine.errors import (
     date_out_of_range,
 )
 from engine.expr import EvalContext, ParamContext
+from engine.latency import STATEMENT_KINDS, STATEMENTS
 from engine.recursion import too_complex
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
@@ -309,8 +310,12 @@ class SwellSession:
             raise
         finally:
             self._running = False
-        if res.tag.startswith(_DDL_TAGS):
-            _log_ddl(res.tag, self.user, st.sql, time.monotonic() - start)
+        took = time.monotonic() - start
+        ddl = res.tag.startswith(_DDL_TAGS)
+        if ddl:
+            _log_ddl(res.tag, self.user, st.sql, took)
+        kind = "ddl" if ddl else STATEMENT_KINDS.get(st.kind, "other")
+        STATEMENTS.observe(kind, took)
         return res
 
     def _dispatch(self, st: Statement, params: ParamContext | None) -> QueryResult:

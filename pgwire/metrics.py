@@ -7,7 +7,11 @@ to loopback unless the operator says otherwise.
 What is exported: the counters the components already keep, read at scrape time (no
 second bookkeeping): the stream runtime (epochs, barriers, rows in, relation counts), the
 checkpointer, the WAL and the state store, the webhook server (requests by status, rows,
-acks) when it runs, and pgwire (connections, authentication failures, cancels). A
+acks) when it runs, and pgwire (connections, authentication failures, cancels). Histograms
+(engine.latency): barrier and checkpoint durations, statement latency by kind, webhook
+request-to-ack time. Series per source (`source` label: messages, bad messages, up) and per
+sink (`sink` label: rows, errors, retries, up). Process metrics (`process_*`: CPU seconds,
+resident memory, open file descriptors) from prometheus_client's process collector. A
 component missing a counter simply omits it (getattr with a default), so the endpoint never
 fails because some component changed.
 
@@ -26,9 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
+
+from engine.latency import STATEMENTS, Histogram
 
 log = logging.getLogger("swell.metrics")
 
@@ -60,9 +71,11 @@ class SwellCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         s = self.sources
         yield from self._process(s)
+        yield from self._latency(s)
         db = s.db
         if db is not None:
             yield from self._runtime(getattr(db, "runtime", None))
+            yield from self._relations(getattr(db, "runtime", None))
             yield from self._attrs(
                 getattr(db, "checkpointer", None),
                 "swell_checkpoint",
@@ -113,6 +126,59 @@ class SwellCollector(Collector):
         g = GaugeMetricFamily("swell_uptime_seconds", "seconds since the server started")
         g.add_metric([], time.time() - s.started_at if s.started_at else 0.0)
         yield g
+
+    @staticmethod
+    def _latency(s: MetricsSources) -> Iterator[Metric]:
+        rt = getattr(s.db, "runtime", None)
+        ck = getattr(s.db, "checkpointer", None)
+        for obj, attr, name, doc in (
+            (rt, "barrier_seconds", "swell_barrier_duration_seconds", "barrier duration"),
+            (ck, "duration_seconds", "swell_checkpoint_duration_seconds", "checkpoint commit"),
+            (s.webhook, "ack_histogram", "swell_webhook_ack_seconds", "webhook request to ack"),
+        ):
+            h = getattr(obj, attr, None)
+            if isinstance(h, Histogram):
+                yield histogram(name, doc, h)
+        m = HistogramMetricFamily(
+            "swell_statement_duration_seconds", "SQL statement latency", labels=["statement"]
+        )
+        for kind, h in STATEMENTS.items():
+            _add_histogram(m, h, [kind])
+        yield m
+
+    @staticmethod
+    def _relations(rt: Any) -> Iterator[Metric]:
+        """Series per source and per sink, labelled with their names."""
+        if rt is None:
+            return
+        msgs = CounterMetricFamily("swell_source_messages", "messages read", labels=["source"])
+        bad = CounterMetricFamily("swell_source_bad_messages", "bad messages", labels=["source"])
+        up = GaugeMetricFamily(
+            "swell_source_up", "1 while the source's reader reaches its brokers", labels=["source"]
+        )
+        for flow in list(getattr(rt, "sources", {}).values()):
+            st = getattr(flow, "status", None)
+            if st is None:
+                continue
+            name = str(st.source)
+            msgs.add_metric([name], float(st.messages))
+            bad.add_metric([name], float(sum(st.error_counts.values())))
+            up.add_metric([name], 1.0 if getattr(st, "state", "") == "running" else 0.0)
+        yield from (msgs, bad, up)
+        rows = CounterMetricFamily("swell_sink_rows", "rows handed to the sink", labels=["sink"])
+        errs = CounterMetricFamily("swell_sink_errors", "sink errors", labels=["sink"])
+        retries = CounterMetricFamily("swell_sink_retries", "sink retries", labels=["sink"])
+        sink_up = GaugeMetricFamily("swell_sink_up", "1 while the sink runs", labels=["sink"])
+        for flow in list(getattr(rt, "sinks", {}).values()):
+            spec, st = getattr(flow, "spec", None), getattr(flow, "status", None)
+            if spec is None or st is None:
+                continue
+            name = str(spec.name)
+            rows.add_metric([name], float(getattr(st, "rows", 0) or 0))
+            errs.add_metric([name], float(getattr(st, "errors", 0) or 0))
+            retries.add_metric([name], float(getattr(st, "retries", 0) or 0))
+            sink_up.add_metric([name], 1.0 if getattr(st, "state", "") == "running" else 0.0)
+        yield from (rows, errs, retries, sink_up)
 
     @staticmethod
     def _attrs(
@@ -240,10 +306,24 @@ class SwellCollector(Collector):
                 yield g
 
 
+def histogram(name: str, doc: str, h: Histogram, labels: dict[str, str] | None = None) -> Metric:
+    """A Prometheus histogram family from an `engine.latency.Histogram` snapshot."""
+    m = HistogramMetricFamily(name, doc, labels=list(labels or {}))
+    return _add_histogram(m, h, list((labels or {}).values()))
+
+
+def _add_histogram(m: HistogramMetricFamily, h: Histogram, values: list[str]) -> Metric:
+    buckets, total, count = h.snapshot()
+    pairs = [(repr(float(le)), float(n)) for le, n in buckets] + [("+Inf", float(count))]
+    m.add_metric(values, pairs, total)
+    return m
+
+
 def render(sources: MetricsSources) -> bytes:
     """The exposition text for one scrape."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(SwellCollector(sources))
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, resident memory, fds
     return generate_latest(registry)
 
 

@@ -56,6 +56,7 @@ from engine.handlers.webhook import (
     WebhookTarget,
     decoded_rows,
 )
+from engine.latency import Histogram
 from engine.log_throttle import ThrottleFilter
 
 log = logging.getLogger("swell.webhook")
@@ -177,6 +178,7 @@ class WebhookServer:
         self.ack_count = 0
         self.ack_seconds_total = 0.0
         self.ack_seconds_max = 0.0
+        self.ack_histogram = Histogram()  # request to answer, per accepted request
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -270,6 +272,7 @@ class WebhookServer:
         self.ack_count += 1
         self.ack_seconds_total += dt
         self.ack_seconds_max = max(self.ack_seconds_max, dt)
+        self.ack_histogram.observe(dt)
         self.responses[200] += 1
         return web.Response(status=200)
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine import faults
+from engine.latency import Histogram
 from engine.state.codec import RESERVED_PREFIX
 from engine.state.store import StorageError
 
@@ -88,6 +89,7 @@ class Checkpointer:
         # metrics
         self.commits = 0
         self.last_duration = 0.0
+        self.duration_seconds = Histogram()  # every commit, WAL wait included (metrics)
         """Seconds the last commit took, including the WAL wait and the fsync."""
         self.last_write_duration = 0.0
         self.last_bytes = 0
@@ -140,6 +142,7 @@ class Checkpointer:
         self._last_wal_seq = wal_seq
         self.commits += 1
         self.last_duration = t2 - t0
+        self.duration_seconds.observe(self.last_duration)
         self.last_write_duration = t2 - t1
         self.last_bytes = size
         self.last_keys = keys

@@ -56,6 +56,7 @@ from engine.chunk import StreamChunk
 from engine.errors import EngineError, EpochFailed
 from engine.expr import EvalContext
 from engine.expr.core import job_context
+from engine.latency import Histogram
 from engine.plan.logical import PlanNode
 from engine.state.table import StateTable
 from engine.stream.build import build_view_nodes
@@ -147,6 +148,7 @@ class Runtime:
         self.events = EventLog()
         # metrics
         self.last_barrier_ms = 0.0
+        self.barrier_seconds = Histogram()  # every completed barrier (metrics)
         self.barriers = 0
         self.rows_in = 0
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
@@ -278,6 +280,7 @@ class Runtime:
         gc.freeze()
         cpu.lap("gc", c)
         self.last_barrier_ms = (time.perf_counter() - t0) * 1000
+        self.barrier_seconds.observe(self.last_barrier_ms / 1000)
         self.barriers += 1
         if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
             self.fed_tables = False

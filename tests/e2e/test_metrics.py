@@ -4,6 +4,7 @@ and the counters move with the work done. A taken metrics port only disables met
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.kafka import KafkaBroker
 from harness.server import SwellServer, free_port
 
 
@@ -100,3 +102,70 @@ def test_taken_metrics_port_keeps_sql_running(tmp_path: Path) -> None:
             second.stop()
     finally:
         first.stop()
+
+
+def test_histograms_per_relation_series_and_process_metrics(
+    tmp_path: Path, kafka_broker: KafkaBroker
+) -> None:
+    mport = free_port()
+    srv = SwellServer(
+        tmp_path / "data", extra_args=["--prometheus-listener-addr", f"127.0.0.1:{mport}"]
+    )
+    srv.start()
+    try:
+        kafka_broker.create_topic("metrics_src", 1)
+        kafka_broker.produce("metrics_src", [{"a": 1}, {"a": 2}])
+        with srv.connect() as c:
+            c.execute("CREATE TABLE h_t (id INT PRIMARY KEY)")
+            c.execute("INSERT INTO h_t VALUES (1), (2)")
+            c.execute("SELECT * FROM h_t")
+            c.execute(
+                "CREATE SOURCE h_src (a INT) WITH (connector = 'kafka', topic = 'metrics_src', "
+                f"properties.bootstrap.server = '{kafka_broker.bootstrap}') FORMAT PLAIN ENCODE JSON"
+            )
+            c.execute("CREATE MATERIALIZED VIEW h_v AS SELECT count(*) AS n FROM h_src")
+            c.execute("CREATE SINK h_sink FROM h_t WITH (connector = 'blackhole')")
+            c.execute(
+                "CREATE TABLE h_wh (data JSONB) WITH (connector = 'webhook') "
+                "VALIDATE AS secure_compare(headers->>'authorization', 'tok')"
+            )
+            req = urllib.request.Request(
+                srv.webhook_url("h_wh"), data=b'{"a": 1}', headers={"Authorization": "tok"}
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                assert resp.status == 200
+            deadline = time.monotonic() + 30
+            while c.execute("SELECT n FROM h_v").fetchall() != [(2,)]:
+                assert time.monotonic() < deadline
+                c.execute("FLUSH")
+            _, m = scrape(mport)
+
+        def v(name: str, **labels: str) -> float:
+            return m[(name, tuple(sorted(labels.items())))]
+
+        # histograms: every barrier/checkpoint/statement/ack lands in exactly one bucket
+        for name in (
+            "swell_barrier_duration_seconds",
+            "swell_checkpoint_duration_seconds",
+            "swell_webhook_ack_seconds",
+        ):
+            n = v(f"{name}_count")
+            assert n >= 1 and v(f"{name}_bucket", le="+Inf") == n and v(f"{name}_sum") > 0
+        assert v("swell_webhook_ack_seconds_count") == 1
+        stmt = "swell_statement_duration_seconds"
+        assert v(f"{stmt}_count", statement="insert") == 1
+        assert v(f"{stmt}_count", statement="select") >= 2
+        assert v(f"{stmt}_count", statement="ddl") == 5
+        assert v(f"{stmt}_bucket", statement="ddl", le="30.0") <= 5
+        # per source and per sink, labelled with their names
+        assert v("swell_source_messages_total", source="h_src") == 2
+        assert v("swell_source_bad_messages_total", source="h_src") == 0
+        assert v("swell_source_up", source="h_src") == 1
+        assert v("swell_sink_rows_total", sink="h_sink") == 2
+        assert v("swell_sink_up", sink="h_sink") == 1
+        # process metrics
+        assert v("process_resident_memory_bytes") > 10_000_000
+        assert v("process_cpu_seconds_total") > 0
+        assert v("process_open_fds") > 0
+    finally:
+        srv.stop()
