@@ -3,6 +3,8 @@ that exist, publishes each host port once, and Swell's command line in it starts
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ import psycopg
 import yaml
 
 from harness.server import free_ports
+from pgwire import metrics
 
 COMPOSE_DIR = Path(__file__).resolve().parents[3] / "examples" / "compose"
 
@@ -93,3 +96,15 @@ def test_swell_command_line_starts_a_server(tmp_path: Path) -> None:
         proc.wait(30)
         log.close()
     assert proc.returncode == 0, (tmp_path / "server.log").read_text()
+
+
+def test_grafana_dashboard_graphs_metrics_swell_exports() -> None:
+    """Every metric the dashboard queries is one the endpoint exports (pgwire/metrics.py)."""
+    dash = json.loads((COMPOSE_DIR / "grafana" / "dashboards" / "swell.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    assert exprs
+    source = Path(metrics.__file__).read_text()
+    for expr in exprs:
+        for name in re.findall(r"\b((?:swell|process)_[a-z_]+)", expr):
+            base = re.sub(r"_(bucket|total|sum|count)$", "", name)
+            assert base.startswith("process_") or f'"{base}' in source, f"{name} in {expr!r}"
