@@ -9,8 +9,10 @@ Recovery order (see also `engine.state.checkpoint`):
    last checkpoint's metadata: catalog (its credentials opened with the secret store
    key, engine/catalog/secret_box.py), epoch, WAL position, row-id counter;
 3. rebuild every relation in creation order: tables get their MaterializeOp and rows
-   back; materialized views are re-planned from their SQL and their operators reload
-   their state tables by the ids recorded in the catalog;
+   back; materialized views and sinks are built from the stream plan stored in their
+   catalog entry (`engine.stream.job_plan`) and their operators reload the state tables
+   the plan names (directories of format version 1 had no stored plans: the format
+   migration plans each job once from its SQL and stores the plan);
 4. replay WAL records written after the checkpoint into the tables' pending DML, so
    acknowledged writes that missed the checkpoint are applied by the first barrier;
 5. start the barrier thread.
@@ -81,7 +83,7 @@ class SwellDatabase:
         if version < data_format.FORMAT_VERSION:
             self._migrate(version)  # the runtime exists (planner use), nothing recovered yet
         # the same recovery rolls a failed epoch back in process (Runtime.recover)
-        replayed = self.runtime.recover(self._replan)
+        replayed = self.runtime.recover(self._plan_from_sql)
         log.info(
             "recovered epoch=%s relations=%s wal_records_replayed=%s data_dir=%s",
             self.runtime.epoch,
@@ -113,7 +115,10 @@ class SwellDatabase:
         for note in ctx.notes:
             log.info("data directory %s: %s", self.data_dir, note)
 
-    def _replan(self, rel: Relation) -> PlanNode:
+    def _plan_from_sql(self, rel: Relation) -> PlanNode:
+        """A job's logical plan from its SQL: only for the format migration that stores
+        stream plans, and to compile calls a stored plan names but cannot look up by name
+        (`engine.stream.job_plan`); jobs are otherwise never planned again."""
         from engine.handlers.ddl import plan_view_query
 
         return plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))

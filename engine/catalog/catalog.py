@@ -1,8 +1,8 @@
 """Catalog entries and their JSON persistence.
 
 Relation ids are allocated from one counter and never reused. State-table ids come from
-a separate counter and are recorded per relation under a stable name (`op3.groups`), so
-re-planning a view after restart finds the same state.
+a separate counter and are recorded per relation under a stable name (`n3.groups`); a
+view's or sink's stored stream plan (`extra["stream_plan"]`) names the same ids.
 
 Credentials (engine/catalog/credentials.py, engine/catalog/secret_box.py): in memory,
 `Relation.options`, connection options and `Secret.value` hold the values connectors

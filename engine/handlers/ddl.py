@@ -25,7 +25,9 @@ from engine.errors import (
 from engine.handlers.column_defs import column_field, key_names
 from engine.plan.logical import PlanNode
 from engine.plan.planner import Planner, check_unique_names
+from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.parser import Statement, parse_one
+from engine.stream.job_plan import state_ids
 from engine.types import BIGINT, Field
 
 
@@ -250,9 +252,9 @@ def _user_position(session: Any, e: EngineError, query: exp.Expression, streamin
 def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryResult:
     """CREATE [MATERIALIZED] VIEW: plan the query (for streaming if materialized), record it.
 
-    The stored query text is sqlglot's regeneration of the user's SELECT: recovery re-plans
-    a materialized view from it, so the plan (and its state-table names) must come from
-    exactly this text.
+    A materialized view's stream plan (with its state tables) is stored in its catalog
+    entry and recovery builds it from there; the stored query text (sqlglot's regeneration
+    of the user's SELECT) serves SHOW CREATE and plans entries stored without a plan.
     """
     from engine.handlers.query import planner_for
 
@@ -316,7 +318,10 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             rel.extra["watermark_columns"] = sorted(watermark_columns(plan))
             if eowc:
                 rel.extra["emit_on_window_close"] = True
-        rt.create_view(rel, plan if materialized else None)
+        splan = None
+        if materialized:
+            splan = lower_stream_plan(plan, state_ids(rel, cat))
+        rt.create_view(rel, splan)
     return QueryResult(f"CREATE_{kind.tag_name}")
 
 

@@ -1,70 +1,61 @@
-"""`EXPLAIN (VERBOSE) CREATE MATERIALIZED VIEW ...`: the dataflow operators and their state.
+"""EXPLAIN of streaming jobs: `EXPLAIN [(VERBOSE)] CREATE MATERIALIZED VIEW / CREATE SINK`.
 
-Plain EXPLAIN prints the logical plan tree (operator names and keys). VERBOSE builds the
-view's real operators (without data, nothing allocated in the database) and appends one
-line per operator: its own explain text, its stream key, and its state tables with their
-names and ids. Ids are the view's catalog ids when a materialized view of that name
-exists (so an existing view's state can be inspected), `new` otherwise.
+The query is planned for streaming and lowered to its stream plan
+(`engine.plan.stream_plan`), exactly as CREATE would do, and that plan is printed in
+RisingWave's style: one `Stream...` line per operator with its keys and state tables,
+table scans as leaves. No operator is built and nothing is allocated in the database:
+state-table ids are local numbers (0, 1, ...). VERBOSE adds one line per state table (its
+columns, primary key, value columns and distribution key).
+
+Planner snapshot tests (`tests/planner/`) call `stream_plan_for` directly.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from engine.errors import SqlSyntaxError
 from engine.plan.logical import PlanNode
-from engine.state.table import StateTable
+from engine.plan.stream_lower import local_ids, lower_stream_plan
+from engine.plan.stream_plan import StreamPlan, explain_lines
+from engine.sql.parser import Statement, parse_one
 
 
-class _ExplainAllocator:
-    """An `Allocator` look-alike that records table names and ids instead of creating."""
+def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | None]:
+    """The stream plan CREATE would store for `inner` (call under the runtime lock), and
+    the root line above it for a sink."""
+    from engine.handlers.ddl import plan_view_query
 
-    def __init__(self, known: dict[str, int]) -> None:
-        self.known = known
-        self.prefix = ""
-        self.names: dict[int, str] = {}
-        self.new: set[int] = set()
-        self._next = 1
-
-    def table(self, name: str) -> StateTable:
-        full = f"{self.prefix}{name}"
-        tid = self.known.get(full)
-        t = StateTable(self._next if tid is None else tid, full)
-        self._next += 1
-        if tid is None:
-            self.new.add(id(t))
-        self.names[id(t)] = full
-        return t
-
-
-def operator_lines(session: Any, plan: PlanNode, view_name: str | None) -> list[str]:
-    from engine.stream.build import build_view_nodes
-
-    known: dict[str, int] = {}
-    if view_name:
-        rel = session.db.catalog.find(view_name, None)
-        if rel is not None:
-            known = dict(getattr(rel, "state_tables", {}) or {})
-    alloc = _ExplainAllocator(known)
-    nodes = build_view_nodes(plan, alloc, session.eval_ctx())  # type: ignore[arg-type]
-    lines = ["Operators:"]
-    for i, node in enumerate(nodes):
-        op = node.op
-        ins = ", ".join(
-            f"{_rel_name(session, ref)}" if kind == "rel" else f"op {ref}"
-            for kind, ref in node.inputs
-        )
-        names = [f.name for f in op.schema]
-        key = ", ".join(names[k] for k in op.stream_key) if op.stream_key is not None else ""
-        lines.append(f"  op {i}: {op.explain()}")
-        lines.append(f"    inputs: [{ins}], stream_key: [{key}]")
-        for t in op.state_tables():
-            tid = "new" if id(t) in alloc.new else str(t.table_id)
-            lines.append(f"    state table {alloc.names.get(id(t), t.name)} (id: {tid})")
-    return lines
+    if inner.kind == "create_mv":
+        assert inner.ast is not None
+        q = inner.ast.expression
+        eowc = bool(inner.args.get("emit_on_window_close"))
+        plan = plan_view_query(session.db, q.sql(dialect="risingwave"), eowc)
+        return lower_stream_plan(plan, local_ids()), None
+    d = inner.args["sink"]
+    if d.from_name is not None:
+        src = session.db.catalog.get(d.from_name, d.from_schema)
+        query_sql = f'SELECT * FROM "{src.schema_name}"."{src.name}"'
+    else:
+        parsed = parse_one(d.query or "")
+        if parsed.kind != "select" or parsed.ast is None:
+            raise SqlSyntaxError("CREATE SINK ... AS needs a SELECT query")
+        query_sql = parsed.ast.sql(dialect="risingwave")
+    plan = plan_view_query(session.db, query_sql)
+    return lower_stream_plan(plan, local_ids(), materialize=False), _sink_line(d, plan)
 
 
-def _rel_name(session: Any, rid: int) -> str:
-    try:
-        return str(session.db.catalog.by_id(rid).name)
-    except (KeyError, LookupError):
-        return f"relation {rid}"
+def _sink_line(d: Any, plan: PlanNode) -> str:
+    from engine.handlers.sink import derived_append_only, sink_type
+
+    options = dict(d.clauses.options)
+    cols = ", ".join(f.name for f in plan.schema if not f.hidden)
+    kind = sink_type(d, options, derived_append_only(plan))
+    target = f"table: {d.into}" if d.into is not None else f"connector: {options.get('connector')}"
+    return f"StreamSink {{ {target}, type: {kind}, columns: [{cols}] }}"
+
+
+def explain_stream(session: Any, inner: Statement, verbose: bool) -> list[str]:
+    with session.db.runtime.lock:
+        splan, header = stream_plan_for(session, inner)
+    return explain_lines(splan, verbose=verbose, header=header)

@@ -125,30 +125,10 @@ def describe_statement(session: Any, st: Statement, params: ParamContext) -> lis
 def explain(session: Any, st: Statement) -> QueryResult:
     inner = parse_one(st.args["inner"])
     lines: list[str]
-    if inner.kind == "create_mv":
-        from engine.handlers.ddl import plan_view_query
+    if inner.kind in ("create_mv", "create_sink"):
+        from engine.handlers.explain_stream import explain_stream
 
-        assert inner.ast is not None
-        q = inner.ast.expression
-        with session.db.runtime.lock:
-            plan = plan_view_query(
-                session.db,
-                q.sql(dialect="risingwave"),
-                bool(inner.args.get("emit_on_window_close")),
-            )
-        cols = ", ".join(f.name for f in plan.schema)
-        pk = ", ".join(plan.schema[i].name for i in (plan.stream_key or []))
-        lines = [f"StreamMaterialize {{ columns: [{cols}], pk_columns: [{pk}] }}"]
-        lines += [
-            "Stream" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Stream", 1)
-            for ln in _indent(plan.explain(1))
-        ]
-        if st.args.get("verbose"):
-            from engine.handlers.explain_stream import operator_lines
-
-            name = inner.ast.this.name if isinstance(inner.ast.this, exp.Table) else None
-            with session.db.runtime.lock:
-                lines += operator_lines(session, plan, name)
+        lines = explain_stream(session, inner, bool(st.args.get("verbose")))
     elif inner.kind == "select":
         assert inner.ast is not None
         plan = plan_select(session, inner.ast, None)

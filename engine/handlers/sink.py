@@ -35,8 +35,10 @@ from engine.errors import (
 from engine.plan.logical import Filter as PlanFilter
 from engine.plan.logical import Join, PlanNode, Project, Scan, UnionAll
 from engine.plan.planner import check_unique_names
+from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.create_sink import CreateSink
 from engine.sql.parser import Statement, parse_one
+from engine.stream.job_plan import state_ids
 from engine.stream.sink import APPEND_ONLY, DEBEZIUM, FORCE_APPEND_ONLY, UPSERT
 
 _FORMATS = {"PLAIN": APPEND_ONLY, "UPSERT": UPSERT, "DEBEZIUM": DEBEZIUM}
@@ -225,7 +227,8 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
                 "secret_refs": sorted(set(c.secret_refs.values())),
             },
         )
-        rt.create_sink(rel, plan, snapshot)
+        rt.create_sink(rel, lower_stream_plan(plan, state_ids(rel, cat), materialize=False),
+                       snapshot)
     return QueryResult("CREATE_SINK")
 
 

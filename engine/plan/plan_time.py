@@ -464,6 +464,10 @@ def _monotone(e: ex.Expr) -> tuple[int, WmFn] | None:
     return None
 
 
+#: public name for the stream plan nodes (`engine.plan.stream_plan`)
+monotone = _monotone
+
+
 def _eval_map(e: ex.Func, base: ex.Expr, inner: WmFn) -> WmFn:
     """A monotone function of its time argument, applied to a watermark by evaluating it
     over a one-row batch (`date_trunc('minute', ts)` of the watermark)."""

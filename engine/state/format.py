@@ -44,9 +44,12 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
-of the key layout, the encodings or the meaning of stored catalog entries."""
+of the key layout, the encodings or the meaning of stored catalog entries.
+
+2: catalog entries of views and sinks carry their stream plan (the 1 -> 2 step is
+`engine.stream.job_plan._store_stream_plans`)."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

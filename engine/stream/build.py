@@ -1,33 +1,43 @@
-"""Turn a logical plan into dataflow nodes for a materialized view.
+"""Build dataflow operators from a stream plan (`engine.plan.stream_plan`).
 
-One operator per plan node, in post-order, so the node list is topologically sorted. Scans
-become edges from the upstream relation (no operator); the plan root gets a
-`MaterializeOp` keyed by the plan's stream key. State tables are named after the node's
-position (`n2.groups`), which is stable as long as the same SQL plans to the same tree,
-so a view re-planned after a restart finds its state.
+One operator per stream node, in the plan's (topological) order. Every operator gets a
+`PlannedAllocator` over its node's `TableDesc`s: the operator asks for its tables by
+local name (`"groups"`), and gets the table with the id the planner decided, loaded from
+the store on recovery. An operator asking for a table its node did not declare, or a
+declared table that nobody asked for, is a planner/operator mismatch and fails the build
+(InternalError) instead of silently creating fresh state.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import not_supported
+from engine.errors import InternalError
 from engine.expr import EvalContext
-from engine.plan.logical import (
-    Agg,
-    Filter,
-    Join,
-    Limit,
-    PlanNode,
-    Project,
-    Scan,
-    Sort,
-    UnionAll,
+from engine.plan.logical import Agg
+from engine.plan.stream_plan import (
+    StreamCollectAgg,
+    StreamDynamicFilter,
+    StreamEowcAgg,
+    StreamEowcSort,
+    StreamFilter,
+    StreamHashAgg,
+    StreamHashJoin,
+    StreamIntervalJoin,
+    StreamMaterialize,
+    StreamNode,
+    StreamOverWindow,
+    StreamPlan,
+    StreamProject,
+    StreamTemporalFilter,
+    StreamTimeWindow,
+    StreamTopN,
+    StreamUnion,
+    TableDesc,
 )
-from engine.plan.logical_window import GroupTopN, OverWindow
-from engine.plan.plan_time import watermark_transfer
-from engine.stream.build_time import build_time_op
-from engine.stream.graph import Allocator, Node
+from engine.state.table import StateTable
+from engine.stream.graph import Node
+from engine.stream.operator import Operator
 from engine.stream.operators import (
     AggCall,
     ColumnarMaterializeOp,
@@ -39,89 +49,162 @@ from engine.stream.operators import (
     UnionOp,
 )
 
-COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg")
 
+class PlannedAllocator:
+    """Hands an operator the state tables its stream node declared (by local name)."""
 
-def build_window_op(p: OverWindow | GroupTopN, in_schema: list[Any], alloc: Allocator) -> Any:
-    """OverWindowOp for a window node, TopNOp (per group, with rank) for a group top-N."""
-    from engine.stream.operators.over_window import OverWindowOp
+    def __init__(self, node: StreamNode, owner: str, store: Any | None) -> None:
+        self.by_local: dict[str, TableDesc] = {t.local: t for t in node.tables}
+        self.owner = owner
+        self.store = store
+        self.made: dict[str, StateTable] = {}
 
-    order = [(k.index, k.desc, k.effective_nulls_first) for k in p.order_by]
-    key = list(p.input.stream_key or [])
-    if isinstance(p, GroupTopN):
-        return TopNOp(
-            in_schema, order, p.limit, p.offset, list(p.group_keys), alloc, key,
-            with_rank_column=True, rank_name=p.schema[-1].name,
-        )
-    out = p.schema[len(in_schema) :]
-    return OverWindowOp(
-        in_schema, out, list(p.partition_by), order, p.calls, list(p.tiebreak), alloc, key
-    )
-
-
-def build_view_nodes(
-    plan: PlanNode, alloc: Allocator, ctx: EvalContext, *, materialize: bool = True
-) -> list[Node]:
-    """Operator nodes for `plan`; the last one is the MaterializeOp (a pass-through for a
-    sink, `materialize=False`, when the plan has no operator of its own)."""
-    nodes: list[Node] = []
-
-    def visit(p: PlanNode) -> tuple[str, int]:
-        if isinstance(p, Scan):
-            return ("rel", p.relation.id)
-        if isinstance(p, Limit) and isinstance(p.input, Sort):
-            # ORDER BY ... LIMIT n [OFFSET m] -> one top-N operator over the sort's input
-            src = p.input.input
-            ins = [visit(src)]
-            alloc.prefix = f"n{len(nodes)}."
-            order = [(k.index, k.desc, k.effective_nulls_first) for k in p.input.keys]
-            op: Any = TopNOp(src.schema, order, p.limit, p.offset, [], alloc,
-                             list(src.stream_key or []))
-            nodes.append(Node(op, ins))
-            return ("node", len(nodes) - 1)
-        ins = [visit(c) for c in p.inputs()]
-        alloc.prefix = f"n{len(nodes)}."
-        in_schema = p.inputs()[0].schema if p.inputs() else []
-        key = p.stream_key or []
-        op = build_time_op(p, alloc, ctx)
-        if op is not None:
-            pass  # TUMBLE/HOP, temporal filter, EOWC aggregation
-        elif isinstance(p, Filter):
-            op = FilterOp(in_schema, p.predicate, ctx, key)
-        elif isinstance(p, Project):
-            op = ProjectOp(in_schema, p.exprs, [f.name for f in p.schema], ctx, key)
-        elif isinstance(p, Agg) and any(a.kind in COLLECT_KINDS for a in p.aggs):
-            from engine.stream.operators.collect_agg import CollectAggOp
-
-            op = CollectAggOp(in_schema, p, alloc, list(p.input.stream_key or []))
-        elif isinstance(p, Agg):
-            calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
-            op = HashAggOp(in_schema, p.group_keys, calls, alloc, [f.name for f in p.schema],
-                           errors=ctx.errors)
-        elif isinstance(p, Join):
-            left, right = p.inputs()
-            op = HashJoinOp(left.schema, right.schema, p.kind, p.left_keys, p.right_keys,
-                            p.condition, ctx, alloc, list(left.stream_key or []),
-                            list(right.stream_key or []))
-        elif isinstance(p, (OverWindow, GroupTopN)):
-            op = build_window_op(p, in_schema, alloc)
-        elif isinstance(p, UnionAll):
-            op = UnionOp(p.schema, len(p.children), list(p.stream_key or []))
-        else:
-            raise not_supported(
-                f"{p.describe().split(' ')[0]} in a materialized view is not supported yet"
+    def table(self, name: str) -> StateTable:
+        t = self.made.get(name)
+        if t is not None:
+            return t
+        desc = self.by_local.get(name)
+        if desc is None:
+            raise InternalError(
+                f"operator asked for state table {name!r} that the stream plan did not declare"
             )
-        nodes.append(Node(op, ins, watermark_transfer(p)))
-        return ("node", len(nodes) - 1)
+        t = StateTable(desc.id, f"{self.owner}.{desc.name}")
+        if self.store is not None:
+            t.load(self.store)
+        self.made[name] = t
+        return t
 
-    root = visit(plan)
-    if not materialize:
-        if root[0] == "rel":
-            nodes.append(Node(UnionOp(plan.schema, 1, list(plan.stream_key or [])), [root]))
-        return nodes
-    if plan.stream_key is None:
-        raise not_supported("this query has no stream key to materialize on")
-    alloc.prefix = "mat."
-    mat = ColumnarMaterializeOp(plan.schema, list(plan.stream_key), alloc)
-    nodes.append(Node(mat, [root], [(i, [(0, i)], None) for i in range(len(plan.schema))]))
-    return nodes
+    def check_used(self, node: StreamNode) -> None:
+        unused = sorted(set(self.by_local) - set(self.made))
+        if unused:
+            raise InternalError(
+                f"{node.kind}: state tables {unused} declared by the stream plan were not used"
+            )
+
+
+def build_plan(
+    plan: StreamPlan, owner: str, store: Any | None, ctx: EvalContext
+) -> tuple[list[Node], list[StateTable]]:
+    """The operator nodes of `plan` and their state tables (loaded from `store` if given);
+    `owner` (the relation's name) prefixes the tables' names in logs."""
+    nodes: list[Node] = []
+    tables: list[StateTable] = []
+    for sn in plan.nodes:
+        alloc = PlannedAllocator(sn, owner, store)
+        op = build_op(sn, alloc, ctx)
+        alloc.check_used(sn)
+        tables.extend(alloc.made.values())
+        nodes.append(Node(op, list(sn.inputs), sn.watermark_transfer()))
+    return nodes, tables
+
+
+def _calls(n: StreamHashAgg) -> list[AggCall]:
+    return [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in n.aggs]
+
+
+def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
+    """One operator for one stream node."""
+    ins = n.input_schemas[0] if n.input_schemas else []
+    key = list(n.stream_key or [])
+    names = [f.name for f in n.schema]
+    if isinstance(n, StreamMaterialize):
+        return ColumnarMaterializeOp(n.schema, list(n.pk), alloc)
+    if isinstance(n, StreamFilter):
+        return FilterOp(ins, n.predicate, ctx, key)
+    if isinstance(n, StreamProject):
+        return ProjectOp(ins, n.exprs, names, ctx, key)
+    if isinstance(n, StreamEowcAgg):
+        from engine.stream.operators.eowc import EowcAggOp
+
+        return EowcAggOp(
+            ins,
+            n.group_keys,
+            _calls(n),
+            alloc,
+            names,
+            n.wm_key,
+            errors=getattr(ctx, "errors", None),
+        )
+    if isinstance(n, StreamCollectAgg):
+        from engine.stream.operators.collect_agg import CollectAggOp
+
+        agg = Agg(list(n.schema), n.stream_key, None, list(n.group_keys), list(n.aggs))  # type: ignore[arg-type]
+        return CollectAggOp(ins, agg, alloc, list(n.input_key))
+    if isinstance(n, StreamHashAgg):
+        return HashAggOp(ins, n.group_keys, _calls(n), alloc, names, errors=ctx.errors)
+    if isinstance(n, StreamHashJoin):
+        ls, rs = n.input_schemas
+        join = HashJoinOp(
+            ls,
+            rs,
+            n.join_type,
+            n.left_keys,
+            n.right_keys,
+            n.condition,
+            ctx,
+            alloc,
+            list(n.left_stream_key),
+            list(n.right_stream_key),
+        )
+        if not isinstance(n, StreamIntervalJoin):
+            return join
+        from engine.stream.operators.interval_join import IntervalJoinOp
+
+        return IntervalJoinOp(
+            join,
+            (n.left_time, n.right_time),
+            n.lo,
+            n.hi,
+            (n.left_keys, n.right_keys),
+            (list(n.left_stream_key), list(n.right_stream_key)),
+            alloc,
+        )
+    if isinstance(n, StreamTopN):
+        order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
+        return TopNOp(
+            ins,
+            order,
+            n.limit,
+            n.offset,
+            list(n.group_keys),
+            alloc,
+            list(n.input_key),
+            with_rank_column=n.with_rank,
+            rank_name=n.rank_name,
+        )
+    if isinstance(n, StreamOverWindow):
+        from engine.stream.operators.over_window import OverWindowOp
+
+        order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
+        return OverWindowOp(
+            ins,
+            n.schema[len(ins) :],
+            list(n.partition_by),
+            order,
+            n.calls,  # type: ignore[arg-type]
+            list(n.tiebreak),
+            alloc,
+            list(n.input_key),
+        )
+    if isinstance(n, StreamUnion):
+        return UnionOp(n.schema, len(n.inputs), key)
+    if isinstance(n, StreamTimeWindow):
+        from engine.stream.operators.time_window import TimeWindowOp
+
+        return TimeWindowOp(
+            ins, list(n.schema), n.ts_col, n.window_kind, n.hop, n.size, n.offset, key
+        )
+    if isinstance(n, StreamTemporalFilter):
+        from engine.stream.operators.temporal_filter import TemporalFilterOp
+
+        return TemporalFilterOp(ins, n.bounds, ctx, key, alloc)
+    if isinstance(n, StreamDynamicFilter):
+        from engine.stream.operators.dynamic_filter import DynamicFilterOp
+
+        t = n.input_schemas[1][n.right_col].type
+        return DynamicFilterOp(ins, n.predicate, t, n.right_col, ctx, key, alloc, n.left_expr)
+    if isinstance(n, StreamEowcSort):
+        from engine.stream.operators.eowc import EowcSortOp
+
+        return EowcSortOp(list(n.schema), key, alloc, n.wm_col)
+    raise InternalError(f"no operator for stream node {n.kind}")

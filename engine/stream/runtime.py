@@ -58,8 +58,9 @@ from engine.expr import EvalContext
 from engine.expr.core import job_context
 from engine.latency import Histogram
 from engine.plan.logical import PlanNode
+from engine.plan.stream_plan import StreamPlan
 from engine.state.table import StateTable
-from engine.stream.build import build_view_nodes
+from engine.stream.build import build_plan
 from engine.stream.cpu import StreamCpu
 from engine.stream.event_log import EventLog
 from engine.stream.graph import (
@@ -70,6 +71,7 @@ from engine.stream.graph import (
     decode_wal_record,
     encode_wal_record,
 )
+from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
 from engine.stream.sink import SinkFlow, SinkNotReady, SinkStatus, build_sink_flow
@@ -469,13 +471,20 @@ class Runtime:
                 self._source_positions = {int(k): v for k, v in json.loads(so).items()}
 
     def restore_relation(self, rel: Relation, plan_fn: Callable[[Relation], PlanNode]) -> None:
+        """Rebuild one relation's flow; a view or sink from its stored stream plan
+        (`plan_fn` plans one from SQL only for entries stored without one)."""
+        splan: StreamPlan | None = None
+        if is_job(rel):
+            splan, migrated = load_plan(rel, self.catalog, plan_fn)
+            self._dirty_catalog = self._dirty_catalog or migrated
         if rel.kind is RelationKind.TABLE:
             self._add_table(rel, load=True)
         elif rel.kind is RelationKind.MATERIALIZED_VIEW:
-            plan = plan_fn(rel)
-            self._add_view(rel, plan, load=True)
+            assert splan is not None
+            self._add_view(rel, splan, load=True)
         elif rel.kind is RelationKind.SINK:
-            flow = self._add_sink(rel, plan_fn(rel), load=True)
+            assert splan is not None
+            flow = self._add_sink(rel, splan, load=True)
             flow.reopen(self.epoch, self._meta_extra.get(f"sink.{rel.id}"))
         if is_connector_relation(rel):
             self._add_source(rel, self._source_positions.pop(rel.id, None))
@@ -516,19 +525,17 @@ class Runtime:
         NULL for the row; the error goes to the event log), on the runtime's clock."""
         return job_context(self.ctx, self.events.for_job(relation_oid(rel), rel.name))
 
-    def _add_view(self, rel: Relation, plan: PlanNode, load: bool) -> ViewFlow:
-        alloc = self._alloc(rel, load)
-        nodes = build_view_nodes(plan, alloc, self.job_ctx(rel))
-        flow = ViewFlow(rel, nodes, tables=alloc.tables)
+    def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
+        nodes, tables = build_plan(plan, rel.name, self.store if load else None, self.job_ctx(rel))
+        flow = ViewFlow(rel, nodes, tables=tables)
         self.views[rel.id] = flow
         return flow
 
-    def _add_sink(self, rel: Relation, plan: PlanNode, load: bool) -> SinkFlow:
-        alloc = self._alloc(rel, load)
+    def _add_sink(self, rel: Relation, plan: StreamPlan, load: bool) -> SinkFlow:
         flow = build_sink_flow(
             rel,
             plan,
-            alloc,
+            self.store if load else None,
             self.job_ctx(rel),
             self.catalog,
             self.data_dir,
@@ -539,17 +546,16 @@ class Runtime:
         self.sinks[rel.id] = flow
         return flow
 
-    def create_sink(self, rel: Relation, plan: PlanNode, snapshot: bool) -> None:
+    def create_sink(self, rel: Relation, plan: StreamPlan, snapshot: bool) -> None:
         """Add a sink: validate + open its writer, backfill (unless snapshot=false), commit."""
         with self.lock:
             self.barrier()  # acknowledged DML counts as existing data (snapshot = 'false')
             flow: SinkFlow | None = None
             try:
-                alloc = self._alloc(rel, False)
                 flow = build_sink_flow(
                     rel,
-                    plan,
-                    alloc,
+                    store_plan(rel, plan),
+                    None,
                     self.job_ctx(rel),
                     self.catalog,
                     self.data_dir,
@@ -619,13 +625,14 @@ class Runtime:
             self._dirty_catalog = True
             self.barrier(force=True)
 
-    def create_view(self, rel: Relation, plan: PlanNode | None) -> None:
-        """Add a view; for a materialized view, backfill from the upstream snapshots."""
+    def create_view(self, rel: Relation, plan: StreamPlan | None) -> None:
+        """Add a view; for a materialized view (with its stored stream plan, see
+        `engine.stream.job_plan`), backfill from the upstream snapshots."""
         with self.lock:
             self.catalog.add(rel)
             try:
                 if plan is not None:
-                    flow = self._add_view(rel, plan, load=False)
+                    flow = self._add_view(rel, store_plan(rel, plan), load=False)
                     snap: dict[int, StreamChunk | None] = {}
                     for rid in flow.upstream():
                         t = self.snapshot(rid)

@@ -55,10 +55,10 @@ from engine.chunk import Op, StreamChunk
 from engine.connector_registry import register_sink, sink_connector
 from engine.errors import ConnectorError, UndefinedObject
 from engine.expr import EvalContext
-from engine.plan.logical import PlanNode
+from engine.plan.stream_plan import StreamPlan
 from engine.state.table import StateTable
-from engine.stream.build import build_view_nodes
-from engine.stream.graph import Allocator, ViewFlow
+from engine.stream.build import build_plan
+from engine.stream.graph import ViewFlow
 from engine.types import Field
 
 log = logging.getLogger("swell.sink")
@@ -390,25 +390,26 @@ def spec_from_relation(rel: Relation, catalog: Catalog, data_dir: str | None) ->
 
 def build_sink_flow(
     rel: Relation,
-    plan: PlanNode,
-    alloc: Allocator,
+    plan: StreamPlan,
+    store: Any | None,
     ctx: EvalContext,
     catalog: Catalog,
     data_dir: str | None,
     runtime: Any = None,
     status: SinkStatus | None = None,
 ) -> SinkFlow:
-    """Operators for the sink's plan plus its connector's writer (not yet validated/opened);
-    `status`: the counters of the flow this one replaces (a rollback keeps them)."""
+    """Operators for the sink's stream plan (state loaded from `store` on recovery) plus
+    its connector's writer (not yet validated/opened); `status`: the counters of the flow
+    this one replaces (a rollback keeps them)."""
     spec = spec_from_relation(rel, catalog, data_dir)
     spec.runtime = runtime
     if status is not None:
         status.state = "running"
         spec.status = status
     factory = sink_connector(spec.connector)
-    nodes = build_view_nodes(plan, alloc, ctx, materialize=False)
-    visible = [i for i, f in enumerate(plan.schema) if not f.hidden]
-    return SinkFlow(spec, ViewFlow(rel, nodes, tables=alloc.tables), factory(spec), visible)
+    nodes, tables = build_plan(plan, rel.name, store, ctx)
+    visible = [i for i, f in enumerate(plan.nodes[-1].schema) if not f.hidden]
+    return SinkFlow(spec, ViewFlow(rel, nodes, tables=tables), factory(spec), visible)
 
 
 import engine.stream.sink_into_table  # noqa: E402,F401  (registers the "table" writer)

@@ -76,6 +76,7 @@ def test_an_older_directory_without_a_migration_path_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dir(tmp_path)
+    set_version(tmp_path, 1)
     monkeypatch.setattr(data_format, "FORMAT_VERSION", 3)
     monkeypatch.setattr(data_format, "MIGRATIONS", {2: lambda ctx: None})  # 2 -> 3 only
     with pytest.raises(DataFormatError) as ei:
@@ -89,6 +90,7 @@ def test_an_older_directory_is_migrated_once_in_one_atomic_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dir(tmp_path)
+    set_version(tmp_path, 1)
     seen: list[int] = []
 
     def one_to_two(ctx: MigrationContext) -> None:
@@ -121,6 +123,7 @@ def test_a_failing_migration_leaves_the_directory_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dir(tmp_path)
+    set_version(tmp_path, 1)
 
     def broken(ctx: MigrationContext) -> None:
         ctx.batch.put(b"\xff\xffhalf", b"done")

@@ -1,0 +1,217 @@
+"""Stored stream plans: JSON encoding of `engine.plan.stream_plan` (format version 1).
+
+Layout: `{"version": 1, "nodes": [{"node": "StreamHashAgg", <field>: <value>, ...}],
+"scans": [[relation id, name, [columns]]], "sink": false}`. Node fields are encoded by
+name (`_CODECS`: expressions, fields, aggregate calls, sort keys, window calls, time
+bounds, state tables); every other field is a plain JSON value (ints, strings, lists of
+ints). Expressions and types use `engine.expr.codec`. A plan of an unknown version or
+node kind fails to decode with `PlanDecodeError` rather than building something else.
+
+Lifecycle: `encode_plan` at CREATE (the result goes into the relation's catalog entry,
+`extra["stream_plan"]`), `decode_plan` at recovery. A new field added to a node needs a
+default, so plans stored before it still decode; a change of meaning needs a new version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from engine.expr.codec import (
+    FuncSource,
+    PlanDecodeError,
+    expr_from_json,
+    expr_to_json,
+    type_from_json,
+    type_to_json,
+    value_from_json,
+    value_to_json,
+)
+from engine.plan.logical import AggSpec, SortKey
+from engine.plan.logical_window import WindowCall, WindowFrame
+from engine.plan.plan_time import TimeBound
+from engine.plan.stream_plan import NODE_TYPES, StreamNode, StreamPlan, TableDesc
+from engine.types import Field
+
+FORMAT_VERSION = 1
+
+
+def _fields_enc(fs: list[Field]) -> list[Any]:
+    return [[f.name, type_to_json(f.type), f.hidden] for f in fs]
+
+
+def _fields_dec(v: list[Any]) -> list[Field]:
+    return [Field(n, type_from_json(t), bool(h)) for n, t, h in v]
+
+
+def _agg_enc(a: AggSpec) -> dict[str, Any]:
+    return {
+        "kind": a.kind,
+        "arg": a.arg,
+        "type": type_to_json(a.type),
+        "distinct": a.distinct,
+        "filter": a.filter,
+        "separator": a.separator,
+        "order": [list(o) for o in a.order],
+    }
+
+
+def _agg_dec(d: dict[str, Any]) -> AggSpec:
+    return AggSpec(
+        d["kind"],
+        d["arg"],
+        type_from_json(d["type"]),
+        bool(d["distinct"]),
+        d["filter"],
+        d.get("separator"),
+        tuple((int(c), bool(x), bool(n)) for c, x, n in d.get("order", [])),
+    )
+
+
+def _bound_enc(b: tuple[str, Any]) -> list[Any]:
+    return [b[0], value_to_json(b[1])]
+
+
+def _call_enc(c: WindowCall) -> dict[str, Any]:
+    f = c.frame
+    return {
+        "kind": c.kind,
+        "args": list(c.args),
+        "type": type_to_json(c.type),
+        "frame": [f.mode, _bound_enc(f.start), _bound_enc(f.end)],
+        "offset": c.offset,
+    }
+
+
+def _call_dec(d: dict[str, Any]) -> WindowCall:
+    mode, start, end = d["frame"]
+    frame = WindowFrame(
+        mode, (start[0], value_from_json(start[1])), (end[0], value_from_json(end[1]))
+    )
+    return WindowCall(
+        d["kind"], tuple(d["args"]), type_from_json(d["type"]), frame, d.get("offset", 1)
+    )
+
+
+def _table_enc(t: TableDesc) -> dict[str, Any]:
+    return {"name": t.name, "id": t.id, "columns": t.columns, "key": t.key, "dist_key": t.dist_key}
+
+
+def _table_dec(d: dict[str, Any]) -> TableDesc:
+    return TableDesc(
+        d["name"], int(d["id"]), list(d["columns"]), list(d["key"]), list(d["dist_key"])
+    )
+
+
+Enc = Callable[[Any], Any]
+Dec = Callable[[Any, FuncSource | None], Any]
+
+
+def _opt_expr_enc(e: Any) -> Any:
+    return None if e is None else expr_to_json(e)
+
+
+def _opt_expr_dec(v: Any, src: FuncSource | None) -> Any:
+    return None if v is None else expr_from_json(v, src)
+
+
+_CODECS: dict[str, tuple[Enc, Dec]] = {
+    "inputs": (lambda v: [[k, i] for k, i in v], lambda v, s: [(str(k), int(i)) for k, i in v]),
+    "input_schemas": (
+        lambda v: [_fields_enc(x) for x in v],
+        lambda v, s: [_fields_dec(x) for x in v],
+    ),
+    "schema": (_fields_enc, lambda v, s: _fields_dec(v)),
+    "tables": (lambda v: [_table_enc(t) for t in v], lambda v, s: [_table_dec(t) for t in v]),
+    "predicate": (_opt_expr_enc, _opt_expr_dec),
+    "condition": (_opt_expr_enc, _opt_expr_dec),
+    "left_expr": (_opt_expr_enc, _opt_expr_dec),
+    "exprs": (
+        lambda v: [expr_to_json(e) for e in v],
+        lambda v, s: [expr_from_json(e, s) for e in v],
+    ),
+    "aggs": (lambda v: [_agg_enc(a) for a in v], lambda v, s: [_agg_dec(a) for a in v]),
+    "order_by": (
+        lambda v: [[k.index, k.desc, k.nulls_first] for k in v],
+        lambda v, s: [SortKey(int(i), bool(d), n) for i, d, n in v],
+    ),
+    "calls": (lambda v: [_call_enc(c) for c in v], lambda v, s: [_call_dec(c) for c in v]),
+    "bounds": (
+        lambda v: [
+            {"expr": expr_to_json(b.expr), "cmp": b.cmp, "offset_us": b.offset_us} for b in v
+        ],
+        lambda v, s: [TimeBound(expr_from_json(b["expr"], s), b["cmp"], b["offset_us"]) for b in v],
+    ),
+}
+
+
+def encode_node(n: StreamNode) -> dict[str, Any]:
+    out: dict[str, Any] = {"node": type(n).__name__}
+    for f in dataclasses.fields(n):
+        v = getattr(n, f.name)
+        codec = _CODECS.get(f.name)
+        out[f.name] = codec[0](v) if codec is not None else v
+    return out
+
+
+def decode_node(d: dict[str, Any], source: FuncSource | None = None) -> StreamNode:
+    cls = NODE_TYPES.get(d.get("node", ""))
+    if cls is None:
+        raise PlanDecodeError(f"unknown stream plan node {d.get('node')!r}")
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            continue  # a field added after the plan was stored: its default
+        v = d[f.name]
+        codec = _CODECS.get(f.name)
+        kw[f.name] = codec[1](v, source) if codec is not None else v
+    return cls(**kw)
+
+
+def encode_plan(plan: StreamPlan) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "nodes": [encode_node(n) for n in plan.nodes],
+        "scans": [[rid, name, cols] for rid, (name, cols) in sorted(plan.scans.items())],
+        "sink": plan.sink,
+    }
+
+
+def decode_plan(d: dict[str, Any], source: FuncSource | None = None) -> StreamPlan:
+    """The stored plan; `source` supplies the calls whose kernels cannot be looked up by
+    name (see `engine.expr.codec.restore_func`)."""
+    v = d.get("version")
+    if v != FORMAT_VERSION:
+        raise PlanDecodeError(
+            f"stored stream plan has format version {v}; this Swell reads version {FORMAT_VERSION}"
+        )
+    nodes = [decode_node(n, source) for n in d["nodes"]]
+    scans = {int(rid): (name, list(cols)) for rid, name, cols in d.get("scans", [])}
+    return StreamPlan(nodes, scans, bool(d.get("sink", False)))
+
+
+def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
+    """A `FuncSource` over the calls of another plan of the same job (the job's SQL bound
+    again): a stored call is taken from there when it is structurally the same call."""
+    from engine.expr.core import Func
+
+    known: dict[Any, Any] = {}
+
+    def walk(e: Any) -> None:
+        if e is None:
+            return
+        if isinstance(e, Func):
+            known.setdefault(e, e)
+        for c in e.children():
+            walk(c)
+
+    for n in plan.nodes:
+        for name in ("predicate", "condition", "left_expr"):
+            walk(getattr(n, name, None))
+        for e in getattr(n, "exprs", []) or []:
+            walk(e)
+        for b in getattr(n, "bounds", []) or []:
+            walk(b.expr)
+
+    return lambda f: known.get(f)

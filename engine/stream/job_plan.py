@@ -1,0 +1,105 @@
+"""The stored stream plan of a streaming job (materialized view or sink) in its catalog entry.
+
+* CREATE: the handler lowers the logical plan with `state_ids` (new table ids from the
+  catalog counter, recorded in `Relation.state_tables` under their stable names), then
+  `store_plan` writes the encoded plan into `rel.extra["stream_plan"]` and returns it
+  decoded again: the job is built from exactly what recovery will read.
+* Recovery: `load_plan` decodes the stored plan; the job is not planned again, so a
+  changed planner cannot attach old state to other operators. A call whose compiled
+  kernel cannot be looked up by name (`engine.expr.codec.restore_func`) is taken from the
+  job's SQL bound again, matched by its stored name, arguments and type.
+* Migration (data-directory format 1 -> 2, `engine.state.format`): entries written
+  before plans were stored have none; each is planned once from its SQL with the ids
+  already recorded under each state table's name (the names `n<i>.<table>` are the ones
+  those versions used), and the plans are written with the new format version in one
+  atomic batch. An entry that still has no plan (its plan could not be encoded) is planned
+  the same way at each recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from engine.catalog import Catalog, Relation, RelationKind
+from engine.expr.codec import PlanEncodeError
+from engine.expr.core import Func
+from engine.plan.logical import PlanNode
+from engine.plan.stream_codec import decode_plan, encode_plan, funcs_of
+from engine.plan.stream_lower import IdFn, local_ids, lower_stream_plan
+from engine.plan.stream_plan import StreamPlan
+from engine.state import format as data_format
+
+log = logging.getLogger("swell.stream")
+
+PLAN_KEY = "stream_plan"
+
+PlanFn = Callable[[Relation], PlanNode]
+
+
+def state_ids(rel: Relation, catalog: Catalog) -> IdFn:
+    """Table ids by stable name: the one recorded for `rel`, else a new one (recorded)."""
+
+    def ids(name: str) -> int:
+        tid = rel.state_tables.get(name)
+        if tid is None:
+            tid = catalog.allocate_state_table_id()
+            rel.state_tables[name] = tid
+        return tid
+
+    return ids
+
+
+def is_job(rel: Relation) -> bool:
+    return rel.kind in (RelationKind.MATERIALIZED_VIEW, RelationKind.SINK)
+
+
+def store_plan(rel: Relation, plan: StreamPlan) -> StreamPlan:
+    """Record `plan` in the catalog entry; returns the plan as recovery will decode it."""
+    try:
+        data = encode_plan(plan)
+    except PlanEncodeError as e:  # keep working; recovery will plan it like a migration
+        log.warning("stream plan of %s not stored: %s", rel.name, e)
+        rel.extra.pop(PLAN_KEY, None)
+        return plan
+    rel.extra[PLAN_KEY] = data
+    return decode_plan(data, funcs_of(plan))
+
+
+def load_plan(rel: Relation, catalog: Catalog, plan_fn: PlanFn) -> tuple[StreamPlan, bool]:
+    """The job's stream plan, and whether it was migrated (planned now, to be stored)."""
+    sink = rel.kind is RelationKind.SINK
+    data = rel.extra.get(PLAN_KEY)
+    if data is None:
+        plan = lower_stream_plan(plan_fn(rel), state_ids(rel, catalog), materialize=not sink)
+        log.info("stream plan of %s stored (planned from its SQL once)", rel.name)
+        return store_plan(rel, plan), True
+    fresh: list[Callable[[Func], Func | None]] = []
+
+    def source(f: Func) -> Func | None:
+        if not fresh:  # bind the SQL again only if some call needs it
+            again = lower_stream_plan(plan_fn(rel), local_ids(), materialize=not sink)
+            fresh.append(funcs_of(again))
+        return fresh[0](f)
+
+    return decode_plan(data, source), False
+
+
+@data_format.migration(1)
+def _store_stream_plans(ctx: data_format.MigrationContext) -> None:
+    """Format 1 -> 2: every materialized view and sink gets its stored stream plan."""
+    db = ctx.db
+    if db is None or not ctx.extras.get("catalog"):
+        return
+    catalog: Catalog = db.catalog  # loaded from ctx.extras by the database
+    n = 0
+    for rel in catalog.ordered():
+        if is_job(rel) and PLAN_KEY not in rel.extra:
+            sink = rel.kind is RelationKind.SINK
+            plan = lower_stream_plan(
+                db._plan_from_sql(rel), state_ids(rel, catalog), materialize=not sink
+            )
+            store_plan(rel, plan)
+            n += 1
+    ctx.extras["catalog"] = catalog.to_bytes()
+    ctx.notes.append(f"stored the stream plans of {n} materialized views and sinks")
