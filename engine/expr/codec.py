@@ -29,6 +29,9 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import EngineError, InternalError
+from engine.expr import coerce, fn_json, ops, registry
+from engine.expr.binder import _coalesce_kernel
+from engine.expr.coerce import UntypedLiteral
 from engine.expr.core import Case, Expr, Func, InputRef, Literal, Param
 from engine.types import SqlType, TypeKind, list_of
 
@@ -109,8 +112,6 @@ def value_from_json(v: Any) -> Any:
 
 # -- expressions ------------------------------------------------------------------------------
 def expr_to_json(e: Expr) -> dict[str, Any]:
-    from engine.expr.coerce import UntypedLiteral
-
     if isinstance(e, InputRef):
         return {"e": "ref", "i": e.index, "type": type_to_json(e.type), "name": e.name}
     if isinstance(e, Literal):
@@ -154,8 +155,6 @@ def expr_from_json(d: dict[str, Any], source: FuncSource | None = None) -> Expr:
         return InputRef(d["i"], type_from_json(d["type"]), d.get("name", ""))
     if kind == "lit":
         if d.get("untyped"):
-            from engine.expr.coerce import UntypedLiteral
-
             return UntypedLiteral(value_from_json(d["v"]), type_from_json(d["type"]))
         return Literal(value_from_json(d["v"]), type_from_json(d["type"]))
     if kind == "param":
@@ -197,8 +196,6 @@ def restore_func(name: str, op: str | None, args: tuple[Expr, ...], t: SqlType) 
     result) or none: the name of a call whose kernel holds hidden parameters (an `IN`
     list baked into a set, a LIKE's ESCAPE character) is not enough to rebuild it, so those
     are left to the fallback."""
-    from engine.expr import coerce, ops, registry
-
     a = list(args)
     if (
         name in _HIDDEN_PARAMS
@@ -226,6 +223,18 @@ def restore_func(name: str, op: str | None, args: tuple[Expr, ...], t: SqlType) 
             r = ops.bind_distinct(a[0], a[1], name == "is_not_distinct_from")
         elif name in ("is_true", "is_not_true", "is_false", "is_not_false") and len(a) == 1:
             r = ops.bind_is_bool(a[0], name.endswith("true"), "_not_" in name)
+        elif name == "coalesce" and a and all(x.type == t for x in a):
+            r = Func("coalesce", args, t, lambda v, n, c: _coalesce_kernel(v, n, t))
+        elif name in ("jsonb_access", "jsonb_access_text") and len(a) == 2:
+            r = fn_json.bind_access(a[0], a[1], name.endswith("_text"))
+        elif name in ("jsonb_path", "jsonb_path_text") and len(a) == 2:
+            r = fn_json.bind_path(a[0], a[1], name.endswith("_text"))
+        elif name == "jsonb_exists" and len(a) == 2:
+            r = fn_json.bind_exists(a[0], a[1])
+        elif name == "jsonb_contains" and len(a) == 2:
+            r = fn_json.bind_contains(a[0], a[1], op == "<@")
+        elif name == "jsonb_concat" and len(a) == 2:
+            r = fn_json.jsonb_concat(a[0], a[1])
         elif name in registry.FUNCTIONS:
             r = registry.call(name, a)
         else:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.errors import SqlSyntaxError
+from engine.handlers.ddl import plan_view_query
+from engine.handlers.sink import derived_append_only, sink_type
 from engine.plan.logical import PlanNode
 from engine.plan.stream_lower import local_ids, lower_stream_plan
 from engine.plan.stream_plan import StreamPlan, explain_lines
@@ -24,8 +26,6 @@ from engine.sql.parser import Statement, parse_one
 def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | None]:
     """The stream plan CREATE would store for `inner` (call under the runtime lock), and
     the root line above it for a sink."""
-    from engine.handlers.ddl import plan_view_query
-
     if inner.kind == "create_mv":
         assert inner.ast is not None
         q = inner.ast.expression
@@ -46,8 +46,6 @@ def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | N
 
 
 def _sink_line(d: Any, plan: PlanNode) -> str:
-    from engine.handlers.sink import derived_append_only, sink_type
-
     options = dict(d.clauses.options)
     cols = ", ".join(f.name for f in plan.schema if not f.hidden)
     kind = sink_type(d, options, derived_append_only(plan))

@@ -28,6 +28,7 @@ from engine.expr.codec import (
     value_from_json,
     value_to_json,
 )
+from engine.expr.core import Func
 from engine.plan.logical import AggSpec, SortKey
 from engine.plan.logical_window import WindowCall, WindowFrame
 from engine.plan.plan_time import TimeBound
@@ -194,8 +195,6 @@ def decode_plan(d: dict[str, Any], source: FuncSource | None = None) -> StreamPl
 def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
     """A `FuncSource` over the calls of another plan of the same job (the job's SQL bound
     again): a stored call is taken from there when it is structurally the same call."""
-    from engine.expr.core import Func
-
     known: dict[Any, Any] = {}
 
     def walk(e: Any) -> None:

@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from engine.expr.temporal import format_interval
 from engine.plan.logical import AggSpec, SortKey
 from engine.plan.logical_window import DEFAULT_FRAME, WindowCall
-from engine.plan.plan_time import TimeBound, floor_to
+from engine.plan.plan_time import TimeBound, floor_to, monotone
 from engine.types import Field
 
 #: (out column, [(input port, input column)], monotone map or None); see plan_time
@@ -150,8 +151,6 @@ class StreamProject(StreamNode):
         return [("exprs", f"[{', '.join(shown)}]")]
 
     def watermark_transfer(self) -> Transfer:
-        from engine.plan.plan_time import monotone
-
         out: Transfer = []
         for i, e in enumerate(self.exprs):
             t = monotone(e)
@@ -368,8 +367,6 @@ class StreamTimeWindow(StreamNode):
         return s.replace("StreamTimeWindow", name, 1)
 
     def details(self) -> list[tuple[str, str]]:
-        from engine.expr.temporal import format_interval
-
         def iv(us: int) -> str:
             return format_interval(0, 0, us * 1000)
 

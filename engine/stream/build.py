@@ -48,6 +48,13 @@ from engine.stream.operators import (
     TopNOp,
     UnionOp,
 )
+from engine.stream.operators.collect_agg import CollectAggOp
+from engine.stream.operators.dynamic_filter import DynamicFilterOp
+from engine.stream.operators.eowc import EowcAggOp, EowcSortOp
+from engine.stream.operators.interval_join import IntervalJoinOp
+from engine.stream.operators.over_window import OverWindowOp
+from engine.stream.operators.temporal_filter import TemporalFilterOp
+from engine.stream.operators.time_window import TimeWindowOp
 
 
 class PlannedAllocator:
@@ -114,8 +121,6 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
     if isinstance(n, StreamProject):
         return ProjectOp(ins, n.exprs, names, ctx, key)
     if isinstance(n, StreamEowcAgg):
-        from engine.stream.operators.eowc import EowcAggOp
-
         return EowcAggOp(
             ins,
             n.group_keys,
@@ -126,8 +131,6 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             errors=getattr(ctx, "errors", None),
         )
     if isinstance(n, StreamCollectAgg):
-        from engine.stream.operators.collect_agg import CollectAggOp
-
         agg = Agg(list(n.schema), n.stream_key, None, list(n.group_keys), list(n.aggs))  # type: ignore[arg-type]
         return CollectAggOp(ins, agg, alloc, list(n.input_key))
     if isinstance(n, StreamHashAgg):
@@ -148,8 +151,6 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
         )
         if not isinstance(n, StreamIntervalJoin):
             return join
-        from engine.stream.operators.interval_join import IntervalJoinOp
-
         return IntervalJoinOp(
             join,
             (n.left_time, n.right_time),
@@ -173,8 +174,6 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             rank_name=n.rank_name,
         )
     if isinstance(n, StreamOverWindow):
-        from engine.stream.operators.over_window import OverWindowOp
-
         order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
         return OverWindowOp(
             ins,
@@ -189,22 +188,14 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
     if isinstance(n, StreamUnion):
         return UnionOp(n.schema, len(n.inputs), key)
     if isinstance(n, StreamTimeWindow):
-        from engine.stream.operators.time_window import TimeWindowOp
-
         return TimeWindowOp(
             ins, list(n.schema), n.ts_col, n.window_kind, n.hop, n.size, n.offset, key
         )
     if isinstance(n, StreamTemporalFilter):
-        from engine.stream.operators.temporal_filter import TemporalFilterOp
-
         return TemporalFilterOp(ins, n.bounds, ctx, key, alloc)
     if isinstance(n, StreamDynamicFilter):
-        from engine.stream.operators.dynamic_filter import DynamicFilterOp
-
         t = n.input_schemas[1][n.right_col].type
         return DynamicFilterOp(ins, n.predicate, t, n.right_col, ctx, key, alloc, n.left_expr)
     if isinstance(n, StreamEowcSort):
-        from engine.stream.operators.eowc import EowcSortOp
-
         return EowcSortOp(list(n.schema), key, alloc, n.wm_col)
     raise InternalError(f"no operator for stream node {n.kind}")

@@ -1,0 +1,19 @@
+-- case: cross_join_refused
+CREATE TABLE a (id INT PRIMARY KEY);
+CREATE TABLE b (id INT PRIMARY KEY);
+CREATE MATERIALIZED VIEW mv AS SELECT a.id AS aid, b.id AS bid FROM a CROSS JOIN b;
+
+-- case: unnest_in_select
+CREATE TABLE t (id INT PRIMARY KEY, tags VARCHAR[]);
+CREATE MATERIALIZED VIEW mv AS SELECT id, unnest(tags) AS tag FROM t;
+
+-- case: values_refused
+CREATE MATERIALIZED VIEW mv AS SELECT * FROM (VALUES (1), (2)) AS v(x);
+
+-- case: jsonb_access
+CREATE TABLE t (id INT PRIMARY KEY, doc JSONB);
+CREATE MATERIALIZED VIEW mv AS SELECT id, doc ->> 'name' AS name, (doc -> 'n')::INT AS n FROM t WHERE doc ? 'name';
+
+-- case: coalesce_cast_date_trunc
+CREATE TABLE t (id INT PRIMARY KEY, v INT, ts TIMESTAMP);
+CREATE MATERIALIZED VIEW mv AS SELECT date_trunc('hour', ts) AS h, sum(coalesce(v, 0)::BIGINT) AS s FROM t GROUP BY date_trunc('hour', ts);
