@@ -203,6 +203,15 @@ class KafkaReader:
         return out + [TopicPartition(topic, p, where) for p in todo]
 
     def _handle(self, msgs: list[Any]) -> None:
+        good = [m for m in msgs if m.error() is None]
+        if len(good) != len(msgs) or self._until_eof:
+            good = self._sift(msgs)
+        if not good:
+            return
+        self._take(good)
+
+    def _sift(self, msgs: list[Any]) -> list[Any]:
+        """The data messages of a poll batch; partition EOFs and errors handled here."""
         good = []
         for m in msgs:
             err = m.error()
@@ -220,8 +229,10 @@ class KafkaReader:
                         self.stats.offsets.setdefault(p, m.offset())
             else:
                 self._log_once(f"err{err.code()}", f"kafka source {self.rel.name}: {err}")
-        if not good:
-            return
+        return good
+
+    def _take(self, good: list[Any]) -> None:
+        """Decode the data messages and buffer the chunk with the positions reached."""
         todo = good
         if self._ts_floor:
             floor = self.opts.startup_timestamp_ms or 0
@@ -236,8 +247,8 @@ class KafkaReader:
         batch, deletes, errors = self.decoder.decode(todo)
         self.stats.record_errors(errors)
         # position: the last offset per partition among all messages (bad ones included)
-        parts = np.fromiter((m.partition() for m in good), np.int64, len(good))
-        offs = np.fromiter((m.offset() for m in good), np.int64, len(good))
+        pos = np.array([(m.partition(), m.offset()) for m in good], np.int64).reshape(-1, 2)
+        parts, offs = pos[:, 0], pos[:, 1]
         order = np.lexsort((offs, parts))
         sp, so = parts[order], offs[order]
         last = np.r_[sp[1:] != sp[:-1], True]
