@@ -232,11 +232,13 @@ class KafkaSinkWriter(BaseSinkWriter):
         assert keys is not None
         if kind == UPSERT:
             keep = ops != Op.UPDATE_DELETE
-            vals = pl.Series(values).set(pl.Series(ops == Op.DELETE), None)  # type: ignore[arg-type]
+            vals = pl.Series(values).set(pl.Series(ops == Op.DELETE), None)
             return keys.filter(keep).to_list(), vals.filter(keep).to_list()
         return self._debezium(ops, keys, values)
 
-    def _debezium(self, ops: np.ndarray, keys: pl.Series, rows: pl.Series) -> tuple[list, list]:
+    def _debezium(
+        self, ops: np.ndarray, keys: pl.Series, rows: pl.Series
+    ) -> tuple[list[Any], list[Any]]:
         ts = int(time.time() * 1000)
         source = orjson.dumps({"db": "dev", "table": self.spec.name, "ts_ms": ts}).decode()
         df = pl.DataFrame({"op": ops, "row": rows, "key": keys}).with_columns(

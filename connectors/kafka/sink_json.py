@@ -94,7 +94,7 @@ class JsonRowEncoder:
     def _column(self, arr: pa.Array, f: Field) -> pl.Series:
         if f.type.kind is TypeKind.INTERVAL:
             return pl.Series(f.name, [_interval_iso(v) for v in arr.to_pylist()], pl.String)
-        s = pl.Series(f.name, pl.from_arrow(arr))  # type: ignore[arg-type]
+        s = pl.Series(f.name, pl.from_arrow(arr))
         e = self._convert(pl.col(f.name), f.type)
         return s if e is None else s.to_frame().select(e)[f.name]
 

@@ -132,7 +132,7 @@ class _Batcher:
                 ok.append(it)
         if not ok:
             return
-        batches: list[Decoded] = [it.decoded for it in ok]  # type: ignore[misc]
+        batches: list[Decoded] = [it.decoded for it in ok]
         rows = sum(decoded_rows(b) for b in batches)
         seq: int | None = None
         if rows:
