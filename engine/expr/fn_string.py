@@ -274,7 +274,7 @@ def _left_py(s: str, k: int) -> str:
 
 def _right_py(s: str, k: int) -> str:
     if k >= 0:
-        return s[len(s) - k:] if k else ""
+        return s[max(len(s) - k, 0):] if k else ""  # more than the length: the whole string
     return s[-k:]
 
 

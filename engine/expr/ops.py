@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import (
+    DataError,
     DatetimeFieldOverflow,
     DivisionByZero,
     EngineError,
@@ -464,10 +466,44 @@ def _as_bool(e: Expr, what: str) -> Expr:
     return c
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class AndOr(Func):
+    """AND / OR evaluated column-wise, but when the right operand raises a data error
+    (`x <> 0 AND 10 / x > 1`), it is evaluated again on the rows the left one leaves
+    undecided (not FALSE for AND, not TRUE for OR), as PostgreSQL's short-circuit
+    evaluation never evaluates it for the others. The common case costs nothing extra."""
+
+    def _eval(self, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
+        left = self.args[0]._eval(batch, ctx)
+        try:
+            right = self.args[1]._eval(batch, ctx)
+        except DataError as e:
+            right = self._right_where_undecided(left, batch, ctx, e)
+        return self._apply([left, right], batch.num_rows, ctx)
+
+    def _right_where_undecided(
+        self, left: Datum, batch: pa.RecordBatch, ctx: EvalContext, err: DataError
+    ) -> Datum:
+        n = batch.num_rows
+        decided = pc.fill_null(pc.equal(as_array(left, n, BOOLEAN), self.op == "OR"), False)
+        keep = pc.invert(decided).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(keep)
+        if len(rows) == n:
+            raise err  # every row needs the right side: the error stands
+        sub = as_array(self.args[1]._eval(batch.filter(pa.array(keep)), ctx), len(rows), BOOLEAN)
+        # decided rows get NULL, which cannot change a decided AND/OR
+        idx = np.full(n, len(rows), dtype=np.int64)
+        idx[rows] = np.arange(len(rows), dtype=np.int64)
+        return pa.concat_arrays([sub, pa.nulls(1, pa.bool_())]).take(pa.array(idx))
+
+    def with_children(self, children: list[Expr]) -> Expr:
+        return AndOr(self.name, tuple(children), self.type, self.kernel, self.op)
+
+
 def bind_and_or(op: str, left: Expr, right: Expr) -> Expr:
     left, right = _as_bool(left, op), _as_bool(right, op)
     fn = pc.and_kleene if op == "AND" else pc.or_kleene
-    return Func(op.lower(), (left, right), BOOLEAN, lambda a, n, c: fn(a[0], a[1]), op=op)
+    return AndOr(op.lower(), (left, right), BOOLEAN, lambda a, n, c: fn(a[0], a[1]), op=op)
 
 
 def bind_not(arg: Expr) -> Expr:

@@ -258,6 +258,13 @@ class QueryGen:
             return f"({self.pred(scope, d)} OR {self.pred(scope, d)})"
         if choice == 7:
             return f"NOT ({self.pred(scope, d)})"
+        if choice == 9 and r.random() < 0.5:
+            kind = r.choice(["int", "text", "num"])
+            neg = r.choice(["", "NOT "])
+            return f"{self.expr(kind, scope, d)} IS {neg}DISTINCT FROM {self.expr(kind, scope, d)}"
+        if choice == 9 and r.random() < 0.5:
+            op = r.choice(["=", "<", ">="])
+            return f"{self.expr('int', scope, d)} {op} {self.expr('num', scope, d)}"
         if choice == 8:
             pat = r.choice(["a%", "%b%", "_", "A%", "%", "x\\_y"])
             return (
@@ -280,6 +287,9 @@ class QueryGen:
                 "setop",
                 "grouping_sets",
                 "distinct",
+                "derived",
+                "join_agg",
+                "cte",
             ]
         )
         q = getattr(self, "_" + shape)()
@@ -434,6 +444,39 @@ class QueryGen:
             ]
         ).format(p=part)
         return f"SELECT t.id, {fn} AS w FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
+
+    def _derived(self) -> str:
+        r = self.r
+        inner_scope = [("t", "fz_t")]
+        key = r.choice(["t.a", "t.s", "t.flag"])
+        aggs = self._aggs(inner_scope, r.randint(1, 2))
+        where = self._maybe_where(inner_scope)
+        inner = f"SELECT {key} AS k, {', '.join(aggs)} FROM fz_t t{where} GROUP BY {key}"
+        cond = r.choice(["x.a0 IS NOT NULL", "x.k IS NULL", "true", "x.a0 > 1"])
+        return f"SELECT * FROM ({inner}) AS x WHERE {cond}"
+
+    def _join_agg(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t"), ("u", "fz_u")]
+        kind = r.choice(["JOIN", "LEFT JOIN"])
+        key = r.choice(["u.s", "t.a", "u.c", "t.flag"])
+        aggs = self._aggs(scope, r.randint(1, 2))
+        return (
+            f"SELECT {key} AS k, {', '.join(aggs)} FROM fz_t t {kind} fz_u u ON t.a = u.a"
+            f"{self._maybe_where(scope)} GROUP BY {key}"
+        )
+
+    def _cte(self) -> str:
+        r = self.r
+        inner = f"SELECT t.id, t.a, t.s FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
+        outer = r.choice(
+            [
+                "SELECT c.a, count(*) AS n FROM c GROUP BY c.a",
+                "SELECT c.id, c.s FROM c JOIN fz_u u ON c.a = u.a",
+                "SELECT c.s, max(c.id) AS m FROM c GROUP BY c.s HAVING count(*) > 1",
+            ]
+        )
+        return f"WITH c AS ({inner}) {outer}"
 
     def _setop(self) -> str:
         r = self.r
