@@ -442,7 +442,7 @@ def test_broker_outage_shows_in_source_status(
         assert "kafka source out_src: brokers reachable again" in log
         # one librdkafka line per kind of message every 30 s, not one per reconnect attempt
         refused = [ln for ln in log.splitlines() if "librdkafka" in ln or "Connect to" in ln]
-        assert 0 < len(refused) <= 6, refused
+        assert 0 < len(refused) <= 12, refused  # unlimited: about 20 a second
         assert not any(ln.startswith("%3|") for ln in log.splitlines())
     finally:
         broker.stop()
