@@ -14,14 +14,19 @@
   those versions used), and the plans are written with the new format version in one
   atomic batch. An entry that still has no plan (its plan could not be encoded) is planned
   the same way at each recovery.
+
+`rw_catalog.rw_internal_tables` lists every job's state tables from its stored plan (id,
+name, operator, columns, key, distribution key): what a job's state is made of.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from engine.catalog import Catalog, Relation, RelationKind
+from engine.catalog.system import RW_CATALOG, SystemContext, register_system_relation
 from engine.expr.codec import PlanEncodeError
 from engine.expr.core import Func
 from engine.plan.logical import PlanNode
@@ -29,6 +34,7 @@ from engine.plan.stream_codec import decode_plan, encode_plan, funcs_of
 from engine.plan.stream_lower import IdFn, local_ids, lower_stream_plan
 from engine.plan.stream_plan import StreamPlan
 from engine.state import format as data_format
+from engine.types import INT, VARCHAR, Field
 
 log = logging.getLogger("swell.stream")
 
@@ -103,3 +109,53 @@ def _store_stream_plans(ctx: data_format.MigrationContext) -> None:
             n += 1
     ctx.extras["catalog"] = catalog.to_bytes()
     ctx.notes.append(f"stored the stream plans of {n} materialized views and sinks")
+
+
+# -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
+_INTERNAL_FIELDS = [
+    Field("id", INT),
+    Field("name", VARCHAR),
+    Field("job_id", INT),
+    Field("job_name", VARCHAR),
+    Field("job_kind", VARCHAR),
+    Field("operator", VARCHAR),
+    Field("columns", VARCHAR),
+    Field("primary_key", VARCHAR),
+    Field("distribution_key", VARCHAR),
+]
+
+
+def _internal_rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    """Read from the stored JSON (no decoding): one row per state table of each job."""
+    out: list[tuple[Any, ...]] = []
+    for rel in ctx.catalog.ordered():
+        data = rel.extra.get(PLAN_KEY) if is_job(rel) else None
+        if not data:
+            continue
+        for node in data.get("nodes", []):
+            for t in node.get("tables", []):
+                cols = t["columns"]
+                out.append(
+                    (
+                        t["id"],
+                        f"{rel.name}.{t['name']}",
+                        rel.id,
+                        rel.name,
+                        rel.kind.value,
+                        node["node"],
+                        ", ".join(cols),
+                        ", ".join(cols[i] for i in t["key"]),
+                        ", ".join(cols[i] for i in t["dist_key"]),
+                    )
+                )
+    return out
+
+
+register_system_relation(
+    RW_CATALOG,
+    "rw_internal_tables",
+    _INTERNAL_FIELDS,
+    _internal_rows,
+    description="the state tables of every materialized view and sink, as their stored "
+    "stream plans name them",
+)
