@@ -238,9 +238,9 @@ class Func(Expr):
         try:
             return self._apply(vals, batch.num_rows, ctx)
         except Exception as e:
-            sink = getattr(ctx, "errors", None)
+            sink: ErrorSink | None = getattr(ctx, "errors", None)
             err = None if sink is None else row_failure(e)
-            if err is None:
+            if sink is None or err is None:
                 raise
             return recover(str(self), self.type.arrow,
                            lambda v, n: self._apply(v, n, ctx), self.row_errors,
