@@ -256,7 +256,12 @@ class WebhookServer:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge as e:
             raise WebhookError(413, f"request body exceeds {self.max_body_bytes} bytes") from e
-        headers = {k.lower(): v for k, v in request.headers.items()}
+        keys = target.header_keys
+        if keys is None:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+        else:  # VALIDATE reads only these; names are lower-cased, so others never match
+            get = request.headers.get
+            headers = {k: v for k in keys if k == k.lower() and (v := get(k)) is not None}
         decoded: Decoded | WebhookError
         try:
             if len(body) <= INLINE_DECODE_BYTES:

@@ -243,3 +243,14 @@ def test_validate_verdicts_are_cached_by_the_header_values_read(db: SwellDatabas
     tgt = ing.resolve("dev", "public", "gh2")
     assert tgt.validator is not None
     assert header_keys(tgt.validator) is None
+
+
+def test_validate_on_a_header_subset_matches_all_headers(db: SwellDatabase) -> None:
+    """The server passes VALIDATE only the (lower-cased) headers it reads: same verdicts."""
+    run(db, "CREATE TABLE up (data JSONB) WITH (connector = 'webhook') VALIDATE AS "
+            "secure_compare(headers->>'Authorization', 'x')")
+    t = WebhookIngest(db).resolve("dev", "public", "up")
+    assert t.header_keys == ("Authorization",)
+    full = IncomingRequest({"authorization": "x", "host": "h"}, b"{}")
+    sub = IncomingRequest({}, b"{}")  # what the server keeps: no lower-case key matches
+    assert t._evaluate([full]) == t._evaluate([sub]) == [400]
