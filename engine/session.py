@@ -31,7 +31,7 @@ from engine.latency import STATEMENT_KINDS, STATEMENTS
 from engine.recursion import too_complex
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
-from engine.stream.event_log import flush_warning
+from engine.stream.event_log import flush_warning, readable_jobs
 from engine.types import SqlType
 
 log = logging.getLogger("swell.session")
@@ -397,7 +397,9 @@ class SwellSession:
     def _flushed(self) -> QueryResult:
         """FLUSH's answer: a WARNING when streaming expressions failed since this session's
         last FLUSH (the rows flowed on with NULLs; the event log has the details)."""
-        self._errors_seen, warning = flush_warning(self.db.runtime.events, self._errors_seen)
+        self._errors_seen, warning = flush_warning(
+            self.db.runtime.events, self._errors_seen, readable_jobs(self.db, self)
+        )
         if warning is None:
             return QueryResult("FLUSH")
         msg, detail = warning

@@ -13,6 +13,9 @@ those columns and adds flat ones for the common question "which job fails how of
   failing row's argument values and the first/last time seen.
 * other event types (`record_event`) keep only `info`; the flat columns are NULL.
 
+A role sees the failures only of the jobs it may SELECT from (their messages and samples
+carry row values); FLUSH's warning counts every failure but names only those.
+
 Logging: the first failure of each kind is logged at WARNING at once; later ones at most
 every `LOG_INTERVAL_S` seconds per kind, with the count since the last line.
 
@@ -31,10 +34,17 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.catalog.system import RW_CATALOG, SystemContext, register_system_relation
+from engine.catalog import privileges as pv
+from engine.catalog.system import (
+    RW_CATALOG,
+    SystemContext,
+    register_system_relation,
+    relation_oid,
+)
 from engine.errors import EngineError
 from engine.expr import jsonb_canonical
 from engine.types import BIGINT, INT, JSONB, TIMESTAMPTZ, VARCHAR, Field
@@ -156,10 +166,13 @@ class JobErrors:
         self.events.record_error(self.job_id, self.job_name, expression, error, count, sample)
 
 
-def flush_warning(events: EventLog, seq: int) -> tuple[int, tuple[str, str] | None]:
+def flush_warning(
+    events: EventLog, seq: int, readable: Callable[[int], bool] = lambda job_id: True
+) -> tuple[int, tuple[str, str] | None]:
     """`total` now, and (message, detail) of FLUSH's WARNING when rows failed since `total`
-    was `seq` (None when none did)."""
+    was `seq` (None when none did); the detail names only the `readable` jobs' failures."""
     total, kinds = events.since(seq)
+    kinds = [k for k in kinds if readable(k.job_id)]
     n = total - seq
     if n <= 0:
         return total, None
@@ -192,6 +205,23 @@ def _ts(t: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(t, dt.UTC)
 
 
+def readable_jobs(db: Any, session: Any) -> Callable[[int], bool]:
+    """Whether `session`'s role may see a job's failures (job id = its relation OID): the
+    messages and samples carry row values, so only roles that may SELECT from the job
+    (owners, superusers, grantees) see them. Without a session (internal use) all."""
+    if session is None:
+        return lambda job_id: True
+    catalog = db.catalog
+    oid = pv.session_owner(session)
+    rels = {relation_oid(r): r for r in catalog.ordered()}
+
+    def readable(job_id: int) -> bool:
+        rel = rels.get(job_id)
+        return rel is not None and pv.has_privilege(catalog, oid, rel, "r")
+
+    return readable
+
+
 def _rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     events: EventLog | None = getattr(ctx.db.runtime, "events", None)
     if events is None:
@@ -199,8 +229,11 @@ def _rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     with events.lock:
         kinds = list(events.kinds.values())
         others = list(events.events)
+    readable = readable_jobs(ctx.db, ctx.session)
     out: list[tuple[Any, ...]] = []
     for k in kinds:
+        if not readable(k.job_id):
+            continue
         info = {
             "job_id": k.job_id,
             "job_name": k.job_name,

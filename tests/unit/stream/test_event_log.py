@@ -156,3 +156,22 @@ def test_sink_into_table_value_out_of_column_range_is_null(session: Any) -> None
     assert _run(s, "SELECT job_name, expression, error FROM rw_event_logs").rows == [
         ("sk", "x::Int32", "integer out of range")
     ]
+
+
+def test_roles_see_failures_of_jobs_they_may_read(session: Any) -> None:
+    """Messages and samples carry row values: a role without SELECT on the view sees
+    neither its event-log rows nor its name in FLUSH's warning (only the count)."""
+    s = session
+    _run(s, "CREATE USER alice")
+    _run(s, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT)")
+    _run(s, "CREATE MATERIALIZED VIEW secret_v AS SELECT id, a / b AS q FROM t")
+    alice = s.db.connect("alice", "dev")
+    _run(s, "INSERT INTO t VALUES (1, 42, 0)")
+    res = _run(alice, "FLUSH")
+    assert res.notices[0].message.startswith("1 row(s) failed")
+    assert "secret_v" not in (res.notices[0].detail or "")
+    sql = "SELECT job_name, count FROM rw_catalog.rw_event_logs"
+    assert _run(alice, sql).rows == []
+    assert _run(s, sql).rows == [("secret_v", 1)]
+    _run(s, "GRANT SELECT ON secret_v TO alice")
+    assert _run(alice, sql).rows == [("secret_v", 1)]
