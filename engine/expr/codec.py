@@ -27,9 +27,10 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import EngineError, InternalError
-from engine.expr import coerce, fn_json, ops, registry
+from engine.expr import coerce, fn_json, fn_string, ops, registry
 from engine.expr.binder import _coalesce_kernel
 from engine.expr.coerce import UntypedLiteral
 from engine.expr.core import Case, Expr, Func, InputRef, Literal, Param
@@ -225,6 +226,10 @@ def restore_func(name: str, op: str | None, args: tuple[Expr, ...], t: SqlType) 
             r = ops.bind_is_bool(a[0], name.endswith("true"), "_not_" in name)
         elif name == "coalesce" and a and all(x.type == t for x in a):
             r = Func("coalesce", args, t, lambda v, n, c: _coalesce_kernel(v, n, t))
+        elif name == "concat_op" and len(a) == 2:
+            r = fn_string.bind_concat_op(a[0], a[1])
+        elif name == "nullif" and len(a) == 2:
+            r = _nullif(a[0], a[1])
         elif name in ("jsonb_access", "jsonb_access_text") and len(a) == 2:
             r = fn_json.bind_access(a[0], a[1], name.endswith("_text"))
         elif name in ("jsonb_path", "jsonb_path_text") and len(a) == 2:
@@ -244,3 +249,17 @@ def restore_func(name: str, op: str | None, args: tuple[Expr, ...], t: SqlType) 
     if isinstance(r, Func) and r.name == name and r.type == t and r.args == args:
         return r
     return None
+
+
+def _nullif(a: Expr, b: Expr) -> Expr:
+    """NULLIF(a, b) as the binder builds it (`ExprBinder._nullif`)."""
+    eq = ops.bind_compare("=", a, b)
+    if not isinstance(eq, Func):
+        return eq
+    rt, cmp = eq.args[0].type, eq.kernel
+
+    def kernel(x: list[Any], n: int, c: Any) -> Any:
+        same = cmp(x, n, c)
+        return pc.if_else(pc.fill_null(same, False), pa.scalar(None, rt.arrow), x[0])
+
+    return Func("nullif", eq.args, rt, kernel)

@@ -27,7 +27,7 @@ from typing import Any
 
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import RW_CATALOG, SystemContext, register_system_relation
-from engine.expr.codec import PlanEncodeError
+from engine.expr.codec import PlanDecodeError, PlanEncodeError
 from engine.expr.core import Func
 from engine.plan.logical import PlanNode
 from engine.plan.stream_codec import decode_plan, encode_plan, funcs_of
@@ -88,7 +88,10 @@ def load_plan(rel: Relation, catalog: Catalog, plan_fn: PlanFn) -> tuple[StreamP
             fresh.append(funcs_of(again))
         return fresh[0](f)
 
-    return decode_plan(data, source), False
+    try:
+        return decode_plan(data, source), False
+    except PlanDecodeError as e:
+        raise PlanDecodeError(f'{rel.kind.value} "{rel.name}": {e}') from e
 
 
 @data_format.migration(1)

@@ -193,3 +193,21 @@ def test_stored_plan_is_versioned_json(data_dir: Path) -> None:
             decode_plan(bad)
     finally:
         db.close()
+
+
+def test_a_plan_that_cannot_be_decoded_names_its_job(data_dir: Path) -> None:
+    db = _open(data_dir)
+    try:
+        rel = db.catalog.find("agg")
+        assert rel is not None
+        pred = rel.extra[PLAN_KEY]["nodes"][0]["predicate"]
+        assert pred["name"] == "greater"
+        pred["name"] = "no_such_function"
+        db.runtime._dirty_catalog = True
+        db.connect("root", "dev").execute_simple("FLUSH")
+    finally:
+        db.close()
+    with pytest.raises(
+        InternalError, match='materialized view "agg": .*no function no_such_function'
+    ):
+        _open(data_dir)
