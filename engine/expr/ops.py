@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ from engine.errors import (
 from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
-from engine.expr.nonstrict import RowErrors
+from engine.expr.nonstrict import RowErrors, row_failure
 from engine.expr.typmod import numeric_with_scale, scale_of
 from engine.types import (
     BOOLEAN,
@@ -475,20 +475,36 @@ class AndOr(Func):
 
     def _eval(self, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
         left = self.args[0]._eval(batch, ctx)
+        if getattr(ctx, "errors", None) is not None:
+            return self._eval_nonstrict(left, batch, ctx)
         try:
             right = self.args[1]._eval(batch, ctx)
         except DataError as e:
             right = self._right_where_undecided(left, batch, ctx, e)
         return self._apply([left, right], batch.num_rows, ctx)
 
+    def _eval_nonstrict(self, left: Datum, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
+        """Streaming (engine.expr.nonstrict): the right side first strictly; only if it
+        fails, again non-strictly on the undecided rows, so the failures reported are the
+        ones PostgreSQL's short-circuit would meet (`b <> 0 AND a / b > 1` reports none)."""
+        try:
+            right = self.args[1]._eval(batch, replace(ctx, errors=None))
+        except Exception as e:
+            if row_failure(e) is None:
+                raise
+            right = self._right_where_undecided(left, batch, ctx, None)
+        return self._apply([left, right], batch.num_rows, ctx)
+
     def _right_where_undecided(
-        self, left: Datum, batch: pa.RecordBatch, ctx: EvalContext, err: DataError
+        self, left: Datum, batch: pa.RecordBatch, ctx: EvalContext, err: DataError | None
     ) -> Datum:
         n = batch.num_rows
         decided = pc.fill_null(pc.equal(as_array(left, n, BOOLEAN), self.op == "OR"), False)
         keep = pc.invert(decided).to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(keep)
         if len(rows) == n:
+            if err is None:  # non-strict: failing rows become NULL and are reported
+                return self.args[1]._eval(batch, ctx)
             raise err  # every row needs the right side: the error stands
         sub = as_array(self.args[1]._eval(batch.filter(pa.array(keep)), ctx), len(rows), BOOLEAN)
         # decided rows get NULL, which cannot change a decided AND/OR

@@ -216,3 +216,15 @@ def test_untranslated_value_errors_are_row_failures() -> None:
         _raising(TypeError("bug"), 7).eval(batch, job_context(EvalContext(), Sink()))
     with pytest.raises(OverflowError):  # ad hoc: unchanged
         _raising(OverflowError("big"), 7).eval(batch, EvalContext())
+
+
+def test_guarded_division_reports_only_rows_postgres_would_evaluate() -> None:
+    """`b <> 0 AND a / b > 1` never divides by zero in PostgreSQL: no failure is reported;
+    an unguarded row is (NULL, counted once)."""
+    cols = {"a": (INT, [6, 1, 4, 8]), "b": (INT, [3, 0, 0, None])}
+    got, sink = evaluate("b <> 0 AND a / b > 1", cols)
+    assert got == [True, False, False, None] and sink.reports == []
+    got, sink = evaluate("b = 0 OR a / b > 1", cols)
+    assert got == [True, True, True, None] and sink.reports == []
+    got, sink = evaluate("a > 3 AND a / b > 1", cols)
+    assert got == [True, False, None, None] and sink.counts() == {"22012": 1}
