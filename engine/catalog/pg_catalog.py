@@ -159,13 +159,7 @@ class CatalogModel:
         if r.rel is None:
             return None
         rt = getattr(self.ctx.db, "runtime", None)
-        flow = None
-        if rt is not None:
-            flow = rt.tables.get(r.rel.id) or rt.views.get(r.rel.id)
-        try:
-            return len(flow.mat) if flow is not None else None
-        except TypeError:
-            return None
+        return None if rt is None else rt.row_count(r.rel.id)  # type: ignore[no-any-return]
 
     def user_name(self) -> str:
         s = self.ctx.session

@@ -63,13 +63,14 @@ def run_plan(
 
     rt = session.db.runtime
     rels = relations_scanned(plan)
-    with rt.lock:
-        snaps = {
-            r.id: rt.snapshot(r.id)
+    with rt.lock:  # pins are O(segments); the tables are built after the lock is released
+        pins = {
+            r.id: rt.pin(r.id)
             for r in rels
             if not is_iceberg_relation(r) and r.kind is not RelationKind.SOURCE
         }
         load_system_scans(plan, _system_ctx(session))
+    snaps = {rid: p.table() for rid, p in pins.items()}
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
     for r in rels:  # a source is read from its topic, outside the epoch lock
         if r.kind is RelationKind.SOURCE and not is_iceberg_relation(r):

@@ -10,12 +10,34 @@ one atomic RocksDB WriteBatch together with the catalog and source offsets.
 Lifecycle:
 1. created with a table id unique in the database (`StateTableCatalog.id`);
 2. `load(store)` on recovery fills the dict from the store's prefix scan;
-3. per epoch: operators call `get`/`put`/`delete` (or the `*_many` forms);
+3. per epoch: operators read and write through the interface below, per chunk;
 4. at the checkpoint: `write_dirty(batch)` encodes dirty keys, then the batch commits;
+   right after a commit, `snapshot(epoch)` pins that committed image for readers;
 5. `drop(batch)` deletes the whole table's key range (DROP ... of its owner).
 
-Reads see the epoch's own writes. Keys and values are tuples of the Python values
-documented in `engine.types`.
+The interface operators use (the contract `tests/unit/state/test_state_contract.py` checks
+over the in-memory table and over tables persisted to and reloaded from RocksDB, so
+the state-store work can put RocksDB underneath without touching operators):
+
+* per-chunk reads and writes: `get_many(keys)` (multi-get, None where absent),
+  `put_many(keys, values)`, `delete_many(keys)`; `get`/`put`/`delete` for single keys;
+  `len`, `in`;
+* ordered range scans: `scan(prefix, start=, end=)` yields `(key, value)` in key order
+  (`engine.state.order`) for keys starting with `prefix` within `[start, end)`;
+  `items()` is the whole table in no particular order (rebuilding per-run indexes);
+* `snapshot(epoch)`: a read-only `TableSnapshot` of the table as it is now (call it at a
+  committed point); later writes do not change it, and it may be read from another
+  thread while the barrier thread writes the table (see `TableSnapshot`).
+
+Nothing outside this module touches the mapping itself. Reads see the epoch's own
+writes. Keys and values are tuples of the Python values documented in `engine.types`.
+
+Cost model of the in-memory implementation: point reads and writes are dict operations.
+The first `scan` builds an ordered index of the keys (a sorted list by `key_order`),
+kept up to date by later writes of new keys and deletes (O(log n) each), so only tables
+that are scanned pay for order. A live snapshot makes each first write of a key after
+it record the key's old value once (copy-on-write); with no snapshot alive writes pay
+one attribute test.
 
 Two store layouts (one per table at any time; `load` reads either):
 
@@ -41,11 +63,16 @@ checkpoint batch, so the range never mixes the two.
 from __future__ import annotations
 
 import marshal
+import weakref
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from sortedcontainers import SortedKeyList
+
 from engine.state import codec
+from engine.state.order import key_order
 
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
@@ -77,6 +104,9 @@ class StateTable:
         "_relayout",
         "_seq",
         "_records",
+        "_order",
+        "_pins",
+        "_watch",
     )
 
     def __init__(self, table_id: int, name: str = "") -> None:
@@ -90,6 +120,9 @@ class StateTable:
         self._relayout = False  # the store holds the other layout: rewrite at next write
         self._seq = 0  # next log record number
         self._records = 0  # entries the store holds for this table (live and dead)
+        self._order: SortedKeyList | None = None  # keys in key order, once scanned
+        self._pins: weakref.WeakSet[TableSnapshot] = weakref.WeakSet()
+        self._watch = False  # an order index or a live snapshot wants to see writes
 
     def prefer_keyed(self) -> None:
         """Use the keyed layout (few large values updated in place); call before writing."""
@@ -105,6 +138,10 @@ class StateTable:
     def get(self, key: Key) -> Value | None:
         return self._data.get(key)
 
+    def get_many(self, keys: Iterable[Key]) -> list[Value | None]:
+        """Multi-get: the value of every key in order, None where the key is absent."""
+        return list(map(self._data.get, keys))
+
     def __contains__(self, key: Key) -> bool:
         return key in self._data
 
@@ -112,34 +149,100 @@ class StateTable:
         return len(self._data)
 
     def items(self) -> Iterator[tuple[Key, Value]]:
+        """Every entry, in no particular order (do not write the table while iterating)."""
         return iter(self._data.items())
 
     def values(self) -> Iterable[Value]:
+        """Every value, in no particular order (do not write the table while iterating)."""
         return self._data.values()
 
     def keys(self) -> Iterable[Key]:
+        """Every key, in no particular order (do not write the table while iterating)."""
         return self._data.keys()
 
-    @property
-    def data(self) -> dict[Key, Value]:
-        """The live mapping. Read-only for callers: writes must go through put/delete."""
-        return self._data
+    def scan(
+        self, prefix: Key = (), *, start: Key | None = None, end: Key | None = None
+    ) -> Iterator[tuple[Key, Value]]:
+        """Entries whose key starts with `prefix` and lies in `[start, end)`, in key order.
+
+        `start`/`end` bound the whole key (None: unbounded) in `engine.state.order`'s
+        order, where a key sorts after its own prefixes: `end=(t,)` stops before every
+        key whose first element is `t`. The entries are those of the table at the call:
+        the caller may write the table while consuming them.
+        """
+        order = self._ordered()
+        lo, hi = _bounds(prefix, start, end)
+        i = order.bisect_key_left(lo) if lo is not None else 0
+        j = order.bisect_key_left(hi) if hi is not None else len(order)
+        data = self._data
+        return iter([(k, data[k]) for k in order[i:j]] if i < j else [])
+
+    def to_dict(self) -> dict[Key, Value]:
+        """A copy of the whole mapping (tests and debugging)."""
+        return dict(self._data)
+
+    def snapshot(self, epoch: int = -1) -> TableSnapshot:
+        """A read-only image of the table as it is now, tagged with `epoch`; see
+        `TableSnapshot`. Take it at a committed point (the runtime does, under its lock,
+        right after a checkpoint); it stays valid while the table changes."""
+        snap = TableSnapshot(self._data, epoch, self.name)
+        self._pins.add(snap)
+        self._watch = True
+        return snap
+
+    def _ordered(self) -> SortedKeyList:
+        if self._order is None:
+            self._order = SortedKeyList(self._data, key=key_order)
+            self._watch = True
+        return self._order
+
+    def _before_write(self, keys: Iterable[Key], deleting: bool) -> None:
+        """Keep the order index and live snapshots right; `keys` are about to change."""
+        data = self._data
+        pins = list(self._pins)
+        if not pins and self._order is None:
+            self._watch = False
+            return
+        keys = list(keys)
+        for snap in pins:
+            snap._preserve(keys)
+        order = self._order
+        if order is not None:
+            if deleting:
+                for k in dict.fromkeys(keys):
+                    if k in data:
+                        order.remove(k)
+            else:
+                new = [k for k in dict.fromkeys(keys) if k not in data]
+                if new:
+                    order.update(new)
 
     # -- writes ------------------------------------------------------------------------
     def put(self, key: Key, value: Value) -> None:
+        if self._watch:
+            self._before_write((key,), False)
         self._data[key] = value
         self._dirty[key] = value
 
     def delete(self, key: Key) -> None:
+        if self._watch:
+            self._before_write((key,), True)
         if self._data.pop(key, _TOMBSTONE) is not _TOMBSTONE:
             self._dirty[key] = _TOMBSTONE
 
     def put_many(self, keys: Iterable[Key], values: Iterable[Value]) -> None:
+        """Batched put: `keys[i]` -> `values[i]` (a later duplicate key wins)."""
         pairs = dict(zip(keys, values, strict=True))
+        if self._watch:
+            self._before_write(pairs, False)
         self._data.update(pairs)
         self._dirty.update(pairs)
 
     def delete_many(self, keys: Iterable[Key]) -> None:
+        """Batched delete; absent keys are ignored."""
+        if self._watch:
+            keys = list(keys)
+            self._before_write(keys, True)
         data = self._data
         dirty = self._dirty
         for k in keys:
@@ -147,6 +250,8 @@ class StateTable:
                 dirty[k] = _TOMBSTONE
 
     def clear(self) -> None:
+        if self._watch:
+            self._before_write(self._data, True)
         self._dirty.update(dict.fromkeys(self._data, _TOMBSTONE))
         self._data.clear()
 
@@ -240,6 +345,7 @@ class StateTable:
 
     def load(self, store: StateStore) -> None:
         """Fill the dict from the store (recovery). Clears anything in memory first."""
+        self._detach()
         self._data.clear()
         self._dirty.clear()
         self._records = 0
@@ -270,14 +376,138 @@ class StateTable:
 
     def drop(self, batch: WriteBatchLike) -> None:
         """Delete every key of this table (in memory now, in the store with the batch)."""
+        self._detach()
         self._data.clear()
         self._dirty.clear()
         self._records = 0
         self._relayout = False
         batch.delete_range(self._prefix, codec.table_prefix(self.table_id + 1))
 
+    def _detach(self) -> None:
+        """Before the mapping is replaced wholesale: snapshots keep their image (they
+        take a copy of it), the order index is rebuilt on the next scan."""
+        for snap in list(self._pins):
+            snap._freeze()
+        self._pins = weakref.WeakSet()
+        self._order = None
+        self._watch = False
+
     def __repr__(self) -> str:
         return f"StateTable({self.table_id}, {self.name!r}, rows={len(self._data)})"
+
+
+_ABSENT = object()
+_TOP = ((99,),)
+"""Appended to a prefix's order: above the order of every key extending the prefix."""
+
+
+def _bounds(prefix: Key, start: Key | None, end: Key | None) -> tuple[Any, Any]:
+    """The half-open range `[lo, hi)` of key orders a scan covers (None: unbounded)."""
+    lows = [key_order(prefix)] if prefix else []
+    highs = [key_order(prefix) + _TOP] if prefix else []
+    if start is not None:
+        lows.append(key_order(start))
+    if end is not None:
+        highs.append(key_order(end))
+    return (max(lows) if lows else None), (min(highs) if highs else None)
+
+
+class TableSnapshot:
+    """A read-only image of a `StateTable` at the moment `StateTable.snapshot` was called.
+
+    Copy-on-write: the snapshot shares the table's live mapping and keeps `_undo`, the
+    old value (or absence) of every key written since it was taken; the table records a
+    key there before the first change of that key. Readers may run on another thread
+    than the writer without a lock (each step is one dict operation under the
+    interpreter lock): a read looks at the live mapping first and then at `_undo`, and a
+    writer fills `_undo` before changing the mapping, so a reader never sees a value
+    newer than the snapshot. Release it (`release()`, or drop the last reference) to
+    stop the copy-on-write cost.
+
+    Scans copy the live mapping once (O(table size)); point reads cost two dict lookups.
+    The RocksDB-backed store is meant to answer the same calls from a RocksDB snapshot.
+    """
+
+    __slots__ = ("epoch", "name", "_live", "_undo", "_len", "__weakref__")
+
+    def __init__(self, live: dict[Key, Value], epoch: int, name: str) -> None:
+        self.epoch = epoch
+        self.name = name
+        self._live: dict[Key, Value] | None = live
+        self._undo: dict[Key, Any] = {}
+        self._len = len(live)
+
+    def _preserve(self, keys: list[Key]) -> None:
+        """Writer side: remember the current values of `keys` not yet remembered."""
+        live = self._live
+        if live is None:
+            return
+        undo = self._undo
+        for k in keys:
+            if k not in undo:
+                undo[k] = live.get(k, _ABSENT)
+
+    def _freeze(self) -> None:
+        """Writer side: the live mapping is about to be replaced; keep a private copy."""
+        self._live = dict(self._image())
+        self._undo = {}
+
+    def _image(self) -> dict[Key, Value]:
+        live = self._live
+        if live is None:
+            return {}
+        out = dict(live)  # one C-level copy: atomic with respect to the writer
+        for k, v in list(self._undo.items()):
+            if v is _ABSENT:
+                out.pop(k, None)
+            else:
+                out[k] = v
+        return out
+
+    # -- the read interface of `StateTable` ---------------------------------------------
+    def get(self, key: Key) -> Value | None:
+        live = self._live
+        v = live.get(key, _ABSENT) if live is not None else _ABSENT
+        u = self._undo.get(key, _TOMBSTONE)
+        if u is not _TOMBSTONE:
+            v = u
+        return None if v is _ABSENT else v  # type: ignore[return-value]
+
+    def get_many(self, keys: Iterable[Key]) -> list[Value | None]:
+        return [self.get(k) for k in keys]
+
+    def __contains__(self, key: Key) -> bool:
+        return self.get(key) is not None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def items(self) -> Iterator[tuple[Key, Value]]:
+        return iter(self._image().items())
+
+    def scan(
+        self, prefix: Key = (), *, start: Key | None = None, end: Key | None = None
+    ) -> Iterator[tuple[Key, Value]]:
+        """As `StateTable.scan`, over the snapshot's image (sorted per call)."""
+        image = self._image()
+        keys = sorted(image, key=key_order)
+        orders = [key_order(k) for k in keys]
+        lo, hi = _bounds(prefix, start, end)
+        i = bisect_left(orders, lo) if lo is not None else 0
+        j = bisect_left(orders, hi) if hi is not None else len(keys)
+        return iter([(k, image[k]) for k in keys[i:j]])
+
+    def to_dict(self) -> dict[Key, Value]:
+        return self._image()
+
+    def release(self) -> None:
+        """Stop following the table; the snapshot is unusable afterwards."""
+        self._live = None
+        self._undo = {}
+        self._len = 0
+
+    def __repr__(self) -> str:
+        return f"TableSnapshot({self.name!r}, epoch={self.epoch}, rows={self._len})"
 
 
 def _log_record(keys: bytes, values: bytes, deleted: list[Key]) -> bytes:

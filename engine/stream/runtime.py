@@ -6,7 +6,10 @@ pending DML. Whoever holds it sees a consistent point in time:
 * the barrier thread takes it for one whole step + commit;
 * DML takes it to evaluate against the table's latest rows and queue its chunk (plus the
   WAL append, so WAL order equals pending order);
-* ad-hoc SELECT takes it only to snapshot the relations it reads, then computes outside;
+* ad-hoc SELECT takes it only to pin the relations it reads, then computes outside;
+* readers that must not wait at all take `committed()`, the pinned rows of every table
+  and view as of the last committed epoch, published at each commit without the lock
+  (`engine.stream.read_snapshot`);
 * DDL takes it for the whole change (backfill included) and ends with a checkpoint.
 
 Barrier (every `barrier_interval_ms`, or at once for FLUSH and DDL):
@@ -74,6 +77,7 @@ from engine.stream.graph import (
 from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
+from engine.stream.read_snapshot import EpochSnapshot, Pinned, TablePin
 from engine.stream.sink import SinkFlow, SinkNotReady, SinkStatus, build_sink_flow
 from engine.stream.source import (
     CHECKPOINT_EXTRA,
@@ -154,11 +158,14 @@ class Runtime:
         self.barriers = 0
         self.rows_in = 0
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
+        self._published = EpochSnapshot(-1)  # the last committed epoch's rows (committed())
 
     # ------------------------------------------------------------------------------------
     # lifecycle
     # ------------------------------------------------------------------------------------
     def start(self) -> None:
+        with self.lock:
+            self._publish()  # the recovered (checkpointed) state is a committed epoch
         self._thread = threading.Thread(target=self._loop, name="swell-barrier", daemon=True)
         self._thread.start()
 
@@ -319,6 +326,7 @@ class Runtime:
             if sink_state[sid] is not None:
                 extra[f"sink.{sid}"] = sink_state[sid]  # type: ignore[assignment]
         self.checkpointer.commit(self.epoch, wal_cut, tables, extra, self._dropped)
+        self._publish()
         self._dropped = []
         self._dirty_catalog = False
         faults.hit("checkpoint_written")
@@ -675,13 +683,39 @@ class Runtime:
     # ------------------------------------------------------------------------------------
     def snapshot(self, rel_id: int) -> pa.Table:
         """All committed rows of a table or materialized view (take under the lock)."""
+        return self.pin(rel_id).table()
+
+    def pin(self, rel_id: int) -> Pinned:
+        """A relation's rows now, immutable: cheap under the lock (O(segments)); build the
+        table with `.table()` after releasing it."""
         with self.lock:
             flow = self.tables.get(rel_id) or self.views.get(rel_id)
             if flow is None and rel_id in self.sources:
-                return self.sources[rel_id].backfill()
+                return TablePin(self.sources[rel_id].backfill())
             if flow is None:
                 raise KeyError(rel_id)
-            return flow.mat.snapshot()  # type: ignore[attr-defined]
+            return flow.mat.pin()  # type: ignore[attr-defined, no-any-return]
+
+    def committed(self) -> EpochSnapshot:
+        """The rows of every table and materialized view as of the last committed epoch.
+
+        Takes no lock: the snapshot is published whole at each commit and never changes,
+        so it may be read from any thread while the next epoch is computed."""
+        return self._published
+
+    def _publish(self) -> None:
+        """Pin every relation's rows as the committed epoch's snapshot (under the lock)."""
+        pins: dict[int, Pinned] = {}
+        for rid, flow in (*self.tables.items(), *self.views.items()):
+            pin = getattr(flow.mat, "pin", None)
+            if pin is not None:
+                pins[rid] = pin()
+        self._published = EpochSnapshot(self.epoch, pins)
+
+    def row_count(self, rel_id: int) -> int | None:
+        """Stored rows of a table or materialized view (None: not one), without the lock."""
+        snap = self._published
+        return snap.row_count(rel_id) if rel_id in snap else None
 
     def live_rows(self, rel_id: int) -> pa.Table:
         """A table's rows including DML not yet pushed by a barrier (for DELETE/UPDATE)."""

@@ -24,8 +24,11 @@ equality-preserving and much cheaper to produce than `datetime` or `Decimal` obj
 Lifecycle: constructed with an allocator (on recovery the allocator has already loaded
 the state table, and the constructor rebuilds segments, masks and the index from it);
 `step` per epoch (a table may be stepped once per queued DML chunk); the runtime commits
-the state table; `snapshot()` serves ad-hoc SELECT and backfill; `apply_preview` shows the
-rows the table would hold after not-yet-stepped chunks (DELETE/UPDATE evaluation).
+the state table; `pin()` gives the stored rows as an immutable `SegmentSnapshot` (the
+runtime pins every relation at each committed epoch, and readers turn pins into Arrow
+tables without a lock); `snapshot()` is the pinned rows as a table (ad-hoc SELECT,
+backfill); `apply_preview` shows the rows the table would hold after not-yet-stepped
+chunks (DELETE/UPDATE evaluation).
 """
 
 from __future__ import annotations
@@ -44,15 +47,8 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
-from engine.stream.operators.keyed_segments import KeyedSegments
-from engine.stream.operators.segments import (
-    ROW_BITS,
-    SHIFT,
-    by_segment,
-    conform,
-    gather,
-    rows_equal,
-)
+from engine.stream.operators.keyed_segments import KeyedSegments, SegmentSnapshot
+from engine.stream.operators.segments import SHIFT, conform, gather, rows_equal
 from engine.types import Field, arrow_schema
 
 log = logging.getLogger(__name__)
@@ -82,9 +78,6 @@ class ColumnarMaterializeOp(Operator):
         self._store = KeyedSegments(
             self._table, self._arrow_schema, self.pk, FORMAT_VERSION, "materialize"
         )
-        self._segments = self._store.segments
-        self._index = self._store.index
-        self._snap: pa.Table | None = None
 
     # -- protocol -----------------------------------------------------------------------
     def state_tables(self) -> list[StateTable]:
@@ -96,27 +89,23 @@ class ColumnarMaterializeOp(Operator):
         return f"StreamMaterialize {{ columns: [{cols}], pk_columns: [{pk}] }}"
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._store)
 
     @property
     def segment_count(self) -> int:
-        return len(self._segments)
+        return self._store.segment_count
 
     # -- reads --------------------------------------------------------------------------
+    def pin(self) -> SegmentSnapshot:
+        """The stored rows now, immutable: O(segments), the same object until a change."""
+        return self._store.pin()
+
     def snapshot(self) -> pa.Table:
         """All stored rows as a table of the input schema (row order unspecified)."""
-        if self._snap is None:
-            batches = [s.live_batch() for s in self._segments.values() if s.live]
-            self._snap = pa.Table.from_batches(batches, self._arrow_schema)
-        return self._snap
+        return self._store.pin().table()
 
     def get(self, pk: Row) -> Row | None:
-        loc = self._index.get(self._store.key_of(pk))
-        if loc is None:
-            return None
-        batch = self._segments[loc >> SHIFT].batch
-        row = loc & ROW_BITS
-        return tuple(c[row].as_py() for c in batch.columns)
+        return self._store.row(self._store.key_of(pk))
 
     def apply_preview(self, chunks: list[StreamChunk]) -> pa.Table:
         """The rows stored after stepping `chunks` in order, without changing any state."""
@@ -138,14 +127,8 @@ class ColumnarMaterializeOp(Operator):
         if not overlay:
             return self.snapshot()
         n = len(overlay)
-        stored = np.fromiter(map(self._index.get, overlay, repeat(-1)), np.int64, n)
-        masks: dict[int, np.ndarray] = {}
-        for sid, _, rows in by_segment(stored[stored >= 0]):
-            seg = self._segments[sid]
-            m = np.ones(seg.batch.num_rows, bool) if seg.mask is None else seg.mask.copy()
-            m[rows] = False
-            masks[sid] = m
-        parts = [s.live_batch(masks.get(sid)) for sid, s in self._segments.items() if s.live]
+        stored = self._store.lookup(list(overlay))
+        parts = self._store.pin_without(stored[stored >= 0]).batches()
         pending = np.fromiter(overlay.values(), np.int64, n)
         pending = pending[pending >= 0]
         if len(pending):
@@ -163,9 +146,8 @@ class ColumnarMaterializeOp(Operator):
             return self._apply(batch, *self._consolidate(batch, w))
         keys = self._store.keys(batch)
         last = dict(zip(keys, range(len(keys))))
-        if len(last) == len(keys) and self._index.keys().isdisjoint(last):
+        if len(last) == len(keys) and not self._store.has_any(last):
             # fast path: fresh pks, no duplicates; the input batch becomes a segment
-            self._snap = None
             self._store.append(batch, keys)
             self._store.finish(set())
             return StreamChunk.inserts(batch)
@@ -209,13 +191,12 @@ class ColumnarMaterializeOp(Operator):
         ins_pos: np.ndarray | None,
         ins_keys: list[Any],
     ) -> StreamChunk | None:
-        index = self._index
         # deletes: stored pks not re-inserted this step
         del_locs = np.empty(0, np.int64)
         gone: list[Any] = []
         if del_keys:
             udel = list(dict.fromkeys(del_keys))
-            dlocs = np.fromiter(map(index.get, udel, repeat(-1)), np.int64, len(udel))
+            dlocs = self._store.lookup(udel)
             missing = dlocs < 0
             if missing.any():
                 self._missing(list(compress(udel, missing)))
@@ -225,9 +206,8 @@ class ColumnarMaterializeOp(Operator):
             del_locs = dlocs[keep]
             gone = list(compress(udel, keep))
         # inserts: new pks, and stored pks whose row changes
-        m = len(ins_keys)
         ins_batch = batch if ins_pos is None else batch.take(pa.array(ins_pos))
-        ilocs = np.fromiter(map(index.get, ins_keys, repeat(-1)), np.int64, m)
+        ilocs = self._store.lookup(ins_keys)
         exists = ilocs >= 0
         old_rows: pa.RecordBatch | None = None
         old_locs = np.empty(0, np.int64)
@@ -243,7 +223,6 @@ class ColumnarMaterializeOp(Operator):
         n_del, n_upd = len(del_locs), len(old_locs)
         if not n_del and not kept.any():
             return None
-        self._snap = None
         # build the output before killing rows (gathering reads the stored rows)
         parts: list[pa.RecordBatch] = []
         if n_del:

@@ -160,15 +160,11 @@ class DynamicFilterOp(Operator):
             self._index.add(vals[keep], [k for k, p in zip(keys, keep.tolist()) if p])
         lo, hi = min(a[0], b[0]), max(a[0], b[0])
         eps = 1e-9 * max(1.0, abs(lo), abs(hi))
-        keys = self._index.between(lo - eps, hi + eps)
-        data = self._rows.data
-        out = []
-        seen: set[Any] = set()
-        for k in keys:  # candidates only: rows between the old and the new threshold
-            if k not in seen and k in data:
-                seen.add(k)
-                out.append(data[k])
-        if self._index.stale > len(data):
+        # candidates only: rows between the old and the new threshold (deleted ones are
+        # stale index entries: their keys are gone from the table)
+        keys = list(dict.fromkeys(self._index.between(lo - eps, hi + eps)))
+        out = [row for row in self._rows.get_many(keys) if row is not None]
+        if self._index.stale > len(self._rows):
             self._index = None  # many deleted entries: rebuild on the next change
         return out
 

@@ -143,17 +143,16 @@ class EowcAggOp(Operator):
         self._cache[key] = chunk
 
     def _close(self, wm: int) -> StreamChunk | None:
-        closed = sorted(k for k in self._buffer.data if k[0] < wm)
+        # the closed windows: an ordered range cut below the watermark
+        closed = list(self._buffer.scan(end=(wm,)))
         self._meta.put(("emitted",), (wm,))
         if not closed:
             return None
         parts = []
-        for k in closed:
+        for k, (blob,) in closed:
             c = self._cache.pop(k, None)
-            if c is None:
-                c = _decode(self._buffer.get(k)[0])  # type: ignore[index]
-            parts.append(c)
-        self._buffer.delete_many(closed)
+            parts.append(_decode(blob) if c is None else c)
+        self._buffer.delete_many([k for k, _ in closed])
         merged = StreamChunk.concat(parts)
         if merged is None:
             return None

@@ -287,8 +287,7 @@ class HashAggOp(Operator):
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
 
         # merge old states with the deltas, column-wise
-        get = self._groups.data.get
-        olds = [get(k) for k in keys]
+        olds = self._groups.get_many(keys)
         init = self._init_state
         old_cols = list(zip(*[init if o is None else o for o in olds], strict=True))
         new_cols: list[Any] = [[a + b for a, b in zip(old_cols[0], dcnt, strict=True)]]
@@ -394,8 +393,8 @@ class HashAggOp(Operator):
     def _update_counts(self, i: int, vd: _ValueDelta) -> list[int]:
         """Apply the value deltas to call i's (group, value) count table; new counts."""
         table = self._value_tables[i]
-        get = table.data.get
-        news = [dw if o is None else o[0] + dw for o, dw in zip(map(get, vd.mkeys), vd.dws)]
+        olds = table.get_many(vd.mkeys)
+        news = [dw if o is None else o[0] + dw for o, dw in zip(olds, vd.dws, strict=True)]
         if news and min(news) < 0:
             raise InternalError(
                 "aggregation value count became negative",
@@ -438,13 +437,12 @@ class HashAggOp(Operator):
             added = dict(zip(bkeys, by_name["__best"], strict=True))
 
         slot = self._start[i]
-        get = self._groups.data.get
         is_min = impl.is_min
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
-        for g in dict.fromkeys(vd.gkeys):
+        groups = list(dict.fromkeys(vd.gkeys))
+        for g, st in zip(groups, self._groups.get_many(groups), strict=True):
             d = idx[g]
-            st = get(g)
             cur = None if st is None else st[slot]
             if cur is None or cur not in d:
                 new = (min(d) if is_min else max(d)) if d else None

@@ -78,7 +78,7 @@ JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
 Piece = tuple[pa.RecordBatch, np.ndarray, np.ndarray]
 """Output rows, their weights and their join-key ids (-1: NULL key)."""
 
-__all__ = ["JOIN_KINDS", "NAN", "HashJoinOp", "canonical_nan", "hashable_values"]
+__all__ = ["JOIN_KINDS", "NAN", "HashJoinOp"]
 
 
 @dataclass(slots=True)
@@ -529,40 +529,3 @@ def _net(
     nb, nw = net_rows(batch.filter(pa.array(rows)), w[rows])
     keep = ~rows
     return pa.concat_batches([batch.filter(pa.array(keep)), nb]), np.concatenate([w[keep], nw])
-
-
-# -- Python values for per-row state keys (used by top-N, over-window, collect-agg) -------
-
-
-def _is_nan(v: Any) -> bool:
-    return type(v) is float and v != v
-
-
-def hashable_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """Python values usable in state keys: SQL arrays as tuples, every NaN as `NAN`."""
-    values = col.to_pylist()
-    t = col.type
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [None if v is None else tuple(v) for v in values]
-    if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
-        return [NAN if _is_nan(v) else v for v in values]
-    return values
-
-
-def canonical_nan(table: StateTable) -> None:
-    """After `load`: make decoded NaNs in keys and values the `NAN` object again.
-
-    Only the in-memory objects change (the stored bytes already encode the same NaN,
-    since every NaN written was `NAN`), so nothing is marked dirty.
-    """
-    data = table.data
-    fix = [
-        k
-        for k, v in data.items()
-        if any(_is_nan(x) and x is not NAN for x in k)
-        or any(_is_nan(x) and x is not NAN for x in v)
-    ]
-    for k in fix:
-        v = data.pop(k)
-        k2 = tuple(NAN if _is_nan(x) else x for x in k)
-        data[k2] = tuple(NAN if _is_nan(x) else x for x in v)

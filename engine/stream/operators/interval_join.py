@@ -121,12 +121,12 @@ class IntervalJoinOp(Operator):
         if cut is None:
             return None
         table = self._expiry[side]
-        due = sorted(k for k in table.data if k[0] < cut)
+        due = list(table.scan(end=(cut,)))  # partitions whose minimum time is below the cut
         if not due:
             return None
         parts = []
-        for k in due:
-            batch = _decode(table.get(k)[0])  # type: ignore[index]
+        for k, (blob,) in due:
+            batch = _decode(blob)
             table.delete(k)
             t = as_int64(batch.column(self.times[side]))
             old = t < cut

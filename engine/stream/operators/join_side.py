@@ -146,8 +146,7 @@ class JoinKeyIds:
             return
         used = np.zeros(n, bool)
         for side in sides:
-            for seg in side.segs.values():
-                used[seg.jk] = True
+            side.mark_used_keys(used)
         new_of_old = np.cumsum(used) - 1
         new_of_old[~used] = -1
         old = np.fromiter(self.ids.values(), np.int64, n)
@@ -210,6 +209,11 @@ class JoinSide:
         """Make `tot` cover `n_keys` join-key ids."""
         if len(self.tot) < n_keys:
             self.tot = np.concatenate([self.tot, np.zeros(n_keys - len(self.tot), np.int64)])
+
+    def mark_used_keys(self, used: np.ndarray) -> None:
+        """Set `used[id]` for every join-key id a stored row (live or dead) holds."""
+        for seg in self.segs.values():
+            used[seg.jk] = True
 
     def remap_keys(self, new_of_old: np.ndarray, used: np.ndarray) -> None:
         """Apply a join-key id compaction (see `JoinKeyIds.compact`)."""
@@ -355,7 +359,7 @@ class JoinSide:
 
     def load(self, jkids: JoinKeyIds) -> None:
         """Rebuild segments, counts, degrees, key ids and the identity index from the table."""
-        if not self.table.data:
+        if not len(self.table):
             return
         batches, aux = self.store.load()
         masks, counts, degrees = (aux.get(k, {}) for k in _AUX)

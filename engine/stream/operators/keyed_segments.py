@@ -18,6 +18,14 @@ store, built on `segments.SegmentTable` (persistence as few large values):
   new segments of at most `MAX_SEGMENT_ROWS` rows; it returns the locations it moved so
   owners holding locations (the top-N cache) can follow.
 
+Snapshots (`pin`): segments are immutable and a live mask is never changed in place
+(`kill` writes a new array), so pinning the current rows is O(segments): a tuple of
+(batch, mask) pairs that later steps cannot change. The runtime pins every relation's
+rows at each committed epoch (`SegmentSnapshot`), and readers turn a pin into an Arrow
+table without any lock while the next epoch is computed.
+
+Owners reach the rows only through the methods here (never the segment or index dicts).
+
 Lifecycle: the owner constructs it over its state table once the runtime loaded that
 table (the constructor rebuilds segments, masks and the index); per step the owner looks
 keys up, kills old rows, appends new ones, reads rows with `gather` (dead rows stay
@@ -38,6 +46,7 @@ import pyarrow as pa
 from engine.state.table import StateTable
 from engine.stream.operators.segments import (
     MASK,
+    ROW_BITS,
     SHIFT,
     SegmentTable,
     by_segment,
@@ -78,6 +87,49 @@ class Segment:
         return np.arange(n, dtype=np.int64) if self.mask is None else np.flatnonzero(self.mask)
 
 
+class SegmentSnapshot:
+    """The live rows of a `KeyedSegments` at one point (see `KeyedSegments.pin`).
+
+    Immutable: its batches are the store's immutable segments and its masks are arrays
+    no later step writes, so it may be read from any thread while the store changes.
+    `table()` builds the Arrow table once and keeps it (two threads racing build equal
+    tables; either is kept).
+    """
+
+    __slots__ = ("schema", "parts", "rows", "_table")
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        parts: tuple[tuple[pa.RecordBatch, np.ndarray | None, int], ...],
+        rows: int,
+    ) -> None:
+        self.schema = schema
+        self.parts = parts  # (batch, live mask or None, live rows) per segment with rows
+        self.rows = rows
+        self._table: pa.Table | None = None
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def batches(self) -> list[pa.RecordBatch]:
+        """The live rows as record batches (row order unspecified)."""
+        out = []
+        for batch, mask, live in self.parts:
+            if live == batch.num_rows:
+                out.append(batch)
+            elif live:
+                out.append(batch.filter(pa.array(mask)))
+        return out
+
+    def table(self) -> pa.Table:
+        """The live rows as one Arrow table (row order unspecified)."""
+        t = self._table
+        if t is None:
+            t = self._table = pa.Table.from_batches(self.batches(), self.schema)
+        return t
+
+
 class KeyedSegments:
     """Rows by unique key in Arrow segments; see the module docstring."""
 
@@ -91,7 +143,8 @@ class KeyedSegments:
         self.index: dict[Any, int] = {}
         self._small: set[int] = set()
         self._table = SegmentTable(table, schema, version, what)
-        if table.data:
+        self._pinned: SegmentSnapshot | None = None  # valid until the rows change
+        if len(table):
             self._load()
 
     def __len__(self) -> int:
@@ -115,6 +168,54 @@ class KeyedSegments:
         """Locations of `keys` (-1 where not stored)."""
         return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
 
+    def has_any(self, keys: Any) -> bool:
+        """Is any of `keys` (an iterable of index keys) stored?"""
+        return not self.index.keys().isdisjoint(keys)
+
+    def row(self, key: Any) -> Row | None:
+        """The stored row of one index key as Python values, or None."""
+        loc = self.index.get(key)
+        if loc is None:
+            return None
+        batch = self.segments[loc >> SHIFT].batch
+        r = loc & ROW_BITS
+        return tuple(c[r].as_py() for c in batch.columns)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self.segments)
+
+    def segment_ids(self) -> set[int]:
+        return set(self.segments)
+
+    def segment_rows(self, sid: int) -> int:
+        """Rows (live and dead) of segment `sid`."""
+        return int(self.segments[sid].batch.num_rows)
+
+    def pin(self) -> SegmentSnapshot:
+        """The live rows as they are now, immutable (see the module docstring)."""
+        snap = self._pinned
+        if snap is None:
+            parts = tuple((s.batch, s.mask, s.live) for s in self.segments.values() if s.live)
+            snap = self._pinned = SegmentSnapshot(self.schema, parts, len(self.index))
+        return snap
+
+    def pin_without(self, locs: np.ndarray) -> SegmentSnapshot:
+        """The live rows except those at `locs` (a preview of deletes; nothing changes)."""
+        masks: dict[int, np.ndarray] = {}
+        for sid, _, rows in by_segment(locs):
+            seg = self.segments[sid]
+            m = np.ones(seg.batch.num_rows, bool) if seg.mask is None else seg.mask.copy()
+            m[rows] = False
+            masks[sid] = m
+        parts = []
+        for sid, s in self.segments.items():
+            m = masks.get(sid, s.mask)
+            live = s.live if sid not in masks else int(m.sum())  # type: ignore[union-attr]
+            if live:
+                parts.append((s.batch, m, live))
+        return SegmentSnapshot(self.schema, tuple(parts), sum(p[2] for p in parts))
+
     # -- reads --------------------------------------------------------------------------
     def batch_of(self, sid: int) -> pa.RecordBatch:
         return self.segments[sid].batch
@@ -126,6 +227,7 @@ class KeyedSegments:
         return gather(locs, self.batch_of)
 
     def live_batches(self) -> Iterator[tuple[int, pa.RecordBatch, np.ndarray]]:
+        # (do not write the store while consuming this)
         """Per segment with live rows: (sid, its live rows, their row numbers)."""
         for sid, seg in self.segments.items():
             if seg.live:
@@ -136,6 +238,7 @@ class KeyedSegments:
         """Store rows with distinct, unstored `keys` as new segment(s); their locations."""
         n = batch.num_rows
         out: list[np.ndarray] = []
+        self._pinned = None
         for start in range(0, n, MAX_SEGMENT_ROWS):
             part = batch.slice(start, MAX_SEGMENT_ROWS) if n > MAX_SEGMENT_ROWS else batch
             sid = self._table.new_sid()
@@ -152,11 +255,14 @@ class KeyedSegments:
     def kill(self, locs: np.ndarray, gone: list[Any] | None = None) -> set[int]:
         """Mark rows dead and drop the keys `gone` from the index; the segments touched."""
         touched: set[int] = set()
+        if len(locs):
+            self._pinned = None
         for sid, _, rows in by_segment(locs):
             seg = self.segments[sid]
-            if seg.mask is None:
-                seg.mask = np.ones(seg.batch.num_rows, bool)
-            seg.mask[rows] = False
+            # a new array, never an in-place change: pinned snapshots hold the old one
+            mask = np.ones(seg.batch.num_rows, bool) if seg.mask is None else seg.mask.copy()
+            mask[rows] = False
+            seg.mask = mask
             seg.live -= len(rows)
             touched.add(sid)
         if gone:
@@ -197,6 +303,7 @@ class KeyedSegments:
         return np.concatenate(old), new
 
     def _drop(self, sid: int) -> None:
+        self._pinned = None
         seg = self.segments.pop(sid)
         self._small.discard(sid)
         self._table.drop(sid, (MASK,) if seg.mask is not None else ())

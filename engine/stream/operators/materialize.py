@@ -122,7 +122,6 @@ class MaterializeOp(Operator):
     def _apply(
         self, batch: pa.RecordBatch, del_idx: np.ndarray, ins_idx: np.ndarray
     ) -> StreamChunk | None:
-        data = self._rows.data
         del_pks = self._pk_tuples(batch, del_idx)
         ins_batch = batch.take(pa.array(ins_idx))
         ins_rows = key_tuples([c.to_pylist() for c in ins_batch.columns], len(ins_idx))
@@ -132,8 +131,8 @@ class MaterializeOp(Operator):
         out: list[Row] = []
         inserting = set(ins_pks)
         del_k: list[Row] = []
-        for pk in dict.fromkeys(del_pks):
-            stored = data.get(pk)
+        udel = list(dict.fromkeys(del_pks))
+        for pk, stored in zip(udel, self._rows.get_many(udel), strict=True):
             if stored is None:
                 self._missing(pk)
             elif pk not in inserting:
@@ -142,8 +141,8 @@ class MaterializeOp(Operator):
                 del_k.append(pk)
         put_k: list[Row] = []
         put_v: list[Row] = []
-        for pk, row in zip(ins_pks, ins_rows, strict=True):
-            stored = data.get(pk)
+        stored_rows = self._rows.get_many(ins_pks)
+        for pk, row, stored in zip(ins_pks, ins_rows, stored_rows, strict=True):
             if stored is None:
                 ops.append(Op.INSERT)
                 out.append(row)

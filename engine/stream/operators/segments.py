@@ -101,7 +101,7 @@ class SegmentTable:
         """Segments by id (ascending) and per-kind per-segment values from the table."""
         blobs: dict[int, bytes] = {}
         aux: dict[str, dict[int, tuple[Any, ...]]] = {}
-        for key, value in self.table.data.items():
+        for key, value in self.table.items():
             if key == META_KEY:
                 if value[0] != self.version:
                     raise InternalError(

@@ -19,8 +19,9 @@ State is keyed by time, so expiry is a range cut rather than a scan:
 * `active`: (exit, *stream key) -> row, the rows currently in the output;
 * `pending`: (enter, *stream key) -> (exit, *row), rows waiting to enter.
 
-An in-memory min-heap over each table's keys (rebuilt from the tables after a restart)
-finds the rows whose time has come: each step pops entries up to `now` and nothing else.
+Both tables are read by ordered range scans of the state layer (`StateTable.scan`,
+keys in time order): each step takes the entries up to `now` and nothing else, with no
+per-run index to rebuild after a restart.
 Deletes and updates find their row by recomputing its times from the same values. The
 operator steps every epoch even without input (`time_driven`), so expiry happens as time
 passes. Output updates are plain deletes and inserts.
@@ -28,7 +29,6 @@ passes. Output updates are plain deletes and inserts.
 
 from __future__ import annotations
 
-import heapq
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -66,7 +66,6 @@ class TemporalFilterOp(Operator):
         self._arrow = arrow_schema(self.schema)
         self._active = alloc.table("active")
         self._pending = alloc.table("pending")
-        self._heaps: tuple[list[Any], list[Any]] | None = None
 
     def state_tables(self) -> list[Any]:
         return [self._active, self._pending]
@@ -99,46 +98,27 @@ class TemporalFilterOp(Operator):
                 enter = np.maximum(enter, t)
         return enter, exit_, valid
 
-    def _ensure_heaps(self) -> tuple[list[Any], list[Any]]:
-        if self._heaps is None:
-            act = list(self._active.keys())
-            pen = list(self._pending.keys())
-            heapq.heapify(act)
-            heapq.heapify(pen)
-            self._heaps = (act, pen)
-        return self._heaps
-
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
-        act_heap, pen_heap = self._ensure_heaps()
         now = self._now_us()
         out_rows: list[tuple[Any, ...]] = []
         out_signs: list[int] = []
         chunk = inputs[0]
         if chunk is not None and len(chunk):
             self._apply(chunk, now, out_rows, out_signs)
-        # pending rows whose enter time came
-        while pen_heap and pen_heap[0][0] <= now:
-            k = heapq.heappop(pen_heap)
-            v = self._pending.get(k)
-            if v is None:
-                continue  # deleted meanwhile
-            self._pending.delete(k)
-            ex, row = v[0], v[1:]
-            if ex > now:
-                ak = (ex, *k[1:])
-                self._active.put(ak, row)
-                heapq.heappush(act_heap, ak)
-                out_rows.append(row)
-                out_signs.append(1)
+        # pending rows whose enter time came (keys (enter, *stream key) in time order)
+        due = list(self._pending.scan(end=(now + 1,)))
+        if due:
+            self._pending.delete_many([k for k, _ in due])
+            enter = [((v[0], *k[1:]), v[1:]) for k, v in due if v[0] > now]
+            self._active.put_many([k for k, _ in enter], [row for _, row in enter])
+            out_rows.extend(row for _, row in enter)
+            out_signs.extend([1] * len(enter))
         # active rows whose exit time came
-        while act_heap and act_heap[0][0] <= now:
-            k = heapq.heappop(act_heap)
-            row = self._active.get(k)
-            if row is None:
-                continue
-            self._active.delete(k)
-            out_rows.append(row)
-            out_signs.append(-1)
+        gone = list(self._active.scan(end=(now + 1,)))
+        if gone:
+            self._active.delete_many([k for k, _ in gone])
+            out_rows.extend(row for _, row in gone)
+            out_signs.extend([-1] * len(gone))
         if not out_rows:
             return None
         cols = list(zip(*out_rows, strict=True))
@@ -149,7 +129,6 @@ class TemporalFilterOp(Operator):
     def _apply(
         self, chunk: StreamChunk, now: int, out_rows: list[Any], out_signs: list[int]
     ) -> None:
-        act_heap, pen_heap = self._heaps  # type: ignore[misc]
         enter, exit_, valid = self._times(chunk.data)
         relevant = valid & (exit_ > now) & (enter < exit_)
         if not relevant.any():
@@ -167,15 +146,11 @@ class TemporalFilterOp(Operator):
             en, ex = enter[i], exit_[i]
             if weights[i] > 0:
                 if en <= now:
-                    k = (ex, *key)
-                    self._active.put(k, row)
-                    heapq.heappush(act_heap, k)
+                    self._active.put((ex, *key), row)
                     out_rows.append(row)
                     out_signs.append(1)
                 else:
-                    k = (en, *key)
-                    self._pending.put(k, (ex, *row))
-                    heapq.heappush(pen_heap, k)
+                    self._pending.put((en, *key), (ex, *row))
             else:
                 k = (ex, *key)
                 if k in self._active and en <= now:

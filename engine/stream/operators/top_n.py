@@ -322,7 +322,7 @@ class TopNOp(Operator):
         self._cache.remap(old, new)
         if self._seg_gids:
             self._note_gids(new, self._gids_at(old))
-            for sid in self._seg_gids.keys() - store.segments.keys():
+            for sid in self._seg_gids.keys() - store.segment_ids():
                 del self._seg_gids[sid]
         return out
 
@@ -333,7 +333,7 @@ class TopNOp(Operator):
         for sid, pos, rows in by_segment(locs):
             arr = self._seg_gids.get(sid)
             if arr is None:
-                n = self._st.segments[sid].batch.num_rows
+                n = self._st.segment_rows(sid)
                 arr = self._seg_gids[sid] = np.full(n, -1, np.int64)
             arr[rows] = gids if pos is None else gids[pos]
 
@@ -358,7 +358,7 @@ class TopNOp(Operator):
         keys = store.keys(batch)
         if (w > 0).all():
             first = dict(zip(keys, range(n)))
-            if len(first) == n and store.index.keys().isdisjoint(first):
+            if len(first) == n and not store.has_any(first):
                 rows = _with_count(batch, pa.array(w, pa.int64()))
                 none = pa.RecordBatch.from_pylist([], schema=self._row_schema)
                 return np.empty(0, np.int64), none, store.append(rows, keys), rows, set()
@@ -571,10 +571,9 @@ class TopNOp(Operator):
 
         That format had no `("meta",)` key; its rows are re-stored as segments.
         """
-        data = self._rows.data
-        if not data or META_KEY in data:
+        if not len(self._rows) or META_KEY in self._rows:
             return None
-        values = list(data.values())
+        values = list(self._rows.values())
         self._rows.clear()
         b = batch_from_rows(self.input_schema, [v[:-1] for v in values])
         return _with_count(b, pa.array([v[-1] for v in values], pa.int64()))

@@ -67,7 +67,7 @@ def test_commit_load_and_recover_in_the_documented_order(tmp_path: Path) -> None
     a2, gone2 = StateTable(1), StateTable(2)
     a2.load(db.store)
     gone2.load(db.store)
-    assert a2.data == {(2,): ("two",)} and gone2.data == {}
+    assert a2.to_dict() == {(2,): ("two",)} and gone2.to_dict() == {}
     assert list(db.cp.records_to_replay(meta)) == [(s2, b"insert 3")]
     db.close()
 
@@ -135,7 +135,7 @@ def test_checkpoint_is_all_or_nothing_across_kill_9(tmp_path: Path) -> None:
             assert meta.extra == {"epoch": str(meta.epoch).encode()}
             t = StateTable(9)
             t.load(db.store)
-            assert t.data == crash_child.expected_table(meta.epoch)
+            assert t.to_dict() == crash_child.expected_table(meta.epoch)
             replay = list(db.cp.records_to_replay(meta))
             assert all(s > meta.wal_seq for s, _ in replay)
             assert [p for _, p in replay] in ([], [b"epoch %d" % (meta.epoch + 1)])

@@ -41,7 +41,7 @@ def test_put_delete_write_dirty_load_round_trip(store: StateStore) -> None:
 
     fresh = StateTable(7, "t")
     fresh.load(store)
-    assert fresh.data == {(2, "b"): (1, 2)}
+    assert fresh.to_dict() == {(2, "b"): (1, 2)}
     assert fresh.dirty_count == 0
 
 
@@ -67,7 +67,7 @@ def test_drop_removes_only_its_table(store: StateStore) -> None:
     for tid, expected in ((1, {(1,): (1,)}), (2, {}), (256, {(1,): (256,)})):
         t = StateTable(tid)
         t.load(store)
-        assert t.data == expected
+        assert t.to_dict() == expected
 
 
 def test_highest_table_drop_spares_reserved_keys(store: StateStore) -> None:
@@ -114,7 +114,7 @@ def test_reopen_in_same_process_with_abandoned_scan(tmp_path: Path) -> None:
     try:
         again = StateTable(5)
         again.load(s2)
-        assert again.data == {(i,): (i * i,) for i in range(10)}
+        assert again.to_dict() == {(i,): (i * i,) for i in range(10)}
     finally:
         s2.close()
 

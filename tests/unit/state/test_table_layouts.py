@@ -61,7 +61,7 @@ def test_log_layout_writes_one_record_per_checkpoint(store: StateStore) -> None:
     assert len(keys) == 2 and all(is_log(k) for k in keys)
     assert not t.keyed
     fresh = reloaded(store, t)
-    assert fresh.data == t.data and len(fresh) == 998
+    assert fresh.to_dict() == t.to_dict() and len(fresh) == 998
     assert fresh.dirty_count == 0
 
 
@@ -101,7 +101,7 @@ def test_random_changes_round_trip_and_dead_entries_stay_bounded(
             model.clear()
         commit(store, t)
         fresh = reloaded(store, t)
-        assert fresh.data == model
+        assert fresh.to_dict() == model
         stored = sum(
             len(ks) + len(ds)
             for _, raw in store.scan_prefix(codec.table_prefix(9))
@@ -117,11 +117,11 @@ def test_nan_keys_are_found_by_later_records(store: StateStore) -> None:
     t.put((1.0, 2), (2,))
     commit(store, t)
     fresh = reloaded(store, t)
-    (k,) = [k for k in fresh.data if k[1] == 1]
+    (k,) = [k for k in fresh.to_dict() if k[1] == 1]
     fresh.delete(k)  # the loaded NaN key object
     commit(store, fresh)
     again = reloaded(store, fresh)
-    assert list(again.data) == [(1.0, 2)]
+    assert list(again.to_dict()) == [(1.0, 2)]
     assert math.isnan(table._same_nan([(nan,)])[0][0])
 
 
@@ -134,7 +134,7 @@ def test_prefer_keyed_writes_one_record_per_key(store: StateStore) -> None:
     assert len(keys) == 5 and not any(is_log(k) for k in keys)
     assert [codec.decode_key(k[4:]) for k in keys] != []
     fresh = reloaded(store, t)
-    assert fresh.keyed and fresh.data == t.data
+    assert fresh.keyed and fresh.to_dict() == t.to_dict()
 
 
 def test_logged_table_converts_to_keyed_in_one_batch(store: StateStore) -> None:
@@ -147,7 +147,7 @@ def test_logged_table_converts_to_keyed_in_one_batch(store: StateStore) -> None:
     commit(store, fresh)
     keys = records(store, 6)
     assert len(keys) == 6 and not any(is_log(k) for k in keys)
-    assert reloaded(store, fresh).data == {(i,): (i,) for i in [0, 1, 2, 3, 4, 9]}
+    assert reloaded(store, fresh).to_dict() == {(i,): (i,) for i in [0, 1, 2, 3, 4, 9]}
 
 
 def test_large_values_switch_the_table_to_keyed(store: StateStore) -> None:
@@ -161,7 +161,7 @@ def test_large_values_switch_the_table_to_keyed(store: StateStore) -> None:
     keys = records(store, 8)
     assert len(keys) == 2 and not any(is_log(k) for k in keys)
     fresh = reloaded(store, t)
-    assert fresh.keyed and fresh.data == t.data
+    assert fresh.keyed and fresh.to_dict() == t.to_dict()
 
 
 def test_store_written_per_key_stays_keyed(store: StateStore) -> None:
@@ -173,10 +173,10 @@ def test_store_written_per_key_stays_keyed(store: StateStore) -> None:
     store.write(batch)
     t = StateTable(11)
     t.load(store)
-    assert t.keyed and t.data == {(0,): ("0",), (1,): ("1",), (2,): ("2",)}
+    assert t.keyed and t.to_dict() == {(0,): ("0",), (1,): ("1",), (2,): ("2",)}
     t.delete((1,))
     commit(store, t)
-    assert reloaded(store, t).data == {(0,): ("0",), (2,): ("2",)}
+    assert reloaded(store, t).to_dict() == {(0,): ("0",), (2,): ("2",)}
     assert not any(is_log(k) for k in records(store, 11))
 
 
@@ -190,4 +190,4 @@ def test_drop_then_reuse_starts_clean(store: StateStore) -> None:
     assert records(store, 12) == []
     t.put((2,), (2,))
     commit(store, t)
-    assert reloaded(store, t).data == {(2,): (2,)}
+    assert reloaded(store, t).to_dict() == {(2,): (2,)}

@@ -51,7 +51,7 @@ def test_buckets_grow_and_state_reloads(monkeypatch: pytest.MonkeyPatch) -> None
     st.take(rows.select([1]))
     st.put(rows)
     assert st.bucket_count >= 16
-    stored = {k for k in table.data if k != ("meta",)}
+    stored = {k for k in table.to_dict() if k != ("meta",)}
     assert len(stored) > 1 and all(isinstance(k[0], int) for k in stored)
     again = PartitionStore(table, SCHEMA, [1])  # a restart: same table, new store
     assert _sorted(again.all_rows()) == _sorted(rows)

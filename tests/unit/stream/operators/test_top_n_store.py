@@ -162,8 +162,8 @@ def test_old_per_row_format_is_converted() -> None:
         + 3 1 5 2
     """,
     )
-    assert META_KEY in table.data
-    assert all(len(k) <= 2 and k[0] in ("meta", "mask") or len(k) == 1 for k in table.data)
+    assert META_KEY in table.to_dict()
+    assert all(len(k) <= 2 and k[0] in ("meta", "mask") or len(k) == 1 for k in table.to_dict())
 
 
 def reference(live: dict[int, Row], limit: int) -> Counter[Row]:
