@@ -159,7 +159,7 @@ class CatalogModel:
         if r.rel is None:
             return None
         rt = getattr(self.ctx.db, "runtime", None)
-        return None if rt is None else rt.row_count(r.rel.id)  # type: ignore[no-any-return]
+        return None if rt is None else rt.row_count(r.rel.id)
 
     def user_name(self) -> str:
         s = self.ctx.session

@@ -1,13 +1,17 @@
 """Durable state: keyed state tables, the RocksDB store, the write-ahead log and checkpoints.
 
 What this package owns: every byte Swell keeps on disk about its dataflow. Operators and
-relations keep their state in `StateTable`s (fully resident dicts with dirty tracking);
+relations keep their state in `StateTable`s (fully resident dicts with dirty tracking,
+behind one interface: multi-get, batched puts/deletes, ordered range scans in the key
+order of `order`, read-only snapshots; the contract tests pin it for every backend);
 at each checkpoint the runtime writes every table's changes, the catalog blob, source
 offsets and the WAL truncation in one atomic RocksDB WriteBatch. Between checkpoints,
 acknowledged writes (DML and webhook rows) are made durable by the group-committed WAL.
 
 Modules:
-- `table`: StateTable (contract; others code against it); its log and keyed layouts.
+- `table`: StateTable (contract; others code against it); its log and keyed layouts;
+  TableSnapshot (copy-on-write read-only image).
+- `order`: the key order of `StateTable.scan` (what a memcomparable layout must match).
 - `codec`: key/value byte encodings (marshal format 2 + tagged extensions), table prefixes.
 - `store`: StateStore (one rocksdict `Rdict`, raw mode), WriteBatchLike, StorageError.
 - `wal`: Wal (sequence-numbered records, background group commit, async append).

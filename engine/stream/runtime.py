@@ -706,7 +706,8 @@ class Runtime:
     def _publish(self) -> None:
         """Pin every relation's rows as the committed epoch's snapshot (under the lock)."""
         pins: dict[int, Pinned] = {}
-        for rid, flow in (*self.tables.items(), *self.views.items()):
+        flows: list[tuple[int, TableFlow | ViewFlow]] = [*self.tables.items(), *self.views.items()]
+        for rid, flow in flows:
             pin = getattr(flow.mat, "pin", None)
             if pin is not None:
                 pins[rid] = pin()

@@ -112,12 +112,11 @@ class DynamicFilterOp(Operator):
         pos = w > 0
         if pos.all():
             self._rows.put_many(keys, rows)
-        else:  # in order: an update's delete comes before its insert
-            for key, row, ins in zip(keys, rows, pos.tolist(), strict=True):
-                if ins:
-                    self._rows.put(key, row)
-                else:
-                    self._rows.delete(key)
+        else:  # in order: the last change of each key wins (an update's delete comes first)
+            last = dict(zip(keys, zip(pos.tolist(), rows, strict=True), strict=True))
+            self._rows.delete_many([k for k, (ins, _) in last.items() if not ins])
+            put = [(k, r) for k, (ins, r) in last.items() if ins]
+            self._rows.put_many([k for k, _ in put], [r for _, r in put])
         if self._index is not None:
             self._index.stale += int((~pos).sum())  # deleted rows leave entries behind
         if self._index is not None and pos.any():

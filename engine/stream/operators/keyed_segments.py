@@ -210,10 +210,10 @@ class KeyedSegments:
             masks[sid] = m
         parts = []
         for sid, s in self.segments.items():
-            m = masks.get(sid, s.mask)
-            live = s.live if sid not in masks else int(m.sum())  # type: ignore[union-attr]
+            cut = masks.get(sid)
+            live = s.live if cut is None else int(cut.sum())
             if live:
-                parts.append((s.batch, m, live))
+                parts.append((s.batch, s.mask if cut is None else cut, live))
         return SegmentSnapshot(self.schema, tuple(parts), sum(p[2] for p in parts))
 
     # -- reads --------------------------------------------------------------------------
