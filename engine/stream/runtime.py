@@ -460,6 +460,7 @@ class Runtime:
                     len(rels),
                 )
             self._carried, self._carried_sources = {}, {}
+            self._publish()  # the checkpoint's rows: the last committed epoch
             return self.replay_wal(meta.wal_seq if meta is not None else 0)
 
     # ------------------------------------------------------------------------------------
