@@ -384,10 +384,10 @@ class StateTable:
         batch.delete_range(self._prefix, codec.table_prefix(self.table_id + 1))
 
     def _detach(self) -> None:
-        """Before the mapping is replaced wholesale: snapshots keep their image (they
-        take a copy of it), the order index is rebuilt on the next scan."""
-        for snap in list(self._pins):
-            snap._freeze()
+        """Before the mapping is replaced wholesale: it becomes a new dict, so live
+        snapshots keep the old one, which nothing changes any more; the order index is
+        rebuilt on the next scan."""
+        self._data = {}
         self._pins = weakref.WeakSet()
         self._order = None
         self._watch = False
@@ -446,11 +446,6 @@ class TableSnapshot:
         for k in keys:
             if k not in undo:
                 undo[k] = live.get(k, _ABSENT)
-
-    def _freeze(self) -> None:
-        """Writer side: the live mapping is about to be replaced; keep a private copy."""
-        self._live = dict(self._image())
-        self._undo = {}
 
     def _image(self) -> dict[Key, Value]:
         live = self._live
