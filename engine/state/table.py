@@ -22,8 +22,9 @@ the state-store work can put RocksDB underneath without touching operators):
 * per-chunk reads and writes: `get_many(keys)` (multi-get, None where absent),
   `put_many(keys, values)`, `delete_many(keys)`; `get`/`put`/`delete` for single keys;
   `len`, `in`;
-* ordered range scans: `scan(prefix, start=, end=)` yields `(key, value)` in key order
-  (`engine.state.order`) for keys starting with `prefix` within `[start, end)`;
+* ordered range scans: `scan(prefix, start=, end=, reverse=, limit=)` yields
+  `(key, value)` in key order (`engine.state.order`) for keys starting with `prefix`
+  within `[start, end)`, descending with `reverse`, at most `limit`;
   `items()` is the whole table in no particular order (rebuilding per-run indexes);
 * `snapshot(epoch)`: a read-only `TableSnapshot` of the table as it is now (call it at a
   committed point); later writes do not change it, and it may be read from another
@@ -161,21 +162,28 @@ class StateTable:
         return self._data.keys()
 
     def scan(
-        self, prefix: Key = (), *, start: Key | None = None, end: Key | None = None
+        self,
+        prefix: Key = (),
+        *,
+        start: Key | None = None,
+        end: Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
     ) -> Iterator[tuple[Key, Value]]:
-        """Entries whose key starts with `prefix` and lies in `[start, end)`, in key order.
+        """Entries whose key starts with `prefix` and lies in `[start, end)`, in key order
+        (descending with `reverse`), at most `limit` of them.
 
         `start`/`end` bound the whole key (None: unbounded) in `engine.state.order`'s
         order, where a key sorts after its own prefixes: `end=(t,)` stops before every
         key whose first element is `t`. The entries are those of the table at the call:
-        the caller may write the table while consuming them.
+        the caller may write the table while consuming them. `limit=1` is the first (or,
+        with `reverse`, the last) entry of a range: a group's minimum or maximum.
         """
         order = self._ordered()
-        lo, hi = _bounds(prefix, start, end)
-        i = order.bisect_key_left(lo) if lo is not None else 0
-        j = order.bisect_key_left(hi) if hi is not None else len(order)
+        i, j = _slice(order.bisect_key_left, len(order), prefix, start, end, reverse, limit)
         data = self._data
-        return iter([(k, data[k]) for k in order[i:j]] if i < j else [])
+        keys = order[i:j] if i < j else []
+        return iter([(k, data[k]) for k in (reversed(keys) if reverse else keys)])
 
     def to_dict(self) -> dict[Key, Value]:
         """A copy of the whole mapping (tests and debugging)."""
@@ -401,6 +409,27 @@ _TOP = ((99,),)
 """Appended to a prefix's order: above the order of every key extending the prefix."""
 
 
+def _slice(
+    bisect: Any,
+    n: int,
+    prefix: Key,
+    start: Key | None,
+    end: Key | None,
+    reverse: bool,
+    limit: int | None,
+) -> tuple[int, int]:
+    """Positions `[i, j)` in a key-ordered sequence of `n` keys that a scan returns."""
+    lo, hi = _bounds(prefix, start, end)
+    i = bisect(lo) if lo is not None else 0
+    j = bisect(hi) if hi is not None else n
+    if limit is not None and j - i > limit:
+        if reverse:
+            i = j - max(limit, 0)
+        else:
+            j = i + max(limit, 0)
+    return i, j
+
+
 def _bounds(prefix: Key, start: Key | None, end: Key | None) -> tuple[Any, Any]:
     """The half-open range `[lo, hi)` of key orders a scan covers (None: unbounded)."""
     lows = [key_order(prefix)] if prefix else []
@@ -481,16 +510,23 @@ class TableSnapshot:
         return iter(self._image().items())
 
     def scan(
-        self, prefix: Key = (), *, start: Key | None = None, end: Key | None = None
+        self,
+        prefix: Key = (),
+        *,
+        start: Key | None = None,
+        end: Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
     ) -> Iterator[tuple[Key, Value]]:
         """As `StateTable.scan`, over the snapshot's image (sorted per call)."""
         image = self._image()
         keys = sorted(image, key=key_order)
         orders = [key_order(k) for k in keys]
-        lo, hi = _bounds(prefix, start, end)
-        i = bisect_left(orders, lo) if lo is not None else 0
-        j = bisect_left(orders, hi) if hi is not None else len(keys)
-        return iter([(k, image[k]) for k in keys[i:j]])
+        i, j = _slice(
+            lambda o: bisect_left(orders, o), len(keys), prefix, start, end, reverse, limit
+        )
+        part = keys[i:j] if i < j else []
+        return iter([(k, image[k]) for k in (reversed(part) if reverse else part)])
 
     def to_dict(self) -> dict[Key, Value]:
         return self._image()

@@ -196,6 +196,13 @@ def test_scan_by_prefix_and_range(backend: Backend) -> None:
     assert ks(prefix=(2,), start=(1,), end=(9,)) == [(2, 0), (2, 1), (2, 2)]
     assert ks(start=(3,), end=(2,)) == []
     assert [v for _, v in t.scan(prefix=(1,))] == [t.get((1, s)) for s in range(3)]
+    # descending and limited: a group's extreme is one bisect away
+    assert ks(prefix=(2,), reverse=True) == [(2, 2), (2, 1), (2, 0)]
+    assert ks(prefix=(2,), limit=1) == [(2, 0)]
+    assert ks(prefix=(2,), reverse=True, limit=1) == [(2, 2)]
+    assert ks(start=(3, 1), end=(5,), reverse=True, limit=2) == [(4,), (3, 2)]
+    assert ks(prefix=(9,), reverse=True, limit=1) == []
+    assert ks(limit=0) == []
 
 
 def test_scan_follows_later_writes(backend: Backend) -> None:
@@ -242,7 +249,10 @@ OPS = st.lists(
         st.tuples(st.just("put"), st.lists(KEYS, max_size=6)),
         st.tuples(st.just("delete"), st.lists(KEYS, max_size=4)),
         st.tuples(st.just("commit"), st.just([])),
-        st.tuples(st.just("scan"), st.tuples(KEYS | st.just(()), KEYS, KEYS)),
+        st.tuples(
+            st.just("scan"),
+            st.tuples(KEYS | st.just(()), KEYS, KEYS, st.booleans(), st.none() | st.integers(0, 3)),
+        ),
     ),
     max_size=25,
 )
@@ -271,15 +281,22 @@ def test_random_operations_match_a_model(tmp_path: Path, ops: list[Any]) -> None
                 elif op == "commit":
                     b.commit()
                 else:
-                    prefix, lo, hi = arg
+                    prefix, lo, hi, rev, limit = arg
                     want = [
                         k
                         for k in sorted(model, key=key_order)
                         if k[: len(prefix)] == prefix
                         and key_order(lo) <= key_order(k) < key_order(hi)
                     ]
-                    got = [k for k, _ in b.table.scan(prefix, start=lo, end=hi)]
+                    if rev:
+                        want.reverse()
+                    want = want if limit is None else want[:limit]
+                    kw = {"start": lo, "end": hi, "reverse": rev, "limit": limit}
+                    got = [k for k, _ in b.table.scan(prefix, **kw)]
                     assert got == want
+                    snap = b.table.snapshot(b.epoch)
+                    assert [k for k, _ in snap.scan(prefix, **kw)] == want
+                    snap.release()
             check(b.table, model)
             b.commit()
             check(b.table, model)
@@ -307,6 +324,7 @@ def test_snapshot_keeps_the_committed_image(backend: Backend) -> None:
     check(snap, image)
     assert snap.get((100,)) is None and (1,) in snap and snap.get((1,)) == (1, "v0")
     assert [k for k, _ in snap.scan(start=(2,), end=(5,))] == [(2,), (3,), (4,)]
+    assert [k for k, _ in snap.scan(reverse=True, limit=2)] == [(5,), (4,)]
     backend.commit()
     check(snap, image)  # still the old epoch's image after the next commit
     backend.table.clear()
