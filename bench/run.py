@@ -115,20 +115,31 @@ BENCHES = [
 # a figure in a printed line: "1,234,567 events/CPU-s", "89,000 rows/s per CPU-second", ...
 _FIGURE = re.compile(
     r"([\d,]+(?:\.\d+)?)\s*(k )?((?:events|rows|records|req|messages|ops)"
-    r"(?:/CPU-s|/s per CPU-second|/s|/CPU s))"
+    r"(?:/CPU-s|/s per CPU-second|/s|/CPU s))",
+    re.IGNORECASE,
 )
+# "events/cpu-s=   753,328" (unit first)
+_UNIT_FIRST = re.compile(r"((?:events|rows)/cpu-s)=\s*([\d,]+(?:\.\d+)?)", re.IGNORECASE)
+_PROGRESS = re.compile(r"epoch \d+/\d+")  # per-epoch progress lines, not results
 
 
 def figures_from_output(text: str) -> list[dict[str, object]]:
     """Rows for scripts that print figures but do not call `report()`."""
     out: list[dict[str, object]] = []
     for line in text.splitlines():
-        m = _FIGURE.search(line)
-        if m is None:
+        if _PROGRESS.search(line):
             continue
-        value = float(m.group(1).replace(",", "")) * (1000 if m.group(2) else 1)
-        label = line[: m.start()].strip(" :-") or line.strip()
-        out.append({"case": label[:70], "value": value, "unit": m.group(3), "note": ""})
+        u = _UNIT_FIRST.search(line)
+        m = _FIGURE.search(line)
+        if u is not None:
+            value, unit, start = float(u.group(2).replace(",", "")), u.group(1), u.start()
+        elif m is not None:
+            value = float(m.group(1).replace(",", "")) * (1000 if m.group(2) else 1)
+            unit, start = m.group(3), m.start()
+        else:
+            continue
+        label = line[:start].strip(" :-") or line.strip()
+        out.append({"case": label[:70], "value": value, "unit": unit, "note": ""})
     return out
 
 

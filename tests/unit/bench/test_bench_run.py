@@ -19,12 +19,17 @@ def test_figures_from_printed_lines() -> None:
         "  tumble            987,654 events/s per CPU-second  (0.20 s)\n"
         "  append, wait for the last only:    239.5 k records/s\n"
         "no figure on this line\n"
+        "  tumble: epoch 1/5, 20,000 events, 0.03 CPU-s, 592,310 events/CPU-s\n"
+        "columnar  upsert     1,303,121 rows/cpu-s      344,521 rows/wall-s\n"
+        "join-insert   events=  100,000 cpu=   0.13s events/cpu-s=   753,328 output_rows=1\n"
     )
     rows = run.figures_from_output(text)
     assert [(r["case"], r["value"], r["unit"]) for r in rows] == [
         ("agg count+sum, 10 groups, inserts", 1234567.0, "events/CPU-s"),
         ("tumble", 987654.0, "events/s per CPU-second"),
         ("append, wait for the last only", 239500.0, "records/s"),
+        ("columnar  upsert", 1303121.0, "rows/cpu-s"),
+        ("join-insert   events=  100,000 cpu=   0.13s", 753328.0, "events/cpu-s"),
     ]
 
 
