@@ -165,6 +165,8 @@ class _Exec:
         return pa.concat_tables(parts)
 
     def _limit(self, p: Limit) -> pa.Table:
+        if p.limit == 0:  # as PostgreSQL: LIMIT 0 evaluates nothing (and raises nothing)
+            return arrow_schema(p.schema).empty_table()
         t = self.run(p.input)
         start = min(p.offset, t.num_rows)
         if p.limit is None:

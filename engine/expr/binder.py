@@ -407,7 +407,7 @@ class ExprBinder:
         return Func("coalesce", cast_args, t, lambda a, n, c: _coalesce_kernel(a, n, t))
 
     def _nullif(self, a: Expr, b: Expr) -> Expr:
-        eq = ops.bind_compare("=", a, b)
+        eq = ops.unfolded_compare("=", a, b)
         assert isinstance(eq, Func)
         left = eq.args[0]
         rt = left.type

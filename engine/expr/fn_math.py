@@ -202,11 +202,11 @@ def _power(args: list[Expr]) -> Expr:
 
 @register("mod")
 def _mod(args: list[Expr]) -> Expr:
-    from engine.expr.ops import bind_arith
+    from engine.expr.ops import unfolded_arith
 
     if len(args) != 2:
         raise no_function("mod", args)
-    e = bind_arith("%", args[0], args[1])
+    e = unfolded_arith("%", args[0], args[1])
     assert isinstance(e, Func)
     return Func("mod", e.args, e.type, arith_kernel("%", e.type))
 

@@ -26,7 +26,17 @@ from engine.errors import (
 )
 from engine.expr import temporal
 from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
-from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, out_of_range
+from engine.expr.core import (
+    Datum,
+    EvalContext,
+    Expr,
+    Func,
+    Literal,
+    as_array,
+    evaluate_constant,
+    is_scalar,
+    out_of_range,
+)
 from engine.expr.nonstrict import RowErrors, row_failure
 from engine.expr.typmod import numeric_with_scale, scale_of
 from engine.types import (
@@ -306,7 +316,27 @@ def _iv_mul(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
                                         np.round(nf).astype(np.int64), mask)
 
 
+def _null_constant(e: Expr) -> bool:
+    return isinstance(e, Literal) and e.value is None
+
+
+def _folded_if_null(e: Expr, left: Expr, right: Expr) -> Expr:
+    """A strict operator with a NULL constant operand is NULL without evaluating the other
+    one (PostgreSQL folds it at plan time, so `(a + b) + NULL` cannot overflow)."""
+    if (_null_constant(left) or _null_constant(right)) and not e.has_now():
+        other = right if _null_constant(left) else left
+        if other.is_constant() and not isinstance(other, Literal):
+            evaluate_constant(other)  # folded bottom-up first: `(2147483647 + 1) + NULL` fails
+        return Literal(None, e.type)
+    return e
+
+
 def bind_arith(op: str, left: Expr, right: Expr) -> Expr:
+    return _folded_if_null(unfolded_arith(op, left, right), left, right)
+
+
+def unfolded_arith(op: str, left: Expr, right: Expr) -> Expr:
+    """`bind_arith` without NULL folding: always the operator's Func."""
     lt, rt = left.type, right.type
     # temporal forms first (unknown literals take the interval/date type they need)
     if lt.is_temporal or rt.is_temporal:
@@ -391,7 +421,6 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
 
 
 def _one_double() -> Expr:
-    from engine.expr.core import Literal
 
     return Literal(1.0, DOUBLE)
 
@@ -422,6 +451,11 @@ def cmp_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
 
 
 def bind_compare(op: str, left: Expr, right: Expr) -> Expr:
+    return _folded_if_null(unfolded_compare(op, left, right), left, right)
+
+
+def unfolded_compare(op: str, left: Expr, right: Expr) -> Expr:
+    """`bind_compare` without NULL folding: always the operator's Func."""
     if op == "!=":
         op = "<>"
     left, right = _unify(op, left, right)
@@ -607,7 +641,6 @@ def bind_like(arg: Expr, pattern: Expr, escape: str | None, ilike: bool, negate:
 
 
 def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
-    from engine.expr.core import Literal
 
     types = [arg.type if not is_untyped(arg) else UNKNOWN] + \
         [i.type if not is_untyped(i) else UNKNOWN for i in items]
