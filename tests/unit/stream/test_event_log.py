@@ -175,3 +175,6 @@ def test_roles_see_failures_of_jobs_they_may_read(session: Any) -> None:
     assert _run(s, sql).rows == [("secret_v", 1)]
     _run(s, "GRANT SELECT ON secret_v TO alice")
     assert _run(alice, sql).rows == [("secret_v", 1)]
+    _run(s, "DROP MATERIALIZED VIEW secret_v")  # the log keeps it, for superusers only
+    assert _run(alice, sql).rows == []
+    assert _run(s, sql).rows == [("secret_v", 1)]
