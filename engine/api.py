@@ -105,8 +105,9 @@ class Session(Protocol):
         """The session's TimeZone setting (for timestamptz text output)."""
         ...
 
-    def cancel(self) -> None:
-        """Ask the running statement to stop (CancelRequest); it raises QueryCanceled."""
+    def cancel(self, reason: str = "user") -> None:
+        """Ask the running statement to stop (CancelRequest: "user"; a closed connection:
+        "disconnect"); it raises QueryCanceled (57014) at its next check (engine/cancel.py)."""
         ...
 
     def copy_in_columns(self, columns: list[Any]) -> QueryResult:

@@ -254,6 +254,13 @@ class QueryCanceled(EngineError):
     sqlstate = "57014"
 
 
+class OutOfMemory(EngineError):
+    """A query would exceed its memory limit (`query_memory_limit`): refused, as
+    PostgreSQL's "out of memory" class 53, instead of growing the server."""
+
+    sqlstate = "53200"
+
+
 class TooManyConnections(EngineError):
     sqlstate = "53300"
     severity = "FATAL"
@@ -311,8 +318,12 @@ def not_supported(what: str, hint: str | None = None) -> FeatureNotSupported:
 def date_out_of_range(t: object = None) -> DatetimeFieldOverflow:
     """22008 for a date/timestamp beyond what Swell keeps (years 1 to 9999)."""
     kind = getattr(getattr(t, "kind", None), "name", "")
-    what = "date" if kind == "DATE" else "timestamp" if kind.startswith("TIMESTAMP") else (
-        "date/time value"
+    what = (
+        "date"
+        if kind == "DATE"
+        else "timestamp"
+        if kind.startswith("TIMESTAMP")
+        else ("date/time value")
     )
     return DatetimeFieldOverflow(
         f"{what} out of range", detail="Dates and timestamps lie between years 1 and 9999."

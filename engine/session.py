@@ -10,11 +10,12 @@ statements whose parameter types are inferred at Parse time.
 from __future__ import annotations
 
 import logging
-import threading
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import cancel as cancellation
 from engine.api import Notice, QueryResult, StatementDescription
 from engine.catalog.credentials import option_credentials, scrub
 from engine.catalog.privileges import acting_as
@@ -22,13 +23,13 @@ from engine.errors import (
     EngineError,
     FeatureNotSupported,
     InvalidParameterName,
-    QueryCanceled,
     SqlSyntaxError,
     date_out_of_range,
 )
 from engine.expr import EvalContext, ParamContext
 from engine.latency import STATEMENT_KINDS, STATEMENTS
 from engine.recursion import too_complex
+from engine.setting_units import TIME_SETTINGS, parse_time_ms, show_time_ms
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
 from engine.stream.event_log import flush_warning, readable_jobs
@@ -132,8 +133,7 @@ class SwellSession:
         self.database = database
         self.pid = pid
         self.vars = dict(DEFAULT_VARS)
-        for k, v in options.items():
-            k = k.lower()
+        for k, v in _startup_settings(options).items():
             if k in (
                 "application_name",
                 "timezone",
@@ -143,6 +143,8 @@ class SwellSession:
                 "search_path",
             ):
                 self.vars[k] = v
+            elif k in TIME_SETTINGS:  # `options=-c statement_timeout=5s` or a startup key
+                self.vars[k] = show_time_ms(parse_time_ms(k, v))
         user_entry = db.catalog.users.find(user)
         if user_entry is not None and not user_entry.superuser:
             self.vars["is_superuser"] = "off"
@@ -151,8 +153,8 @@ class SwellSession:
         self.savepoints: list[str] = []  # engine/handlers/txn.py
         self.cursors: dict[str, Any] = {}
         self.pending_copy: Any = None  # COPY FROM STDIN waiting for its rows (copy_in.py)
-        self._cancel = threading.Event()
-        self._running = False
+        # the running statement's stop signal (engine/cancel.py); None between statements
+        self._token: cancellation.CancelToken | None = None
         self.closed = False
         # streaming data errors already reported to this session (its last FLUSH warns
         # about the ones after it; engine.stream.event_log)
@@ -178,7 +180,6 @@ class SwellSession:
         return EvalContext(timezone=self.timezone, session=self)
 
     def execute_simple(self, sql: str) -> list[QueryResult]:
-        self._cancel.clear()
         results: list[QueryResult] = []
         try:
             try:
@@ -248,7 +249,6 @@ class SwellSession:
         return PreparedStmt(sql, st, desc, types)
 
     def execute(self, stmt: PreparedStmt, params: list[Any]) -> QueryResult:  # type: ignore[override]
-        self._cancel.clear()
         try:
             res = self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
             _check_result_shape(stmt, res)
@@ -282,15 +282,23 @@ class SwellSession:
         c = cursor(self, name)
         return c.columns, c.binary
 
-    def cancel(self) -> None:
-        # As in PostgreSQL, a cancel request with no statement running does nothing.
-        if self._running:
-            self._cancel.set()
+    def cancel(self, reason: str = cancellation.USER) -> None:
+        """Stop the running statement (from any thread). As in PostgreSQL, a cancel with no
+        statement running does nothing."""
+        token = self._token
+        if token is not None:
+            token.cancel(reason)
+
+    @property
+    def cancel_token(self) -> cancellation.CancelToken:
+        """The running statement's token (`engine.cancel.NEVER` between statements)."""
+        return self._token or cancellation.NEVER
 
     def check_cancel(self) -> None:
-        if self._cancel.is_set():
-            self._cancel.clear()
-            raise QueryCanceled("canceling statement due to user request")
+        """Raise 57014 when the running statement was cancelled or timed out."""
+        token = self._token
+        if token is not None:
+            token.check()
 
     def close(self) -> None:
         self.closed = True
@@ -298,10 +306,14 @@ class SwellSession:
 
     # -- dispatch ----------------------------------------------------------------------------
     def _run(self, st: Statement, params: ParamContext | None) -> QueryResult:
-        self._running = True
         start = time.monotonic()
+        outer = self._token
+        # one token per statement (statement_timeout counts per statement, as PostgreSQL
+        # 13+ does for a multi-statement query string); a nested statement shares it
+        token = outer or cancellation.CancelToken.with_timeout(self.statement_timeout_ms())
+        self._token = token
         try:
-            with acting_as(self):  # privilege checks use this session's role
+            with acting_as(self), cancellation.running(token):
                 res = self._dispatch(st, params)
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
@@ -309,7 +321,7 @@ class SwellSession:
             _scrub_error(e, st, self.db.catalog)
             raise
         finally:
-            self._running = False
+            self._token = outer
         took = time.monotonic() - start
         ddl = res.tag.startswith(_DDL_TAGS)
         if ddl:
@@ -423,6 +435,9 @@ class SwellSession:
         return result
 
     # -- variables ---------------------------------------------------------------------------
+    def statement_timeout_ms(self) -> int:
+        return parse_time_ms("statement_timeout", self.vars["statement_timeout"])
+
     def _set(self, name: str, value: str | None, tag: str = "SET") -> QueryResult:
         name = name.lower()
         if name == "time zone":
@@ -435,6 +450,8 @@ class SwellSession:
             value = _check_timezone(value)
         if name == "client_encoding":
             value = _check_client_encoding(value)
+        if name in TIME_SETTINGS:
+            value = show_time_ms(parse_time_ms(name, value))
         if name in ("rw_implicit_flush", "implicit_flush", "background_ddl"):
             low = value.lower()
             if low not in ("true", "false", "on", "off", "1", "0", "t", "f"):
@@ -469,6 +486,31 @@ class SwellSession:
         if key not in self.vars:
             raise InvalidParameterName(f'unrecognized configuration parameter "{name}"')
         return QueryResult("SHOW", [Field(key, VARCHAR)], [(self.vars[key],)])
+
+
+def _startup_settings(options: dict[str, str]) -> dict[str, str]:
+    """Settings of the startup packet: its own keys, and `-c name=value` / `--name=value`
+    in `options` (libpq's `options`, PGOPTIONS), as PostgreSQL reads them; `\\ ` escapes a
+    space inside a value."""
+    out: dict[str, str] = {}
+    for k, v in options.items():
+        if k.lower() != "options":
+            out[k.lower()] = v
+            continue
+        words = re.split(r"(?<!\\)\s+", v.strip())
+        words = [w.replace("\\ ", " ") for w in words if w]
+        i = 0
+        while i < len(words):
+            w = words[i]
+            if w == "-c" and i + 1 < len(words):
+                w, i = words[i + 1], i + 1
+            elif w.startswith("-c") or w.startswith("--"):
+                w = w[2:]
+            if "=" in w:
+                name, _, value = w.partition("=")
+                out[name.strip().lower().replace("-", "_")] = value
+            i += 1
+    return out
 
 
 def _check_result_shape(stmt: PreparedStmt, res: QueryResult) -> None:

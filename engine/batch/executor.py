@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import cancel as cancellation
 from engine.chunk import StreamChunk
 from engine.errors import EngineError, not_supported
 from engine.expr import EvalContext
@@ -47,9 +48,7 @@ class _Exec:
         self.ctx = ctx
 
     def run(self, p: PlanNode) -> pa.Table:
-        session = self.ctx.session
-        if session is not None:
-            session.check_cancel()  # a CancelRequest stops the query between plan nodes
+        cancellation.check()  # cancel / statement_timeout stop the query between plan nodes
         m = getattr(self, "_" + type(p).__name__.lower(), None)
         if m is None:
             from engine.batch.time_exec import run_time_node
@@ -215,14 +214,16 @@ class _Exec:
             li_col = pa.array(np.arange(left.num_rows), pa.int64())
             ri_col = pa.array(np.arange(right.num_rows), pa.int64())
             lidx = pa.table([*(left.column(i) for i in p.left_keys), li_col], names=[*lk, "__li"])
-            ridx = pa.table(
-                [*(right.column(i) for i in p.right_keys), ri_col], names=[*rk, "__ri"]
-            )
+            ridx = pa.table([*(right.column(i) for i in p.right_keys), ri_col], names=[*rk, "__ri"])
             # SQL: NULL keys never match
             lidx = lidx.filter(_all_valid(lidx, lk))
             ridx = ridx.filter(_all_valid(ridx, rk))
             m = lidx.join(
-                ridx, keys=lk, right_keys=rk, join_type="inner", coalesce_keys=False,
+                ridx,
+                keys=lk,
+                right_keys=rk,
+                join_type="inner",
+                coalesce_keys=False,
                 use_threads=False,
             )
             li = np.asarray(m.column("__li").to_numpy(), dtype=np.int64)
