@@ -2,6 +2,7 @@
 
 What this package owns: every byte Swell keeps on disk about its dataflow. Operators and
 relations keep their state in `StateTable`s (fully resident dicts with dirty tracking,
+or `DiskStateTable`s whose rows live in RocksDB with a bounded cache in memory, both
 behind one interface: multi-get, batched puts/deletes, ordered range scans in the key
 order of `order`, read-only snapshots; the contract tests pin it for every backend);
 at each checkpoint the runtime writes every table's changes, the catalog blob, source
@@ -11,6 +12,10 @@ acknowledged writes (DML and webhook rows) are made durable by the group-committ
 Modules:
 - `table`: StateTable (contract; others code against it); its log and keyed layouts;
   TableSnapshot (copy-on-write read-only image).
+- `disk_table`: DiskStateTable, the same contract with RocksDB as the source of truth
+  (vnode-partitioned ordered keys, the epoch's writes in an overlay, a bounded cache
+  of hot rows: `HotCache`); DiskTableSnapshot.
+- `memcmp`: memcomparable key bytes whose byte order is `order`'s key order.
 - `order`: the key order of `StateTable.scan` (what a memcomparable layout must match).
 - `codec`: key/value byte encodings (marshal format 2 + tagged extensions), table prefixes.
 - `store`: StateStore (one rocksdict `Rdict`, raw mode), WriteBatchLike, StorageError.
@@ -24,6 +29,7 @@ Key layout of the single database at `<data_dir>/state` (default column family):
 |--------------------------------------------|----------------------------------|
 | table id (4 bytes BE) + 0x02 + seq (8 B BE)| log record: marshal of row blobs |
 | table id (4 bytes BE) + encode_key(key)    | encode_value(value) (keyed)      |
+| table id + 0x00 + vnode (1 B) + memcmp key | encode_value(value) (disk table) |
 | 0xFFFF "wal/" + seq (8 bytes BE)           | WAL payload (caller's bytes)     |
 | 0xFFFF "walfloor"                          | highest truncated seq (8 B BE)   |
 | 0xFFFF "meta/checkpoint"                   | version, epoch, wal_seq          |

@@ -132,11 +132,7 @@ def encode_values(values: list[tuple[Any, ...]]) -> list[bytes]:
     types = set(map(type, chain.from_iterable(values)))
     if types <= _PLAIN:
         return [_dumps(v, _MARSHAL_VERSION) for v in values]
-    if (
-        types <= _COLUMNAR
-        and set(map(type, values)) <= _TUPLE
-        and len(set(map(len, values))) == 1
-    ):
+    if types <= _COLUMNAR and set(map(type, values)) <= _TUPLE and len(set(map(len, values))) == 1:
         return _encode_columns(values, False)
     return [encode_value(v) for v in values]
 

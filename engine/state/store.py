@@ -130,6 +130,13 @@ class StateStore:
     def get(self, key: bytes) -> bytes | None:
         return self.db.get(key)  # type: ignore[no-any-return]
 
+    def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        """The value of every key (None where absent): one RocksDB MultiGet."""
+        if not keys:
+            return []
+        out: list[bytes | None] = self.db.get(keys)  # type: ignore[arg-type,assignment]
+        return out
+
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, value) whose key starts with `prefix`, in key order."""
         return self.scan_range(prefix, _prefix_end(prefix))

@@ -8,10 +8,12 @@ over each backend of the `backend` fixture:
 * `memory`: a table that is never persisted;
 * `rocksdb-log` / `rocksdb-keyed`: a table whose `commit()` writes its changes to a real
   RocksDB store (in the log and the keyed layout) and then reloads a fresh table from
-  the store, so every read after a commit is answered by what RocksDB held.
+  the store, so every read after a commit is answered by what RocksDB held;
+* `rocksdb-first` / `rocksdb-first-single`: the RocksDB-first `DiskStateTable` (rows in
+  RocksDB, the epoch's writes in an overlay, a tiny cache so reads go to RocksDB),
+  vnode-partitioned by the first key column and in a single vnode.
 
-A new backend (the state-store work's RocksDB-first table) joins by adding a fixture
-param; its tests are these.
+A new backend joins by adding a fixture param; its tests are these.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.state.disk_table import DiskStateTable, HotCache
 from engine.state.order import key_order
 from engine.state.store import StateStore
 from engine.state.table import StateTable
@@ -44,7 +47,11 @@ class Backend:
         self.table = self._new()
         self.epoch = 0
 
-    def _new(self) -> StateTable:
+    def _new(self) -> StateTable | DiskStateTable:
+        if self.kind.startswith("rocksdb-first"):
+            assert self.store is not None
+            dist = 0 if self.kind.endswith("single") else 1
+            return DiskStateTable(TABLE_ID, "contract", self.store, dist_len=dist, cache=TINY)
         t = StateTable(TABLE_ID, "contract")
         if self.kind == "rocksdb-keyed":
             t.prefer_keyed()
@@ -63,7 +70,11 @@ class Backend:
         self.table = fresh
 
 
-@pytest.fixture(params=["memory", "rocksdb-log", "rocksdb-keyed"])
+TINY = HotCache(0)
+KINDS = ["memory", "rocksdb-log", "rocksdb-keyed", "rocksdb-first", "rocksdb-first-single"]
+
+
+@pytest.fixture(params=KINDS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     store = None if request.param == "memory" else StateStore.open(tmp_path / "state")
     yield Backend(request.param, store)
@@ -264,7 +275,7 @@ OPS = st.lists(
 @given(ops=OPS)
 def test_random_operations_match_a_model(tmp_path: Path, ops: list[Any]) -> None:
     """Random batched writes, commits and scans agree with a dict model on every backend."""
-    for kind in ("memory", "rocksdb-log", "rocksdb-keyed"):
+    for kind in KINDS:
         path = Path(tempfile.mkdtemp(dir=tmp_path))  # a fresh store for every example
         store = None if kind == "memory" else StateStore.open(path / "state")
         try:

@@ -1,0 +1,569 @@
+"""DiskStateTable: a state table whose rows live in RocksDB, with a bounded cache in memory.
+
+Why: `StateTable` keeps every row in a Python dict (hundreds of bytes per row), so state
+is bounded by RAM. This backend makes RocksDB the source of truth: memory holds only the
+current epoch's writes (the overlay) and a bounded cache of hot committed rows; RocksDB's
+block cache and memtables (sized by `engine.state.budget`) hold the rest of the working
+set. It answers the same interface as `StateTable` (the contract
+`tests/unit/state/test_state_contract.py` runs over both), so an operator moves onto it
+by asking its allocator for a disk table.
+
+Key layout (one contiguous range per table, ordered):
+
+    table id (4 bytes BE) | 0x00 vnode (2 bytes BE) | memcmp.encode_key(key)
+
+`vnode = crc32(encode_key(key[:dist_len])) mod 256` (RisingWave's 256 virtual nodes, so
+vnode ranges can later move between workers); `dist_len` is how many leading key columns
+form the distribution key (0: every row in vnode 0, one ordered range). The leading 0x00
+keeps the range apart from the older log and keyed layouts of `StateTable`, whose bytes
+after the table id start 0x01, 0x02 or 0x28 (`load` converts those, see below). Values are
+`codec.encode_value` bytes.
+
+Lifecycle:
+1. created with its id, the open `StateStore` and a `HotCache` budget; `load(store)` (at
+   recovery) drops the overlay and the cache: nothing is read eagerly. A range still in
+   an older layout is read once into the overlay and rewritten at the next checkpoint;
+2. per epoch, reads look at the overlay, then the cache, then RocksDB (one multi-get
+   per `get_many`); writes go to the overlay only, so a failed epoch is rolled back by
+   dropping the table object (the runtime rebuilds every table from the store);
+3. `write_dirty(batch)` encodes the overlay into the checkpoint's WriteBatch and moves
+   the rows into the cache; the batch is the commit;
+4. `drop(batch)` deletes the table's range.
+
+Scans (`scan`) merge RocksDB range iterators, one per vnode the range can touch (all 256
+unless the prefix covers the distribution key or `dist_len` is 0), with the overlay's
+rows in the range; they are lazy but consistent with the call (a RocksDB snapshot plus a
+copy of the overlay's part of the range), so a caller may write while consuming.
+`snapshot(epoch)` pins a RocksDB snapshot plus a copy of the overlay.
+
+Costs: a point read that misses the overlay and the cache is a RocksDB lookup (batched by
+`get_many`); `len()` counts the range (O(rows), for tests and rare callers); `clear()` is
+one range delete at the checkpoint.
+"""
+
+from __future__ import annotations
+
+import heapq
+import weakref
+import zlib
+from collections.abc import Iterable, Iterator
+from itertools import dropwhile, islice, takewhile
+from typing import TYPE_CHECKING, Any
+
+from engine.state import codec, memcmp
+from engine.state.table import StateTable
+
+if TYPE_CHECKING:
+    from engine.state.store import StateStore, WriteBatchLike
+
+Key = tuple[Any, ...]
+Value = tuple[Any, ...]
+
+VNODES = 256
+_TOMB = object()
+_LEGACY_START = b"\x01"  # first byte after the table id of StateTable's layouts
+_HEAD = 6  # table id (4) + 0x00 + vnode byte: the bytes before the encoded key
+
+
+def vnode_of(dist_bytes: bytes) -> int:
+    """The vnode of a row from the encoded bytes of its distribution key."""
+    return zlib.crc32(dist_bytes) & (VNODES - 1)
+
+
+class HotCache:
+    """The operator-cache share of the state memory budget, split over the live disk
+    tables: each table keeps at most `cap_entries / live tables` cached rows (at least
+    `MIN_PER_TABLE`), dropping its oldest when full. `entry_bytes` is the planning
+    figure per cached row (a small tuple key and value in CPython)."""
+
+    MIN_PER_TABLE = 1024
+
+    def __init__(self, budget_bytes: int, entry_bytes: int = 240) -> None:
+        self.cap_entries = max(budget_bytes // entry_bytes, self.MIN_PER_TABLE)
+        self._tables: weakref.WeakSet[DiskStateTable] = weakref.WeakSet()
+
+    def register(self, t: DiskStateTable) -> None:
+        self._tables.add(t)
+
+    def per_table(self) -> int:
+        return max(self.cap_entries // max(len(self._tables), 1), self.MIN_PER_TABLE)
+
+
+class DiskStateTable:
+    """RocksDB-first keyed state; see the module docstring."""
+
+    def __init__(
+        self,
+        table_id: int,
+        name: str,
+        store: StateStore,
+        *,
+        dist_len: int = 0,
+        cache: HotCache | None = None,
+    ) -> None:
+        self.table_id = table_id
+        self.name = name
+        self._store = store
+        self.dist_len = dist_len
+        self._hot = cache if cache is not None else HotCache(0)
+        self._hot.register(self)
+        self._prefix = codec.table_prefix(table_id)
+        self._end = codec.table_prefix(table_id + 1)
+        self._vn = [self._prefix + b"\x00" + bytes([v]) for v in range(VNODES)]
+        self._vn_end = [*self._vn[1:], self._prefix + b"\x01"]
+        self._overlay: dict[Key, Any] = {}
+        self._cache: dict[Key, Value] = {}
+        self._pins: weakref.WeakSet[DiskTableSnapshot] = weakref.WeakSet()
+        self._cleared = False  # the committed range is deleted at the next checkpoint
+        self._legacy = False  # the range holds an older layout: delete it at the checkpoint
+
+    # -- layout ------------------------------------------------------------------------
+    def _vnode_prefix(self, ek: bytes, key: Key) -> bytes:
+        d = self.dist_len
+        if d == 0:
+            return self._vn[0]
+        dist = ek if len(key) == d else memcmp.encode_key(key[:d])
+        return self._vn[vnode_of(dist)]
+
+    def _full(self, key: Key) -> bytes:
+        ek = memcmp.encode_key(key)
+        return self._vnode_prefix(ek, key) + ek
+
+    def _full_many(self, keys: list[Key]) -> list[bytes]:
+        eks = memcmp.encode_keys(keys)
+        d = self.dist_len
+        if d == 0:
+            p = self._vn[0]
+            return [p + k for k in eks]
+        vn = self._vn
+        crc = zlib.crc32
+        if all(len(k) == d for k in keys):
+            return [vn[crc(e) & 255] + e for e in eks]
+        return [self._vnode_prefix(e, k) + e for e, k in zip(eks, keys, strict=True)]
+
+    def _decode_key(self, full: bytes) -> Key:
+        return memcmp.decode_key(full[_HEAD:])
+
+    # -- reads -------------------------------------------------------------------------
+    def get(self, key: Key) -> Value | None:
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Iterable[Key]) -> list[Value | None]:
+        """Multi-get: overlay, then cache, then one RocksDB multi-get for the rest."""
+        keys = keys if isinstance(keys, list) else list(keys)
+        overlay, cache = self._overlay, self._cache
+        if not overlay and not cache and not self._cleared:
+            return self._fetch(keys)
+        out: list[Any] = [overlay.get(k, _TOMB) if overlay else _TOMB for k in keys]
+        miss: list[int] = []
+        for i, v in enumerate(out):
+            if v is _TOMB:
+                k = keys[i]
+                if k in overlay or self._cleared:
+                    out[i] = None
+                else:
+                    c = cache.get(k)
+                    if c is None:
+                        miss.append(i)
+                    out[i] = c
+        if miss:
+            for i, v in zip(miss, self._fetch([keys[i] for i in miss]), strict=True):
+                out[i] = v
+        return out
+
+    def _fetch(self, keys: list[Key]) -> list[Value | None]:
+        """Committed values from RocksDB (the cache is filled with the rows found)."""
+        if not keys:
+            return []
+        raws = self._store.multi_get(self._full_many(keys))
+        dec = codec.decode_value
+        vals = [None if r is None else dec(r) for r in raws]
+        self._remember(keys, vals)
+        return vals
+
+    def _remember(self, keys: list[Key], vals: list[Any]) -> None:
+        cache = self._cache
+        cap = self._hot.per_table()
+        if cap <= 0:
+            return
+        cache.update((k, v) for k, v in zip(keys, vals, strict=True) if v is not None)
+        over = len(cache) - cap
+        if over > 0:  # drop the oldest (insertion order), down to three quarters
+            for k in list(islice(cache, over + cap // 4)):
+                del cache[k]
+
+    def __contains__(self, key: Key) -> bool:
+        return self.get(key) is not None
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._iter(None, None, False))
+
+    def items(self) -> Iterator[tuple[Key, Value]]:
+        """Every entry, in key order within each vnode (do not write while iterating)."""
+        return self.scan()
+
+    def keys(self) -> Iterable[Key]:
+        return (k for k, _ in self.scan())
+
+    def values(self) -> Iterable[Value]:
+        return (v for _, v in self.scan())
+
+    def to_dict(self) -> dict[Key, Value]:
+        return dict(self.scan())
+
+    def scan(
+        self,
+        prefix: Key = (),
+        *,
+        start: Key | None = None,
+        end: Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[Key, Value]]:
+        """As `StateTable.scan`: the entries with `prefix` in `[start, end)`, in key order
+        (descending with `reverse`), at most `limit`; consistent with the call."""
+        lo, hi, vnodes = self._range(prefix, start, end)
+        if limit is not None and limit <= 0 or (lo is not None and hi is not None and lo >= hi):
+            return iter(())
+        it = self._merged(self._overlay, not self._cleared, lo, hi, vnodes, reverse)
+        return islice(it, limit) if limit is not None else it
+
+    def _iter(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[Any]:
+        return self._merged(self._overlay, not self._cleared, lo, hi, None, reverse)
+
+    def _range(
+        self, prefix: Key, start: Key | None, end: Key | None
+    ) -> tuple[bytes | None, bytes | None, list[int] | None]:
+        """Byte bounds (after the vnode) of a scan and the vnodes it touches (None: all)."""
+        lows: list[bytes] = []
+        highs: list[bytes] = []
+        if prefix:
+            p = memcmp.encode_key(prefix)
+            lows.append(p)
+            succ = memcmp.successor(p)
+            if succ is not None:
+                highs.append(succ)
+        if start is not None:
+            lows.append(memcmp.encode_key(start))
+        if end is not None:
+            highs.append(memcmp.encode_key(end))
+        vnodes: list[int] | None = None
+        d = self.dist_len
+        if d == 0:
+            vnodes = [0]
+        elif len(prefix) >= d:
+            vnodes = [vnode_of(memcmp.encode_key(prefix[:d]))]
+        return (max(lows) if lows else None), (min(highs) if highs else None), vnodes
+
+    def _merged(
+        self,
+        overlay: dict[Key, Any],
+        committed: bool,
+        lo: bytes | None,
+        hi: bytes | None,
+        vnodes: list[int] | None,
+        reverse: bool,
+        undo: dict[Key, Any] | None = None,
+    ) -> Iterator[tuple[Key, Value]]:
+        """The committed entries of the range (if `committed`) merged with `overlay`'s
+        (which win). With `undo` (a snapshot's), the committed range is read first, then
+        `undo` overrides it: the writer fills `undo` before it changes RocksDB."""
+        if vnodes is None:
+            vnodes = [0] if self.dist_len == 0 else list(range(VNODES))
+        rows: Iterator[tuple[bytes, bytes]] | None = None
+        if committed:
+            rows = self._committed(vnodes, lo, hi, reverse)
+            if undo is not None:
+                rows = iter(list(rows))  # read RocksDB before looking at the undo log
+                overlay = {**undo, **overlay}
+        pend = self._pending(overlay, lo, hi, vnodes, reverse)
+        return self._merge_gen(rows, pend, reverse)
+
+    def _pending(
+        self,
+        overlay: dict[Key, Any],
+        lo: bytes | None,
+        hi: bytes | None,
+        vnodes: list[int],
+        reverse: bool,
+    ) -> list[tuple[bytes, Key, Any]]:
+        """The overlay's part of the range, as sorted (encoded key, key, value-or-tomb)."""
+        pend: list[tuple[bytes, Key, Any]] = []
+        if overlay:
+            ov = list(overlay.items())
+            fulls = self._full_many([k for k, _ in ov])
+            vset = set(vnodes)
+            for f, (k, v) in zip(fulls, ov, strict=True):
+                e = f[_HEAD:]
+                if f[_HEAD - 1] in vset and (lo is None or e >= lo) and (hi is None or e < hi):
+                    pend.append((e, k, v))
+            pend.sort(key=lambda t: t[0], reverse=reverse)
+        return pend
+
+    def _committed(
+        self, vnodes: list[int], lo: bytes | None, hi: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """RocksDB's entries of the range over `vnodes`, merged in key order."""
+        db = self._store.db
+        streams = [self._vnode_items(db, v, lo, hi, reverse) for v in vnodes]
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda kv: kv[0], reverse=reverse)
+
+    def _merge_gen(
+        self,
+        db_it: Iterator[tuple[bytes, bytes]] | None,
+        pend: list[tuple[bytes, Key, Any]],
+        reverse: bool,
+    ) -> Iterator[tuple[Key, Value]]:
+        if db_it is None:
+            db_it = iter(())
+        dec_k, dec_v = memcmp.decode_key, codec.decode_value
+        pi, pn = 0, len(pend)
+        for e, raw in db_it:
+            while pi < pn and ((pend[pi][0] < e) if not reverse else (pend[pi][0] > e)):
+                _, k, v = pend[pi]
+                pi += 1
+                if v is not _TOMB:
+                    yield k, v
+            if pi < pn and pend[pi][0] == e:
+                _, k, v = pend[pi]
+                pi += 1
+                if v is not _TOMB:
+                    yield k, v
+                continue
+            yield dec_k(e), dec_v(raw)
+        while pi < pn:
+            _, k, v = pend[pi]
+            pi += 1
+            if v is not _TOMB:
+                yield k, v
+
+    def _vnode_items(
+        self, db_src: Any, vnode: int, lo: bytes | None, hi: bytes | None, reverse: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """(key bytes after the vnode, value bytes) of one vnode's part of the range."""
+        p = self._vn[vnode]
+        begin = p + (lo or b"")
+        stop = p + hi if hi is not None else self._vn_end[vnode]
+        # bounds by hand: rocksdict's lower bound does not end reverse iterations
+        if reverse:
+            items = db_src.items(backwards=True, from_key=stop)
+            rows = takewhile(lambda kv: kv[0] >= begin, dropwhile(lambda kv: kv[0] >= stop, items))
+        else:
+            items = db_src.items(from_key=begin)
+            rows = takewhile(lambda kv: kv[0] < stop, items)
+        try:
+            for k, v in rows:
+                yield k[_HEAD:], v
+        finally:
+            del items
+
+    # -- snapshots ---------------------------------------------------------------------
+    def snapshot(self, epoch: int = -1) -> DiskTableSnapshot:
+        """A read-only image as of now: a copy of the overlay plus an undo log of the
+        committed rows the next checkpoints change (see `DiskTableSnapshot`)."""
+        snap = DiskTableSnapshot(self, epoch)
+        self._pins.add(snap)
+        return snap
+
+    def _preserve(self, keys: list[Key] | None) -> None:
+        """Before a checkpoint changes `keys` in RocksDB (None: the whole range), record
+        their committed values in every live snapshot's undo log."""
+        pins = [p for p in self._pins if p._live]
+        if not pins:
+            return
+        if keys is None:
+            old = dict(self._merged({}, True, None, None, None, False))
+            keys = list(old)
+            vals: list[Any] = list(old.values())
+        else:
+            raws = self._store.multi_get(self._full_many(keys)) if keys else []
+            vals = [None if r is None else codec.decode_value(r) for r in raws]
+        for p in pins:
+            p._preserve(keys, vals)
+
+    # -- writes ------------------------------------------------------------------------
+    def put(self, key: Key, value: Value) -> None:
+        self._overlay[key] = value
+
+    def delete(self, key: Key) -> None:
+        self._overlay[key] = _TOMB
+
+    def put_many(self, keys: Iterable[Key], values: Iterable[Value]) -> None:
+        """Batched put: `keys[i]` -> `values[i]` (a later duplicate key wins)."""
+        self._overlay.update(zip(keys, values, strict=True))
+
+    def delete_many(self, keys: Iterable[Key]) -> None:
+        """Batched delete; absent keys are ignored."""
+        self._overlay.update(dict.fromkeys(keys, _TOMB))
+
+    def clear(self) -> None:
+        self._overlay.clear()
+        self._cache.clear()
+        self._cleared = True
+
+    def prefer_keyed(self) -> None:
+        """StateTable's layout hint; this backend always stores one record per key."""
+
+    @property
+    def keyed(self) -> bool:
+        return True
+
+    # -- persistence -------------------------------------------------------------------
+    @property
+    def dirty_count(self) -> int:
+        return len(self._overlay) + self._cleared
+
+    def write_dirty(self, batch: WriteBatchLike) -> int:
+        """Write the epoch's changes into the checkpoint batch; the rows move to the cache."""
+        n = len(self._overlay)
+        if self._pins:
+            self._preserve(None if self._cleared else list(self._overlay))
+        if self._cleared:
+            batch.delete_range(self._prefix + b"\x00", self._end)
+            self._cleared = False
+        if self._legacy:
+            batch.delete_range(self._prefix + _LEGACY_START, self._end)
+            self._legacy = False
+        if not n:
+            return 0
+        keys = list(self._overlay)
+        vals = list(self._overlay.values())
+        fulls = self._full_many(keys)
+        put, delete = batch.put, batch.delete
+        live_k: list[Key] = []
+        live_b: list[bytes] = []
+        live_v: list[Value] = []
+        dead: list[Key] = []
+        for k, f, v in zip(keys, fulls, vals, strict=True):
+            if v is _TOMB:
+                delete(f)
+                dead.append(k)
+            else:
+                live_k.append(k)
+                live_b.append(f)
+                live_v.append(v)
+        for f, vb in zip(live_b, codec.encode_values(live_v), strict=True):
+            put(f, vb)
+        self._overlay = {}
+        cache = self._cache
+        for k in dead:
+            cache.pop(k, None)
+        self._remember(live_k, live_v)
+        return n
+
+    def load(self, store: StateStore) -> None:
+        """Start from what the store holds (recovery): forget the overlay and the cache.
+        A range written in `StateTable`'s layouts is read into the overlay once and
+        rewritten in this layout (and the old records deleted) at the next checkpoint."""
+        self._store = store
+        self._overlay = {}
+        self._cache = {}
+        self._cleared = False
+        self._legacy = False
+        if store.last_key_in(self._prefix + _LEGACY_START, self._end) is None:
+            return
+        old = StateTable(self.table_id, self.name)
+        old.load(store)
+        self._overlay = dict(old.items())
+        self._legacy = True
+
+    def drop(self, batch: WriteBatchLike) -> None:
+        """Delete every key of this table (the overlay now, the store with the batch)."""
+        if self._pins:
+            self._preserve(None)
+        self._overlay = {}
+        self._cache = {}
+        self._cleared = False
+        batch.delete_range(self._prefix, self._end)
+
+    def __repr__(self) -> str:
+        return f"DiskStateTable({self.table_id}, {self.name!r})"
+
+
+class DiskTableSnapshot:
+    """A read-only image of a `DiskStateTable` at the moment `snapshot` was called.
+
+    It keeps a copy of the table's overlay then and an undo log: before a checkpoint
+    writes rows to RocksDB the table records their committed values here (RocksDB's own
+    snapshots are not usable for iteration through rocksdict). Reads look at the frozen
+    overlay, then the undo log, then RocksDB; reads of RocksDB happen before the undo
+    log is consulted, so a reader on another thread never sees a newer row. Release it
+    (or drop it) to stop the copy-on-write cost.
+    """
+
+    def __init__(self, table: DiskStateTable, epoch: int) -> None:
+        self.epoch = epoch
+        self.name = table.name
+        self._table = table
+        self._overlay = dict(table._overlay)
+        self._committed = not table._cleared
+        self._undo: dict[Key, Any] = {}
+        self._live = True
+
+    def _preserve(self, keys: list[Key], vals: list[Any]) -> None:
+        undo = self._undo
+        for k, v in zip(keys, vals, strict=True):
+            if k not in undo:
+                undo[k] = _TOMB if v is None else v
+
+    def get(self, key: Key) -> Value | None:
+        return self.get_many([key])[0]
+
+    def get_many(self, keys: Iterable[Key]) -> list[Value | None]:
+        keys = list(keys)
+        if not self._live:
+            return [None] * len(keys)
+        t = self._table
+        db: list[Any] = [None] * len(keys)
+        if self._committed and keys:
+            dec = codec.decode_value
+            db = [None if r is None else dec(r) for r in t._store.multi_get(t._full_many(keys))]
+        undo, ov = dict(self._undo), self._overlay
+        out: list[Value | None] = []
+        for k, v in zip(keys, db, strict=True):
+            if k in ov:
+                v = ov[k]
+            elif k in undo:
+                v = undo[k]
+            out.append(None if v is _TOMB else v)
+        return out
+
+    def __contains__(self, key: Key) -> bool:
+        return self.get(key) is not None
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.scan())
+
+    def items(self) -> Iterator[tuple[Key, Value]]:
+        return self.scan()
+
+    def to_dict(self) -> dict[Key, Value]:
+        return dict(self.scan())
+
+    def scan(
+        self,
+        prefix: Key = (),
+        *,
+        start: Key | None = None,
+        end: Key | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[Key, Value]]:
+        t = self._table
+        lo, hi, vnodes = t._range(prefix, start, end)
+        empty = limit is not None and limit <= 0 or (lo is not None and hi is not None and lo >= hi)
+        if empty or not self._live:
+            return iter(())
+        it = t._merged(self._overlay, self._committed, lo, hi, vnodes, reverse, self._undo)
+        return islice(it, limit) if limit is not None else it
+
+    def release(self) -> None:
+        self._live = False
+        self._overlay = {}
+        self._undo = {}
+        self._table._pins.discard(self)
+
+    def __repr__(self) -> str:
+        return f"DiskTableSnapshot({self.name!r}, epoch={self.epoch})"
