@@ -118,6 +118,28 @@ class DependentObjectsStillExist(EngineError):
     sqlstate = "2BP01"
 
 
+class AmbiguousFunction(EngineError):
+    sqlstate = "42725"
+
+
+class DuplicateFunction(EngineError):
+    sqlstate = "42723"
+
+
+class InvalidFunctionDefinition(EngineError):
+    """A function body that cannot be compiled or lacks its entry points."""
+
+    sqlstate = "42P13"
+
+
+# -- external routines (class 38) ------------------------------------------------------------
+class ExternalRoutineException(EngineError):
+    """An exception raised inside a user-defined function (PostgreSQL's class 38): the
+    message is the Python error's type and text, never a traceback."""
+
+    sqlstate = "38000"
+
+
 # -- data exceptions (class 22) -------------------------------------------------------------
 class DataError(EngineError):
     sqlstate = "22000"

@@ -364,6 +364,11 @@ class SwellSession:
             from engine.handlers import connection
 
             return getattr(connection, k)(self, st)
+        if k in ("create_function", "create_aggregate", "drop_function", "show_functions"):
+            from engine.handlers import function_ddl
+
+            name = "create_function" if k == "create_aggregate" else k
+            return getattr(function_ddl, name)(self, st)  # type: ignore[no-any-return]
         if k in ("create_schema", "drop_schema"):
             from engine.handlers import schema
 

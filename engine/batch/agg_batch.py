@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import not_supported
+from engine.expr.nonstrict import ErrorSink
 from engine.plan.logical import Agg, AggSpec
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
@@ -119,6 +120,8 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
         if spec.filter is None:
             return pl.len().cast(pl.Int64).alias(f"a{i}")
         return ok.cast(pl.Int64).sum().alias(f"a{i}")
+    if spec.kind == "udaf":  # the rows of each group, in input order (run_agg_batch)
+        return pl.col("__row").filter(ok).implode().alias(f"a{i}")
     col = pl.col(f"c{spec.arg}")
     ok_nn = ok & col.is_not_null()
     if spec.kind == "count":
@@ -146,7 +149,9 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     return pl.when(ok_nn.any()).then(fn).otherwise(None).alias(f"a{i}")
 
 
-def run_agg_batch(p: Agg, t: pa.Table) -> pa.Table:
+def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Table:
+    """The aggregation of `t`; `errors` (streaming jobs) makes a failing user-defined
+    aggregate NULL for its group and reports it instead of raising."""
     schema = arrow_schema(p.schema)
     cols: dict[str, Any] = {}
     for k in p.group_keys:
@@ -159,6 +164,7 @@ def run_agg_batch(p: Agg, t: pa.Table) -> pa.Table:
         if spec.order:
             cols[f"r{i}"] = pa.array(_rank(t, spec.order))
     cols["__one"] = pa.nulls(t.num_rows, pa.bool_())
+    cols["__row"] = pa.array(np.arange(t.num_rows, dtype=np.int64))
     df = pl.from_arrow(pa.table(cols))
     assert isinstance(df, pl.DataFrame)
     exprs = [_expr(s, i) for i, s in enumerate(p.aggs)]
@@ -173,6 +179,14 @@ def run_agg_batch(p: Agg, t: pa.Table) -> pa.Table:
         a = out.get_column(f"a{i}").to_arrow()
         if isinstance(a, pa.ChunkedArray):
             a = a.combine_chunks()
+        if spec.kind == "udaf":
+            call = spec.udf
+            arrays.append(
+                call.routine.aggregate(
+                    a.to_pylist(), [t.column(r.index) for r in call.args], errors, str(call)
+                )
+            )
+            continue
         if spec.kind == "string_agg":
             sep = spec.separator or ""
             a = pa.array(

@@ -135,7 +135,7 @@ class _Exec:
 
     def _agg(self, p: Agg) -> pa.Table:
         t = self.run(p.input)
-        if any(a.kind in ("string_agg", "array_agg", "jsonb_agg") for a in p.aggs):
+        if any(a.kind in ("string_agg", "array_agg", "jsonb_agg", "udaf") for a in p.aggs):
             from engine.batch.agg_batch import run_agg_batch
 
             return run_agg_batch(p, t)

@@ -21,8 +21,15 @@ from engine.types import arrow_schema
 
 def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
     one = pa.RecordBatch.from_pydict({"_": [None]})
-    vals = [a.eval(one, ctx)[0] for a in p.args]
     schema = arrow_schema(p.schema)
+    if p.udf is not None:  # a Python table function (engine.expr.udf)
+        _, out = p.udf.table_rows([a.eval(one, ctx) for a in p.args], 1)
+        arrays = [
+            p.udf.to_arrow(col, f.type, None, p.name, {})
+            for col, f in zip(out, p.schema, strict=True)
+        ]
+        return pa.Table.from_arrays(arrays, schema=schema)
+    vals = [a.eval(one, ctx)[0] for a in p.args]
     cols: list[pa.Array]
     if p.name == "scalar":
         return pa.Table.from_arrays([pa.array([vals[0].as_py()], schema.field(0).type)],

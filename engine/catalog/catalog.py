@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.credentials import is_credential, redact_definition
+from engine.catalog.functions import UserFunction
 from engine.catalog.privileges import require_create_in, require_secret
 from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
 from engine.catalog.users import ROOT_OID, Users
@@ -179,6 +180,10 @@ class Catalog:
         # schema name -> owner oid / ACL (engine/catalog/privileges.py; missing: defaults)
         self.schema_owners: dict[str, int] = {}
         self.schema_acl: dict[str, list[list[Any]]] = {}
+        # CREATE FUNCTION / CREATE AGGREGATE entries by oid (engine/catalog/functions.py)
+        self.functions: dict[int, UserFunction] = {}
+        # GRANT USAGE ON LANGUAGE python TO role: language -> grantee oids
+        self.language_acl: dict[str, list[int]] = {}
         # seals credentials in `to_bytes` (set by the database at open; None in unit tests,
         # which then persist them in clear)
         self.box: SecretBox | None = None
@@ -276,6 +281,8 @@ class Catalog:
             "schemas": sorted(self.schemas),
             "schema_owners": self.schema_owners,
             "schema_acl": self.schema_acl,
+            "language_acl": self.language_acl,
+            "functions": [f.to_json(_type_to_json) for _, f in sorted(self.functions.items())],
         }
         if box is not None:
             doc["secret_store"] = {"key_check": box.key_check}
@@ -306,6 +313,12 @@ class Catalog:
         cat.schemas = set(d.get("schemas", []))
         cat.schema_owners = {k: int(v) for k, v in (d.get("schema_owners") or {}).items()}
         cat.schema_acl = {k: [list(e) for e in v] for k, v in (d.get("schema_acl") or {}).items()}
+        cat.language_acl = {
+            k: [int(o) for o in v] for k, v in (d.get("language_acl") or {}).items()
+        }
+        for fj in d.get("functions", []):
+            fn = UserFunction.from_json(fj, _type_from_json)
+            cat.functions[fn.oid] = fn
         for rel in cat.relations.values():
             cat._resolve_secret_options(rel)
         return cat

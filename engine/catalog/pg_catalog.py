@@ -503,7 +503,49 @@ def _pg_proc(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
             "prosrc": name,
         }
         for oid, name, nargs, ret, args, kind, retset in PROCS
-    ]
+    ] + _user_procs(ctx)
+
+
+PYTHON_LANGUAGE_OID = 16383  # pg_language row of LANGUAGE python (untrusted, as plpython3u)
+
+
+def function_oid(fn: Any) -> int:
+    """pg_proc.oid of a user-defined function (stable: derived from its catalog oid)."""
+    return FIRST_USER_OID + int(fn.oid)
+
+
+def _user_procs(ctx: SystemContext) -> list[dict[str, Any]]:
+    """CREATE FUNCTION / CREATE AGGREGATE entries (engine/catalog/functions.py), as psql's
+    \\df reads them: kind `f`/`a`, result type, SETOF for table functions, the body."""
+    fns = getattr(ctx.catalog, "functions", None) or {}
+    if not fns:
+        return []
+    ns = CatalogModel.of(ctx).namespaces()
+    out = []
+    for fn in fns.values():
+        out.append(
+            {
+                "oid": function_oid(fn),
+                "proname": fn.name,
+                "pronamespace": ns.get(fn.schema_name, NAMESPACE_OIDS["public"]),
+                "proowner": fn.owner,
+                "prolang": 14 if fn.language == "sql" else PYTHON_LANGUAGE_OID,
+                "procost": 100.0,
+                "prorows": 1000.0 if fn.kind == "table" else 0.0,
+                "prokind": "a" if fn.kind == "aggregate" else "f",
+                "proisstrict": fn.strict,
+                "proretset": fn.kind == "table",
+                "provolatile": "v",
+                "proparallel": "u",
+                "pronargs": len(fn.arg_types),
+                "pronargdefaults": 0,
+                "prorettype": 2249 if len(fn.return_columns) > 1 else fn.return_type.oid,
+                "proargtypes": [t.oid for t in fn.arg_types],
+                "proargnames": list(fn.arg_names) if any(fn.arg_names) else None,
+                "prosrc": fn.body,
+            }
+        )
+    return out
 
 
 def _pg_am(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
@@ -530,6 +572,13 @@ def _pg_language(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
         {"oid": 12, "lanname": "internal", "lanowner": SUPERUSER_OID, "lanvalidator": 2246},
         {"oid": 13, "lanname": "c", "lanowner": SUPERUSER_OID, "lanvalidator": 2247},
         {"oid": 14, "lanname": "sql", "lanowner": SUPERUSER_OID, "lanpltrusted": True},
+        {
+            "oid": PYTHON_LANGUAGE_OID,
+            "lanname": "python",
+            "lanowner": SUPERUSER_OID,
+            "lanispl": True,
+            "lanpltrusted": False,
+        },
     ]
 
 

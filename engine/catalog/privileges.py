@@ -277,6 +277,24 @@ def require_create_in(schema: str | None) -> None:
         raise InsufficientPrivilege(f"permission denied for schema {name}")
 
 
+def require_language(language: str) -> None:
+    """42501 unless the acting role may create functions in `language`: Python functions
+    run inside the server with its rights (PostgreSQL's untrusted languages), so only
+    superusers may, or roles a superuser granted `USAGE ON LANGUAGE python`
+    (`Catalog.language_acl`: language -> grantee oids)."""
+    a = _acting.get()
+    if a is None or _oid_is_superuser(a.catalog, a.oid):
+        return
+    if a.oid in (getattr(a.catalog, "language_acl", {}) or {}).get(language, []):
+        return
+    raise InsufficientPrivilege(
+        f"permission denied for language {language}",
+        detail="A Python function runs inside the server process with the server's rights.",
+        hint="Only superusers may create one, or roles granted USAGE ON LANGUAGE "
+        f"{language} by a superuser.",
+    )
+
+
 def require_secret(secret: Any) -> None:
     """42501 unless the acting role owns `secret` (or is a superuser): using a secret in a
     connector would hand its value to whoever controls that connector's endpoint."""

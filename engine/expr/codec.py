@@ -15,7 +15,8 @@ A function call's kernel (the compiled code) is not stored: it is looked up agai
 call's name and argument types on decode, as a catalog looks a function up by signature
 (`restore_func`). The looked-up call must come back with the same name, arguments and
 result type, else the decoder asks its fallback (`FuncSource`) and finally fails with
-`PlanDecodeError`.
+`PlanDecodeError`. A user-defined function's call (`"udf": true`) always comes from the
+fallback, which binds the job's SQL again against the catalog's functions.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def expr_to_json(e: Expr) -> dict[str, Any]:
             d["volatile"] = True
         if e.uses_now:
             d["uses_now"] = True
+        if getattr(e, "routine", None) is not None:
+            d["udf"] = True  # a user-defined function: bound again from the catalog
         return d
     raise PlanEncodeError(f"cannot store expression {type(e).__name__} ({e}) in a stream plan")
 
@@ -167,7 +170,7 @@ def expr_from_json(d: dict[str, Any], source: FuncSource | None = None) -> Expr:
         args = tuple(expr_from_json(a, source) for a in d["args"])
         t = type_from_json(d["type"])
         name, op = d["name"], d.get("op")
-        f = restore_func(name, op, args, t)
+        f = None if d.get("udf") else restore_func(name, op, args, t)
         if f is None and source is not None:
             bare = Func(
                 name, args, t, _no_kernel, op, bool(d.get("volatile")), bool(d.get("uses_now"))

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.catalog.pg_builtin import PROCS, TYPES
+from engine.catalog.system import FIRST_USER_OID as _FIRST_USER_OID
 from engine.errors import UndefinedFunction, UndefinedObject, UndefinedTable
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array
 from engine.expr.registry import coerce_to, no_function, register
@@ -122,14 +123,39 @@ def proc_oid(name: str) -> int | None:
     return _PROC_BY_NAME.get(n.strip('"'))
 
 
-def function_arguments(oid: int | None) -> str | None:
+def _user_function(ctx: EvalContext, oid: int) -> Any:
+    """The user-defined function (engine/catalog/functions.py) with pg_proc.oid `oid`."""
+    s = ctx.session
+    fns = getattr(getattr(s, "db", None), "catalog", None)
+    fns = getattr(fns, "functions", None) or {}
+    return fns.get(oid - _FIRST_USER_OID)
+
+
+def function_arguments(ctx: EvalContext, oid: int | None) -> str | None:
+    if oid is not None and oid >= _FIRST_USER_OID:
+        fn = _user_function(ctx, oid)
+        if fn is None:
+            return None
+        return ", ".join(
+            f"{n} {t.display}" if n else t.display
+            for n, t in zip(fn.arg_names, fn.arg_types, strict=True)
+        )
     p = _PROC_BY_OID.get(oid) if oid is not None else None
     if p is None:
         return None
     return ", ".join(format_type(int(a)) or "" for a in p[4].split())
 
 
-def function_result(oid: int | None) -> str | None:
+def function_result(ctx: EvalContext, oid: int | None) -> str | None:
+    if oid is not None and oid >= _FIRST_USER_OID:
+        fn = _user_function(ctx, oid)
+        if fn is None:
+            return None
+        if fn.kind == "table":
+            return (
+                "TABLE(" + ", ".join(f"{c.name} {c.type.display}" for c in fn.return_columns) + ")"
+            )
+        return str(fn.return_type.display)
     p = _PROC_BY_OID.get(oid) if oid is not None else None
     if p is None:
         return None
@@ -340,8 +366,8 @@ def _format_type(oid: int | None, typmod: int | None = None) -> str | None:
 
 define(("format_type",), [[OID, INT]], TEXT, _format_type, strict=False)
 define(("pg_get_function_arguments", "pg_get_function_identity_arguments"), [[OID]], TEXT,
-       function_arguments)  # fmt: skip
-define(("pg_get_function_result",), [[OID]], TEXT, function_result)
+       function_arguments, ctx_arg=True)  # fmt: skip
+define(("pg_get_function_result",), [[OID]], TEXT, function_result, ctx_arg=True)
 define(("to_regtype",), [[TEXT]], pg_alias(INT, "regtype"), type_oid)
 define(("to_regproc",), [[TEXT]], pg_alias(INT, "regproc"), proc_oid)
 define(

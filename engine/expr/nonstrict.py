@@ -52,15 +52,17 @@ class ErrorSink(Protocol):
 
 
 def is_data_error(e: BaseException) -> bool:
-    """A data exception (SQLSTATE class 22): caused by the row's values, not by a bug."""
-    return isinstance(e, EngineError) and e.sqlstate.startswith("22")
+    """A data exception (SQLSTATE class 22) or an exception raised inside a user-defined
+    function (class 38): caused by the row's values, not by a bug of the engine."""
+    return isinstance(e, EngineError) and e.sqlstate[:2] in ("22", "38")
 
 
 def row_failure(e: BaseException) -> EngineError | None:
     """The error to report when `e`, raised by a kernel, is a failure on the input's
     values, else None (then it is a real failure and propagates).
 
-    Data exceptions (class 22) are; so are the value errors a kernel did not translate
+    Data exceptions (class 22) and user-defined functions' exceptions (class 38) are; so
+    are the value errors a kernel did not translate
     into PostgreSQL's error (Arrow's invalid-input errors, Python arithmetic and value
     errors, e.g. an out-of-range interval product or a decimal operation): in a
     streaming job they must not stop the dataflow either, so they are reported as

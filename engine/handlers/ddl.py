@@ -24,6 +24,7 @@ from engine.errors import (
 )
 from engine.handlers.column_defs import column_field, key_names
 from engine.plan.logical import PlanNode
+from engine.plan.plan_udf import functions_used
 from engine.plan.planner import Planner, check_unique_names
 from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.parser import Statement, parse_one
@@ -309,6 +310,9 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             query=query_sql,
             depends_on=[r.id for r in planner.dependencies],
         )
+        used = functions_used(cat, query_sql)  # DROP FUNCTION refuses while they exist
+        if used:
+            rel.extra["functions"] = used
         if materialized:
             from engine.handlers.sink import derived_append_only
             from engine.plan.plan_time import watermark_columns

@@ -34,6 +34,7 @@ from engine.errors import (
 )
 from engine.plan.logical import Filter as PlanFilter
 from engine.plan.logical import Join, PlanNode, Project, Scan, UnionAll
+from engine.plan.plan_udf import functions_used
 from engine.plan.planner import check_unique_names
 from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.create_sink import CreateSink
@@ -227,6 +228,9 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
                 "secret_refs": sorted(set(c.secret_refs.values())),
             },
         )
+        used = functions_used(cat, query_sql)  # DROP FUNCTION refuses while they exist
+        if used:
+            rel.extra["functions"] = used
         rt.create_sink(rel, lower_stream_plan(plan, state_ids(rel, cat), materialize=False),
                        snapshot)
     return QueryResult("CREATE_SINK")

@@ -33,12 +33,17 @@ class AggSpec:
     # ((input column, desc, nulls_first), ...)
     separator: str | None = None
     order: tuple[tuple[int, bool, bool], ...] = ()
+    # kind "udaf": the user-defined aggregate's call (engine.expr.udf.UdfCall) over the
+    # input columns holding its arguments
+    udf: Any = None
 
     def __str__(self) -> str:
         inner = "*" if self.arg is None else f"${self.arg}"
         if self.distinct:
             inner = "distinct " + inner
         name = "count" if self.kind == "count_star" else self.kind
+        if self.udf is not None:
+            name, inner = self.udf.name, ", ".join(str(a) for a in self.udf.args)
         s = f"{name}({inner})"
         if self.filter is not None:
             s += f" filter(${self.filter})"
@@ -105,6 +110,7 @@ class TableFunction(PlanNode):
     name: str = ""
     args: list[Any] = field(default_factory=list)  # engine.expr.Expr
     ordinality: bool = False
+    udf: Any = None  # a Python table function's routine (engine.expr.udf.PythonRoutine)
 
     def describe(self) -> str:
         return f"TableFunction {{ {self.name}({', '.join(str(a) for a in self.args)}) }}"

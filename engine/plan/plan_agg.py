@@ -33,6 +33,7 @@ from engine.plan.logical import (
     PlanNode,
     Project,
 )
+from engine.plan.plan_udf import UdafNode, plan_udaf
 from engine.types import BIGINT, DOUBLE, NUMERIC, Field, SqlType, TypeKind
 
 AGG_CLASSES: dict[type, str] = {
@@ -45,8 +46,7 @@ AGG_CLASSES: dict[type, str] = {
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
     exp.ArrayAgg: "array_agg",
-    exp.LogicalAnd: "bool_and",
-    exp.LogicalOr: "bool_or",
+    UdafNode: "udaf",  # user-defined aggregates (engine.plan.plan_udf)
 }
 
 
@@ -143,6 +143,10 @@ class AggPlannerMixin:
             else:
                 kind = AGG_CLASSES[type(spec_node)]
             arg = spec_node.this
+            if kind == "udaf":
+                specs.append(plan_udaf(self, spec_node, scope, pre, filt))
+                agg_index[_norm_sql(a)] = ng + len(specs) - 1
+                continue
             if kind in ("string_agg", "array_agg", "jsonb_agg"):
                 from engine.batch.agg_batch import plan_ordered_agg
 

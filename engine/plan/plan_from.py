@@ -40,6 +40,7 @@ from engine.plan.plan_join import (
 )
 from engine.plan.plan_system import plan_system_from
 from engine.plan.plan_tablefunc import is_table_function, plan_table_function
+from engine.plan.plan_udf import plan_udtf
 from engine.types import Field
 
 
@@ -47,6 +48,9 @@ class FromPlannerMixin:
     """FROM half of `Planner` (see module docstring)."""
 
     def _plan_from(self, item: exp.Expression) -> tuple[PlanNode, list[_Col]]:
+        udtf = plan_udtf(self, item)  # a user-defined table function (plan_udf.py)
+        if udtf is not None:
+            return udtf
         if is_table_function(item):
             if self.streaming:
                 raise not_supported("set-returning functions in FROM of a materialized view")

@@ -235,6 +235,11 @@ class WindowPlannerMixin:
             return WindowCall(kind, tuple(args), val.type, frame, offset)
         if type(fn) in AGG_CLASSES:
             kind = AGG_CLASSES[type(fn)]
+            if kind == "udaf":
+                raise not_supported(
+                    "user-defined aggregates as window functions",
+                    hint="Aggregate with GROUP BY, then join the result back.",
+                )
             arg = fn.this
             if isinstance(arg, exp.Distinct):
                 raise not_supported(

@@ -65,6 +65,7 @@ from engine.plan.plan_grouping_sets import (
 )
 from engine.plan.plan_join import pushable_where, rebuild_where
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
+from engine.plan.plan_udf import bind_scalar, rewrite_udaf_calls
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
 from engine.types import Field, SqlType, TypeKind
 
@@ -212,6 +213,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
 
     # -- SELECT --------
     def _plan_select(self, q: exp.Select) -> PlanNode:
+        q = rewrite_udaf_calls(self.catalog, q)  # type: ignore[assignment]
         if has_grouping_sets(q):
             return self.plan_query(rewrite_grouping_sets(q, self._grouping_types(q)))
         from_ = q.args.get("from_") or q.args.get("from")
@@ -565,6 +567,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             ref = outer_column(self, n, binder.scope)  # correlated subquery
             if ref is not None:
                 return ref
+        if isinstance(n, exp.Anonymous):
+            udf = bind_scalar(self, n, binder)  # a user-defined function (plan_udf.py)
+            if udf is not None:
+                return udf
         if self.session_func is not None and isinstance(n, (exp.Anonymous, exp.Func)):
             name = (n.name if isinstance(n, exp.Anonymous) else n.sql_name()).lower()
             if isinstance(n, exp.CurrentUser):

@@ -47,7 +47,7 @@ def _fields_dec(v: list[Any]) -> list[Field]:
 
 
 def _agg_enc(a: AggSpec) -> dict[str, Any]:
-    return {
+    out = {
         "kind": a.kind,
         "arg": a.arg,
         "type": type_to_json(a.type),
@@ -56,9 +56,13 @@ def _agg_enc(a: AggSpec) -> dict[str, Any]:
         "separator": a.separator,
         "order": [list(o) for o in a.order],
     }
+    if a.udf is not None:
+        out["udf"] = expr_to_json(a.udf)
+    return out
 
 
-def _agg_dec(d: dict[str, Any]) -> AggSpec:
+def _agg_dec(d: dict[str, Any], source: FuncSource | None = None) -> AggSpec:
+    udf = d.get("udf")
     return AggSpec(
         d["kind"],
         d["arg"],
@@ -67,6 +71,7 @@ def _agg_dec(d: dict[str, Any]) -> AggSpec:
         d["filter"],
         d.get("separator"),
         tuple((int(c), bool(x), bool(n)) for c, x, n in d.get("order", [])),
+        expr_from_json(udf, source) if udf is not None else None,
     )
 
 
@@ -132,7 +137,7 @@ _CODECS: dict[str, tuple[Enc, Dec]] = {
         lambda v: [expr_to_json(e) for e in v],
         lambda v, s: [expr_from_json(e, s) for e in v],
     ),
-    "aggs": (lambda v: [_agg_enc(a) for a in v], lambda v, s: [_agg_dec(a) for a in v]),
+    "aggs": (lambda v: [_agg_enc(a) for a in v], lambda v, s: [_agg_dec(a, s) for a in v]),
     "order_by": (
         lambda v: [[k.index, k.desc, k.nulls_first] for k in v],
         lambda v, s: [SortKey(int(i), bool(d), n) for i, d, n in v],
@@ -212,5 +217,7 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
             walk(e)
         for b in getattr(n, "bounds", []) or []:
             walk(b.expr)
+        for a in getattr(n, "aggs", []) or []:
+            walk(getattr(a, "udf", None))
 
     return lambda f: known.get(f)

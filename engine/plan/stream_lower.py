@@ -55,7 +55,9 @@ from engine.plan.stream_plan import (
 )
 from engine.types import Field
 
-COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg")
+# recomputed per touched group from the group's rows (CollectAggOp); "udaf": user-defined
+# aggregates (engine.plan.plan_udf)
+COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg", "udaf")
 
 IdFn = Callable[[str], int]
 

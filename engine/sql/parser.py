@@ -48,6 +48,8 @@ class Statement:
     # 'drop', 'flush', 'show', 'set', 'reset', 'begin', 'commit', 'rollback', 'describe',
     # 'explain', 'show_create', 'discard', 'empty', 'noop', 'user' (engine/sql/user_stmts.py),
     # 'grant', 'alter_owner' (engine/sql/grant_stmts.py),
+    # 'create_function', 'create_aggregate', 'drop_function', 'show_functions'
+    # (engine/sql/create_function.py),
     # 'savepoint', 'release', 'rollback_to', 'declare', 'fetch', 'close', 'copy'
     # (engine/sql/session_stmts.py)
     sql: str
@@ -333,6 +335,16 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         from engine.handlers.connection import parse_drop_connection
 
         return Statement("drop_connection", text, args=parse_drop_connection(body))
+    if head == "CREATE" and re.match(
+        r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|AGGREGATE)\b", body, re.I
+    ):
+        from engine.sql.create_function import parse_create_function
+
+        return parse_create_function(body)
+    if head == "DROP" and words[1:2] in (["FUNCTION"], ["AGGREGATE"]):
+        from engine.sql.create_function import parse_drop_function
+
+        return parse_drop_function(body)
     if head in ("CREATE", "DROP") and words[1:2] == ["SCHEMA"]:
         from engine.handlers.schema import parse_schema_statement
 
@@ -452,6 +464,8 @@ def _parse_show(words: list[str], body: str, text: str) -> Statement:
         )
     if w1 == "CONNECTIONS":
         return Statement("show_connections", text)
+    if w1 == "FUNCTIONS":
+        return Statement("show_functions", text)
     if w1 == "CREATE":
         m = re.match(
             r"^CREATE\s+(TABLE|MATERIALIZED\s+VIEW|VIEW|SOURCE|SINK)\s+(.+)$", rest, re.I | re.S

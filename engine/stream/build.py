@@ -132,7 +132,7 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
         )
     if isinstance(n, StreamCollectAgg):
         agg = Agg(list(n.schema), n.stream_key, None, list(n.group_keys), list(n.aggs))  # type: ignore[arg-type]
-        return CollectAggOp(ins, agg, alloc, list(n.input_key))
+        return CollectAggOp(ins, agg, alloc, list(n.input_key), errors=ctx.errors)
     if isinstance(n, StreamHashAgg):
         return HashAggOp(ins, n.group_keys, _calls(n), alloc, names, errors=ctx.errors)
     if isinstance(n, StreamHashJoin):

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
+from engine.expr.nonstrict import ErrorSink
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
@@ -49,7 +50,9 @@ class CollectAggOp(Operator):
         plan: Any,
         alloc: StateAllocator,
         input_key: list[int] | None = None,
+        errors: ErrorSink | None = None,
     ) -> None:
+        self.errors = errors  # where a user-defined aggregate's failures go (nonstrict)
         self.input_schema = list(input_schema)
         self.plan = plan
         self.group_keys = list(plan.group_keys)
@@ -100,7 +103,7 @@ class CollectAggOp(Operator):
         old_in = self._groups.take(probe)
         old_out = self._outs.take(probe)
         rows = apply_delta(old_in, table_batch(delta), w, self._key, "collect-agg")
-        new_out = conform(run_agg_batch(self.plan, rows), self._out_schema)
+        new_out = conform(run_agg_batch(self.plan, rows, self.errors), self._out_schema)
         self._groups.put(rows)
         self._outs.put(new_out)
         return changes(old_out, new_out, self.stream_key, self._out_schema)
