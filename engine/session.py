@@ -331,7 +331,7 @@ class SwellSession:
         return res
 
     def _dispatch(self, st: Statement, params: ParamContext | None) -> QueryResult:
-        from engine.handlers import ddl, dml, query, show, txn
+        from engine.handlers import ddl, dml, query, show, subscription, txn
 
         k = st.kind
         if k == "empty":
@@ -403,6 +403,8 @@ class SwellSession:
             return self._set(name, None, tag="RESET")
         if k in txn.KINDS:
             return txn.run(self, st, params)
+        if k in subscription.KINDS:
+            return subscription.run(self, st)
         if k == "noop":
             return QueryResult(st.args.get("tag", "SET"))
         raise SqlSyntaxError(f"unsupported statement {k}")

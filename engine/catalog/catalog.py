@@ -49,6 +49,7 @@ class RelationKind(StrEnum):
     VIEW = "view"
     SOURCE = "source"
     SINK = "sink"
+    SUBSCRIPTION = "subscription"  # a sink-like job keeping its upstream's changes
 
     @property
     def tag_name(self) -> str:

@@ -1,7 +1,7 @@
 """rw_catalog: Swell's own catalog views, in the spirit of RisingWave's.
 
 rw_relations, rw_tables, rw_materialized_views, rw_views, rw_sources, rw_sinks,
-rw_connections, rw_secrets (names only, never values), rw_schemas, rw_users and
+rw_subscriptions, rw_connections, rw_secrets (names only, never values), rw_schemas, rw_users and
 rw_streaming_jobs (every relation the dataflow maintains, with its status: `RUNNING`, or
 the sink's state while it retries). `id` is the relation's pg_class OID, `schema_id` its
 pg_namespace OID, `owner` the owner's pg_roles OID, as in RisingWave.
@@ -25,7 +25,7 @@ from engine.catalog.system import (
     register_system_relation,
     relation_oid,
 )
-from engine.types import BOOLEAN, INT, VARCHAR, Field, list_of
+from engine.types import BIGINT, BOOLEAN, INT, VARCHAR, Field, list_of
 
 _BASE = [
     Field("id", INT),
@@ -92,6 +92,22 @@ def _sinks(ctx: SystemContext) -> list[tuple[Any, ...]]:
             r.extra.get("sink", {}).get("sink_type") or r.options.get("type"),
         )
         for r in _of_kind(ctx, RelationKind.SINK)
+    ]
+
+
+def _subscriptions(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    return [
+        (
+            relation_oid(r),
+            r.name,
+            _schema_oid(ctx, r),
+            r.schema_name,
+            r.owner,
+            _definition(ctx, r),
+            int(r.extra.get("sink", {}).get("writer_options", {}).get("retention_seconds", 0)),
+            relation_oid(ctx.catalog.by_id(r.depends_on[0])) if r.depends_on else None,
+        )
+        for r in _of_kind(ctx, RelationKind.SUBSCRIPTION)
     ]
 
 
@@ -174,6 +190,20 @@ _register(
     _sources,
 )
 _register("rw_sinks", [*_BASE, Field("connector", VARCHAR), Field("sink_type", VARCHAR)], _sinks)
+_register(
+    "rw_subscriptions",
+    [
+        Field("id", INT),
+        Field("name", VARCHAR),
+        Field("schema_id", INT),
+        Field("schema_name", VARCHAR),
+        Field("owner", INT),
+        Field("definition", VARCHAR),
+        Field("retention_seconds", BIGINT),
+        Field("dependent_table_id", INT),
+    ],
+    _subscriptions,
+)
 _register(
     "rw_relations",
     [

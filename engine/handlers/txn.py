@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.errors import (
+    FeatureNotSupported,
     InvalidCursorName,
     InvalidSavepointSpecification,
     InvalidTransactionState,
@@ -177,8 +178,17 @@ def fetch_columns(session: Any, st: Statement) -> list[Field] | None:
 
 
 def _fetch(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
+    from engine.handlers.subscription import SubscriptionCursor, fetch
+
     a = st.args
     c = cursor(session, a["name"])
+    if isinstance(c, SubscriptionCursor):
+        return fetch(session, c, st)
+    if a.get("options"):
+        raise FeatureNotSupported(
+            "FETCH ... WITH (...) is only for subscription cursors",
+            hint="DECLARE c SUBSCRIPTION CURSOR FOR s, then FETCH n FROM c WITH (timeout = '5s').",
+        )
     picked = _walk(c, a["direction"], a["count"])
     if a["move"]:
         return QueryResult(f"MOVE {len(picked)}")

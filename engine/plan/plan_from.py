@@ -80,8 +80,8 @@ class FromPlannerMixin:
                 with reading_as_owner(rel):  # a view reads with its owner's rights
                     node = self.plan_query(inner.ast)
                 return node, self._cols_of(node, alias)
-            if rel.kind is RelationKind.SINK:
-                raise not_supported(f'cannot read from sink "{rel.name}"')
+            if rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
+                raise not_supported(f'cannot read from {rel.kind.value} "{rel.name}"')
             if all(r.id != rel.id for r in self.dependencies):
                 self.dependencies.append(rel)
             node = Scan(_with_origin(rel), list(rel.pk), relation=rel)

@@ -316,6 +316,14 @@ _SESSION_HEADS = ("SAVEPOINT", "RELEASE", "ROLLBACK", "DECLARE", "FETCH", "MOVE"
 
 
 def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement | None:
+    from engine.sql.subscription_stmts import (
+        is_subscription_statement,
+        parse_subscription_statement,
+    )
+
+    if is_subscription_statement(head, words, body):
+        sub_kind, sub_args = parse_subscription_statement(head, body)
+        return Statement(sub_kind, text, args=sub_args)
     if head in _SESSION_HEADS:
         from engine.sql.session_stmts import parse_session_statement
 

@@ -33,6 +33,7 @@ _FETCH = re.compile(
     rf"^(?P<verb>FETCH|MOVE)(?:\s+(?P<dir>.*?))??(?:\s+(?:FROM|IN))?\s+(?P<name>{_IDENT})\s*$",
     re.I | re.S,
 )
+_FETCH_WITH = re.compile(r"\s+WITH\s*\((?P<opts>[^)]*)\)\s*$", re.I)
 _CLOSE = re.compile(rf"^CLOSE\s+(?P<name>{_IDENT})\s*$", re.I)
 _COPY = re.compile(
     r"^COPY\s+(?:\((?P<query>.+)\)|(?P<table>[\w.\"]+)\s*(?:\((?P<cols>[^)]*)\))?)\s+"
@@ -90,6 +91,13 @@ def parse_session_statement(head: str, body: str, text: str) -> Any:
             },
         )
     if head in ("FETCH", "MOVE"):
+        options: dict[str, str] = {}
+        w = _FETCH_WITH.search(body)
+        if w is not None:  # FETCH ... WITH (timeout = '5s'): subscription cursors
+            from engine.sql.subscription_stmts import with_options
+
+            options = with_options(w["opts"])
+            body = body[: w.start()]
         m = _FETCH.match(body)
         if not m:
             raise SqlSyntaxError(f'syntax error at or near "{head}"')
@@ -102,6 +110,7 @@ def parse_session_statement(head: str, body: str, text: str) -> Any:
                 "name": ident(m["name"]),
                 "direction": direction,
                 "count": count,
+                "options": options,
             },
         )
     if head == "CLOSE":

@@ -57,7 +57,11 @@ def state_ids(rel: Relation, catalog: Catalog) -> IdFn:
 
 
 def is_job(rel: Relation) -> bool:
-    return rel.kind in (RelationKind.MATERIALIZED_VIEW, RelationKind.SINK)
+    return rel.kind in (
+        RelationKind.MATERIALIZED_VIEW,
+        RelationKind.SINK,
+        RelationKind.SUBSCRIPTION,
+    )
 
 
 def store_plan(rel: Relation, plan: StreamPlan) -> StreamPlan:
@@ -74,7 +78,7 @@ def store_plan(rel: Relation, plan: StreamPlan) -> StreamPlan:
 
 def load_plan(rel: Relation, catalog: Catalog, plan_fn: PlanFn) -> tuple[StreamPlan, bool]:
     """The job's stream plan, and whether it was migrated (planned now, to be stored)."""
-    sink = rel.kind is RelationKind.SINK
+    sink = rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION)
     data = rel.extra.get(PLAN_KEY)
     if data is None:
         plan = lower_stream_plan(plan_fn(rel), state_ids(rel, catalog), materialize=not sink)
@@ -104,7 +108,7 @@ def _store_stream_plans(ctx: data_format.MigrationContext) -> None:
     n = 0
     for rel in catalog.ordered():
         if is_job(rel) and PLAN_KEY not in rel.extra:
-            sink = rel.kind is RelationKind.SINK
+            sink = rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION)
             plan = lower_stream_plan(
                 db._plan_from_sql(rel), state_ids(rel, catalog), materialize=not sink
             )

@@ -491,7 +491,7 @@ class Runtime:
         elif rel.kind is RelationKind.MATERIALIZED_VIEW:
             assert splan is not None
             self._add_view(rel, splan, load=True)
-        elif rel.kind is RelationKind.SINK:
+        elif rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
             assert splan is not None
             flow = self._add_sink(rel, splan, load=True)
             flow.reopen(self.epoch, self._meta_extra.get(f"sink.{rel.id}"))
@@ -592,6 +592,10 @@ class Runtime:
                 raise
             self._dirty_catalog = True
             self.barrier(force=True)
+
+    def mark_catalog_dirty(self) -> None:
+        """A catalog entry changed in place (ALTER): the next checkpoint stores the catalog."""
+        self._dirty_catalog = True
 
     def interrupt_sink(self, rel_id: int) -> None:
         """Stop a sink's retry loop (called without the lock, before DROP SINK takes it)."""

@@ -109,6 +109,9 @@ class SinkSpec:
     into: int | None = None  # target relation id of `CREATE SINK ... INTO t`
     into_columns: list[str] = field(default_factory=list)  # `INTO t (a, b)`
     runtime: Any = None  # the engine's Runtime (built-in writers that feed tables use it)
+    # built-in writers' own settings from the catalog entry (a subscription's log table id
+    # and retention), not user options
+    writer_options: dict[str, Any] = field(default_factory=dict)
     status: SinkStatus = field(default_factory=SinkStatus)
 
 
@@ -216,7 +219,10 @@ class SinkFlow:
 
     @property
     def tables(self) -> list[StateTable]:
-        return self.graph.tables
+        """The operators' state tables plus the writer's own (a subscription's log), all
+        committed with each checkpoint and deleted when the sink is dropped."""
+        own: list[StateTable] = getattr(self.writer, "state_tables", [])
+        return [*self.graph.tables, *own] if own else self.graph.tables
 
     def upstream(self) -> set[int]:
         return self.graph.upstream()
@@ -385,6 +391,7 @@ def spec_from_relation(rel: Relation, catalog: Catalog, data_dir: str | None) ->
         data_dir=wdir,
         into=d.get("into"),
         into_columns=list(d.get("into_columns", [])),
+        writer_options=dict(d.get("writer_options", {})),
     )
 
 
@@ -414,3 +421,4 @@ def build_sink_flow(
 
 import engine.stream.sink_into_table  # noqa: E402,F401  (registers the "table" writer)
 import engine.stream.sink_status  # noqa: E402,F401  (registers rw_catalog.rw_sink_status)
+import engine.stream.subscription  # noqa: E402,F401  (registers the "subscription" writer)
