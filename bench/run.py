@@ -108,6 +108,7 @@ BENCHES = [
         own_profile=True,
     ),
     Bench("state", "state_bench.py", "in-process", ["--keys", "50000"], []),
+    Bench("udf", "udf_bench.py", "in-process", ["--rows", "200000"], []),
     Bench("kafka_sink", "kafka_sink_bench.py", "in-process", ["100000", "20000"], []),
     Bench("iceberg_sink", "iceberg_sink_bench.py", "in-process", ["100000"], []),
 ]

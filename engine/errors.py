@@ -118,6 +118,10 @@ class DependentObjectsStillExist(EngineError):
     sqlstate = "2BP01"
 
 
+class InvalidGrantOperation(EngineError):
+    sqlstate = "0LP01"
+
+
 class AmbiguousFunction(EngineError):
     sqlstate = "42725"
 

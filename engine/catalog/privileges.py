@@ -285,7 +285,8 @@ def require_language(language: str) -> None:
     a = _acting.get()
     if a is None or _oid_is_superuser(a.catalog, a.oid):
         return
-    if a.oid in (getattr(a.catalog, "language_acl", {}) or {}).get(language, []):
+    holders = (getattr(a.catalog, "language_acl", {}) or {}).get(language, [])
+    if a.oid in holders or PUBLIC in holders:
         return
     raise InsufficientPrivilege(
         f"permission denied for language {language}",

@@ -25,6 +25,7 @@ from engine.catalog import privileges as pv
 from engine.errors import (
     DependentObjectsStillExist,
     InsufficientPrivilege,
+    InvalidGrantOperation,
     InvalidSchemaName,
     UndefinedObject,
     UndefinedTable,
@@ -89,6 +90,8 @@ def _letters(privileges: list[str], on_schema: bool) -> str:
 
 def run(session: Any, st: Statement) -> QueryResult:
     args = st.args
+    if args["target"] == "language":
+        return _language(session, args)
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
@@ -241,3 +244,32 @@ def alter_owner(session: Any, st: Statement) -> QueryResult:
             cat.version += 1
             rt.barrier(force=True)
     return QueryResult(tag)
+
+
+def _language(session: Any, args: dict[str, Any]) -> QueryResult:
+    """GRANT / REVOKE USAGE ON LANGUAGE python: lets a role create Python functions, which
+    run inside the server with its rights; so only superusers grant it (PostgreSQL allows
+    no grant on untrusted languages at all; this is the one way to delegate it)."""
+    name = args["names"][0][1]
+    if name != "python":
+        raise UndefinedObject(f'language "{name}" does not exist')
+    if args["privileges"] not in (["USAGE"], ["ALL"]):
+        raise InvalidGrantOperation(f"invalid privilege type {args['privileges'][0]} for language")
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if not pv.is_superuser(cat, session.user):
+            raise InsufficientPrivilege(
+                "permission denied for language python",
+                hint="Only superusers grant USAGE on LANGUAGE python.",
+            )
+        holders = list(cat.language_acl.get(name, []))
+        for g in (_grantee_oid(cat, session, g) for g in args["grantees"]):
+            if args["action"] == "grant" and g not in holders:
+                holders.append(g)
+            elif args["action"] == "revoke" and g in holders:
+                holders.remove(g)
+        cat.language_acl[name] = holders
+        cat.version += 1
+        rt.barrier(force=True)
+    return QueryResult("GRANT" if args["action"] == "grant" else "REVOKE")

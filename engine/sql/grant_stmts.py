@@ -4,12 +4,14 @@
           name [, ...] | ALL { TABLES | VIEWS | MATERIALIZED VIEWS | SOURCES } IN SCHEMA s [, ...]
           TO role [, ...] [WITH GRANT OPTION]
     GRANT { USAGE | CREATE | ALL [PRIVILEGES] } [, ...] ON SCHEMA s [, ...] TO role [, ...]
+    GRANT { USAGE | ALL [PRIVILEGES] } ON LANGUAGE python TO role [, ...]
     REVOKE [GRANT OPTION FOR] ... FROM role [, ...] [CASCADE | RESTRICT]
     ALTER { TABLE | VIEW | MATERIALIZED VIEW | SOURCE | SINK | SCHEMA } name OWNER TO role
 
 A role is a name, PUBLIC, CURRENT_USER or SESSION_USER. Produces
 `Statement("grant", text, args={...})` with `action` (`grant` / `revoke`), `privileges`
-(upper-case names; `["ALL"]`), `target` (`relation` / `all_in_schema` / `schema`),
+(upper-case names; `["ALL"]`), `target` (`relation` / `all_in_schema` / `schema` /
+`language`),
 `kind` (the relation kind word or None), `names` ([(schema or None, name)]),
 `grantees`, `grant_option`; or `Statement("alter_owner", ...)` with `kind`, `name`,
 `schema`, `owner`. Lifecycle: pure functions called by `engine.sql.parser`.
@@ -128,8 +130,12 @@ def parse_grant(text: str) -> dict[str, Any]:
         names.append((None, c.name()))
         while _comma(c):
             names.append((None, c.name()))
+    elif w == "LANGUAGE":  # USAGE ON LANGUAGE python: who may create Python functions
+        c.take()
+        target = "language"
+        names.append((None, c.name()))
     else:
-        if w in ("DATABASE", "FUNCTION", "SEQUENCE", "SECRET", "CONNECTION", "LANGUAGE", "TYPE"):
+        if w in ("DATABASE", "FUNCTION", "SEQUENCE", "SECRET", "CONNECTION", "TYPE"):
             raise not_supported(f"GRANT ON {w}", hint="Grant on tables, views, sources, schemas.")
         if w == "MATERIALIZED":
             c.take()

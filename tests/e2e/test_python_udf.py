@@ -151,3 +151,15 @@ def test_only_superusers_create_python_functions(fresh_server: SwellServer) -> N
         assert ei.value.diag.message_primary == "permission denied for language python"
         a.execute("CREATE FUNCTION plus1(x INT) RETURNS INT LANGUAGE sql AS 'select x + 1'")
         assert a.execute("SELECT plus1(1)").fetchone() == (2,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute("GRANT USAGE ON LANGUAGE python TO alice")
+    with fresh_server.connect() as c:
+        c.execute("GRANT USAGE ON LANGUAGE python TO alice")
+    with fresh_server.connect(user="alice") as a:
+        a.execute(GCD)
+        assert a.execute("SELECT gcd(9, 6)").fetchone() == (3,)
+    with fresh_server.connect() as c:
+        c.execute("REVOKE USAGE ON LANGUAGE python FROM alice")
+    with fresh_server.connect(user="alice") as a:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            a.execute(INV)
