@@ -5,11 +5,13 @@ files 0600), open the database (recovering the data directory), apply
 `SWELL_ROOT_PASSWORD` to `root`, check that `--auth password` leaves a superuser able to
 log in, start the Prometheus /metrics listener (pgwire/metrics.py; a taken port only
 disables metrics), the pgwire listener with its `Limits`, the webhook listener if the
-webhook connector is installed, log where everything listens (a WARNING when trust
+webhook connector is installed, the web dashboard (pgwire/dashboard; a taken port only
+disables it), log where everything listens (a WARNING when trust
 authentication is reachable from other machines), then wait for SIGTERM/SIGINT.
-Shutdown runs in reverse: stop accepting and close client connections, close the webhook
-server, then `db.close()` (which takes a final checkpoint). The engine module is imported
-lazily inside the command so `swell --version` works even when the engine cannot load.
+Shutdown runs in reverse: close the dashboard and metrics listeners, stop accepting and
+close client connections, close the webhook server, then `db.close()` (which takes a
+final checkpoint). The engine module is imported lazily inside the command so
+`swell --version` works even when the engine cannot load.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.state.files import restrict_umask, secure_data_dir
+from pgwire.dashboard import DEFAULT_ADDR as DEFAULT_DASHBOARD_ADDR
 from pgwire.limits import (
     AUTH_MODES,
     DEFAULT_AUTH_FAILURE_DELAY_S,
@@ -62,6 +65,13 @@ def parse_addr(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
+
+
+def parse_optional_addr(text: str) -> tuple[str, int] | None:
+    """`HOST:PORT`, or None for '' / 'off' / 'none' (the listener is disabled)."""
+    if text.strip().lower() in ("", "off", "none"):
+        return None
+    return parse_addr(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_addr,
         default=parse_addr(DEFAULT_METRICS_ADDR),
         help=f"Prometheus /metrics address HOST:PORT (default {DEFAULT_METRICS_ADDR})",
+    )
+    play.add_argument(
+        "--dashboard-listen-addr",
+        type=parse_optional_addr,
+        default=parse_addr(DEFAULT_DASHBOARD_ADDR),
+        help=f"web dashboard address HOST:PORT (default {DEFAULT_DASHBOARD_ADDR}); '' or "
+        "'off' disables it; with --auth password it asks for a superuser's name and password",
     )
     play.add_argument(
         "--log-level",
@@ -231,6 +248,34 @@ async def _start_metrics(host: str, port: int, sources: MetricsSources) -> Any |
     return server
 
 
+async def _start_dashboard(db: Any, addr: tuple[str, int] | None, limits: Limits) -> Any | None:
+    if addr is None:
+        return None
+    from pgwire.dashboard.server import start_dashboard_server
+
+    host, port = addr
+    try:
+        server = await start_dashboard_server(db, host, port, limits)
+    except OSError as exc:  # e.g. the port is taken: keep serving SQL without it
+        log.warning("dashboard disabled %s", kv(addr=f"{host}:{port}", reason=str(exc)))
+        return None
+    log.info("dashboard listening %s", kv(url=f"http://{_url_host(host)}:{server.port}/"))
+    if limits.auth == "trust" and not is_loopback(host):
+        log.warning(
+            "dashboard without authentication on a non-loopback address: anyone who can "
+            "reach it sees every relation and job; use --auth password or listen on "
+            "127.0.0.1 %s",
+            kv(addr=f"{host}:{server.port}"),
+        )
+    return server
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
     try:
         from connectors.webhook import start_webhook_server
@@ -264,6 +309,7 @@ async def playground(args: argparse.Namespace) -> int:
     server = None
     webhook = None
     metrics = None
+    dashboard = None
     try:
         await asyncio.to_thread(_apply_root_password, db, limits)
         # metrics first: it is up by the time clients can connect; it reads the
@@ -280,6 +326,7 @@ async def playground(args: argparse.Namespace) -> int:
             log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))
         webhook = await _start_webhook(db, *args.webhook_listen_addr)
         sources.webhook = webhook
+        dashboard = await _start_dashboard(db, args.dashboard_listen_addr, limits)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -292,6 +339,8 @@ async def playground(args: argparse.Namespace) -> int:
         log.info("shutting down")
         return 0
     finally:
+        if dashboard is not None:
+            await dashboard.close()
         if metrics is not None:
             await metrics.close()
         if server is not None:

@@ -13,6 +13,7 @@ the view's `MaterializeOp`. Its output delta is what views built on top of it co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from time import thread_time
 from typing import Any
 
 import numpy as np
@@ -71,10 +72,12 @@ class TableFlow:
     pending: list[StreamChunk] = field(default_factory=list)
     tables: list[StateTable] = field(default_factory=list)
     ttl_cleaned: int | None = None  # the watermark of the last TTL cleanup (stream/ttl.py)
+    rows_in: int = 0  # rows of the chunks drained so far (engine.stream.overview)
 
     def drain(self) -> StreamChunk | None:
         if not self.pending:
             return None
+        self.rows_in += sum(len(c) for c in self.pending)
         outs = [self.mat.step([c]) for c in merge_inserts(self.pending)]
         self.pending.clear()
         return StreamChunk.concat([o for o in outs if o is not None])
@@ -115,6 +118,14 @@ class ViewFlow:
     nodes: list[Node]
     tables: list[StateTable] = field(default_factory=list)
     out_watermarks: dict[int, int] = field(default_factory=dict)
+    # per node, since the flow was built: rows out and thread CPU seconds of its steps
+    # (read without the lock by engine.stream.overview; plain list item updates)
+    node_rows: list[int] = field(default_factory=list)
+    node_cpu: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.node_rows = [0] * len(self.nodes)
+        self.node_cpu = [0.0] * len(self.nodes)
 
     @property
     def mat(self) -> Operator:
@@ -131,7 +142,8 @@ class ViewFlow:
         """Step every node; `watermarks` (relation id -> {column: value}) flow alongside
         the chunks (see `engine.stream.operators.watermark`), the view's own output
         watermarks end up in `self.out_watermarks`; `cpu` (the runtime's accounting)
-        is charged each stepped node's thread CPU time under its operator class."""
+        is charged each stepped node's thread CPU time under its operator class; the
+        flow's own `node_rows`/`node_cpu` count every stepped node."""
         outs: list[StreamChunk | None] = []
         wms: list[dict[int, int]] = []
         rel_wms = watermarks or {}
@@ -147,12 +159,16 @@ class ViewFlow:
             if not force and not wake and all(c is None or len(c) == 0 for c in ins):
                 outs.append(None)
                 continue
-            if cpu is None:
-                outs.append(node.op.step(ins))
-                continue
-            t = cpu.now()
-            outs.append(node.op.step(ins))
-            cpu.add_operator(type(node.op).__name__, cpu.now() - t)
+            t = thread_time()
+            out = node.op.step(ins)
+            took = thread_time() - t
+            outs.append(out)
+            j = len(outs) - 1
+            self.node_cpu[j] += took
+            if out is not None:
+                self.node_rows[j] += len(out)
+            if cpu is not None:
+                cpu.add_operator(type(node.op).__name__, took)
         self.out_watermarks = wms[-1] if wms else {}
         return outs[-1]
 
@@ -170,8 +186,7 @@ def encode_wal_record(table_id: int, chunk: StreamChunk) -> bytes:
     # an IPC stream without its end marker (schema message + batch message): readers
     # accept it, and it costs a third of a stream writer for the small chunks DML makes
     batch = chunk.data.append_column(OP_COLUMN, chunk.ops)
-    return b"".join((table_id.to_bytes(4, "big"), batch.schema.serialize(),
-                     batch.serialize()))
+    return b"".join((table_id.to_bytes(4, "big"), batch.schema.serialize(), batch.serialize()))
 
 
 def decode_wal_record(payload: bytes) -> tuple[int, StreamChunk]:

@@ -41,6 +41,7 @@ reading the last committed epoch and accepting durable writes, until the cause i
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import logging
@@ -95,6 +96,8 @@ RETRY_START = 0.5
 """Seconds the barrier loop waits after a failed epoch before trying it again."""
 RETRY_MAX = 30.0
 """Cap of the retry delay, which doubles with every consecutive failure."""
+BARRIER_LOG = 600
+"""Completed barriers kept in `Runtime.barrier_log` (the dashboard's latency chart)."""
 
 
 @dataclass
@@ -155,6 +158,10 @@ class Runtime:
         # metrics
         self.last_barrier_ms = 0.0
         self.barrier_seconds = Histogram()  # every completed barrier (metrics)
+        # the latest barriers as (wall time, epoch, milliseconds), for the dashboard
+        self.barrier_log: collections.deque[tuple[float, int, float]] = collections.deque(
+            maxlen=BARRIER_LOG
+        )
         self.barriers = 0
         self.rows_in = 0
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
@@ -290,6 +297,7 @@ class Runtime:
         cpu.lap("gc", c)
         self.last_barrier_ms = (time.perf_counter() - t0) * 1000
         self.barrier_seconds.observe(self.last_barrier_ms / 1000)
+        self.barrier_log.append((time.time(), self.epoch, self.last_barrier_ms))
         self.barriers += 1
         if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
             self.fed_tables = False

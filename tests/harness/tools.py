@@ -14,7 +14,8 @@ fails the test instead, so a broken install step cannot hide behind skips.
 
 Tools: `psql` (postgresql-client), `initdb` (postgresql, PostgreSQL's server binaries, which
 are not on PATH), `jdbc` (a JDK with java and javac, default-jdk-headless, plus the pgjdbc
-jar, libpostgresql-jdbc-java), `openssl`, `curl`.
+jar, libpostgresql-jdbc-java), `openssl`, `curl`, `chromium` (the headless browser the
+dashboard test renders the page in).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ TOOLS = {
         Tool("jdbc", "default-jdk-headless and libpostgresql-jdbc-java"),
         Tool("openssl", "openssl"),
         Tool("curl", "curl"),
+        Tool("chromium", "chromium"),
     )
 }
 

@@ -58,7 +58,7 @@ def test_host_ports_published_once() -> None:
             host = str(port).split(":")[0]
             assert host not in seen, f"port {host} published by {seen.get(host)} and {name}"
             seen[host] = name
-    assert {"4566", "4560", "1250"} <= set(seen)
+    assert {"4566", "4560", "1250", "5691"} <= set(seen)
 
 
 def test_prometheus_scrapes_the_swell_metrics_port() -> None:
@@ -74,8 +74,13 @@ def test_swell_command_line_starts_a_server(tmp_path: Path) -> None:
     temporary directory: the server starts and answers a query."""
     cmd = list(compose()["services"]["swell"]["command"])
     assert cmd[:2] == ["swell", "playground"]
-    pg, webhook, metrics = free_ports(3)
-    moved = {"0.0.0.0:4566": pg, "0.0.0.0:4560": webhook, "0.0.0.0:1250": metrics}
+    pg, webhook, metrics, dashboard = free_ports(4)
+    moved = {
+        "0.0.0.0:4566": pg,
+        "0.0.0.0:4560": webhook,
+        "0.0.0.0:1250": metrics,
+        "0.0.0.0:5691": dashboard,
+    }
     args = [f"127.0.0.1:{moved[a]}" if a in moved else a for a in cmd[1:]]
     args[args.index("--data-dir") + 1] = str(tmp_path / "data")
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 (closed below)

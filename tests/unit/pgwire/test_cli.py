@@ -41,6 +41,12 @@ def test_playground_defaults_and_addr_parsing() -> None:
     assert args.webhook_listen_addr == ("0.0.0.0", 4560)
     assert args.data_dir == Path("./swell-data")
     assert args.barrier_interval_ms == 1000
+    assert args.dashboard_listen_addr == ("127.0.0.1", 5691)  # loopback, RisingWave's port
+    for off in ("", "off", "none"):
+        args = cli.build_parser().parse_args(["playground", "--dashboard-listen-addr", off])
+        assert args.dashboard_listen_addr is None
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["playground"]  # type: ignore[union-attr]
+    assert "--dashboard-listen-addr" in help_text.format_help()
     args = cli.build_parser().parse_args(
         ["playground", "--listen-addr", "[::1]:5432", "--barrier-interval-ms", "100"]
     )
