@@ -4,16 +4,18 @@ Why a separate port: like RisingWave (`--prometheus-listener-addr`, 127.0.0.1:12
 default, the meta node's convention), metrics stay off the client-facing ports and bind
 to loopback unless the operator says otherwise.
 
-What is exported: the counters the components already keep, read at scrape time (no
-second bookkeeping): the stream runtime (epochs, barriers, rows in, relation counts), the
+What is exported: the counters the components already keep, read at scrape time (no second
+bookkeeping): the stream runtime (epochs, barriers, rows in, relation counts), the
 checkpointer, the WAL and the state store, the webhook server (requests by status, rows,
 acks) when it runs, and pgwire (connections, authentication failures, cancels). Histograms
-(engine.latency): barrier and checkpoint durations, statement latency by kind, webhook
-request-to-ack time. Series per source (`source` label: messages, bad messages, up) and per
-sink (`sink` label: rows, errors, retries, up). Process metrics (`process_*`: CPU seconds,
-resident memory, open file descriptors) from prometheus_client's process collector. A
-component missing a counter simply omits it (getattr with a default), so the endpoint never
-fails because some component changed.
+(engine.latency): barrier and checkpoint durations, freshness (a write until its epoch
+committed), statement latency by kind, webhook request-to-ack time. Series per source
+(`source` label: messages, bad messages, up, lag), per sink (`sink` label: rows, errors,
+retries, up), per table and materialized view (rows in/out, stored rows, state entries) and
+per streaming job (expression errors). Process metrics (`process_*`: CPU seconds, resident
+memory, open file descriptors) from prometheus_client's process collector. A component
+missing a counter simply omits it (getattr with a default), so the endpoint never fails
+because some component changed.
 
 Lifecycle: `start_metrics_server(host, port, sources)` binds and returns a
 `MetricsServer`; `close()` stops it. `sources` is a `MetricsSources` holding references to
@@ -76,6 +78,7 @@ class SwellCollector(Collector):
         if db is not None:
             yield from self._runtime(getattr(db, "runtime", None))
             yield from self._relations(getattr(db, "runtime", None))
+            yield from self._jobs(getattr(db, "runtime", None))
             yield from self._attrs(
                 getattr(db, "checkpointer", None),
                 "swell_checkpoint",
@@ -134,6 +137,12 @@ class SwellCollector(Collector):
         for obj, attr, name, doc in (
             (rt, "barrier_seconds", "swell_barrier_duration_seconds", "barrier duration"),
             (ck, "duration_seconds", "swell_checkpoint_duration_seconds", "checkpoint commit"),
+            (
+                rt,
+                "freshness_seconds",
+                "swell_freshness_seconds",
+                "oldest write of an epoch until the epoch committed (visible in views)",
+            ),
             (s.webhook, "ack_histogram", "swell_webhook_ack_seconds", "webhook request to ack"),
         ):
             h = getattr(obj, attr, None)
@@ -179,6 +188,81 @@ class SwellCollector(Collector):
             retries.add_metric([name], float(getattr(st, "retries", 0) or 0))
             sink_up.add_metric([name], 1.0 if getattr(st, "state", "") == "running" else 0.0)
         yield from (rows, errs, retries, sink_up)
+
+    @staticmethod
+    def _jobs(rt: Any) -> Iterator[Metric]:
+        """Series per table and materialized view (rows in/out, stored rows, state size),
+        per job (expression errors) and per source (lag), labelled with their names
+        (`schema.name` outside `public`); the same counters the dashboard shows."""
+        if rt is None or not hasattr(rt, "views"):
+            return
+        rows_in = CounterMetricFamily(
+            "swell_table_rows_in",
+            "rows written into the table (DML, webhooks, connectors)",
+            labels=["table"],
+        )
+        rows_out = CounterMetricFamily(
+            "swell_view_rows_out", "row changes the materialized view emitted", labels=["view"]
+        )
+        stored = GaugeMetricFamily(
+            "swell_relation_rows",
+            "rows stored by a table or materialized view",
+            labels=["relation", "kind"],
+        )
+        state = GaugeMetricFamily(
+            "swell_relation_state_keys",
+            "entries of the relation's state tables",
+            labels=["relation", "kind"],
+        )
+        for kind, flows in (("table", rt.tables), ("materialized view", rt.views)):
+            for rid, flow in list(dict(flows).items()):
+                name = _qualified(flow.rel)
+                if kind == "table":
+                    rows_in.add_metric([name], float(getattr(flow, "rows_in", 0)))
+                else:
+                    node_rows = getattr(flow, "node_rows", None) or [0]
+                    rows_out.add_metric([name], float(node_rows[-1]))
+                n = rt.row_count(rid)
+                if n is not None:
+                    stored.add_metric([name, kind], float(n))
+                state.add_metric([name, kind], float(sum(len(t) for t in flow.tables)))
+        for flow in list(dict(rt.sinks).values()):
+            state.add_metric(
+                [_qualified(flow.graph.rel), "sink"], float(sum(len(t) for t in flow.tables))
+            )
+        yield from (rows_in, rows_out, stored, state)
+        errors = CounterMetricFamily(
+            "swell_job_expression_errors",
+            "rows whose expression failed in the streaming job and became NULL",
+            labels=["job"],
+        )
+        events = getattr(rt, "events", None)
+        if events is not None:
+            per_job: dict[str, int] = {}
+            with events.lock:
+                for k in events.kinds.values():
+                    per_job[k.job_name] = per_job.get(k.job_name, 0) + k.count
+            for job, n in sorted(per_job.items()):
+                errors.add_metric([job], float(n))
+        yield errors
+        lag = GaugeMetricFamily(
+            "swell_source_lag",
+            "messages behind the partitions' high watermarks",
+            labels=["source"],
+        )
+        for flow in list(dict(getattr(rt, "sources", {})).values()):
+            st = getattr(flow, "status", None)
+            if st is None:
+                continue
+            with st.lock:
+                behind = [
+                    max(0, hw - st.offsets[p])
+                    for p, hw in st.high_watermarks.items()
+                    if p in st.offsets
+                ]
+            if behind:
+                lag.add_metric([str(st.source)], float(sum(behind)))
+        yield lag
 
     @staticmethod
     def _attrs(
@@ -304,6 +388,11 @@ class SwellCollector(Collector):
                 g = GaugeMetricFamily(name, doc)
                 g.add_metric([], float(st[key]))
                 yield g
+
+
+def _qualified(rel: Any) -> str:
+    schema = getattr(rel, "schema_name", "public")
+    return str(rel.name) if schema == "public" else f"{schema}.{rel.name}"
 
 
 def histogram(name: str, doc: str, h: Histogram, labels: dict[str, str] | None = None) -> Metric:

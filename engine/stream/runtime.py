@@ -162,6 +162,10 @@ class Runtime:
         self.barrier_log: collections.deque[tuple[float, int, float]] = collections.deque(
             maxlen=BARRIER_LOG
         )
+        # freshness: from the oldest write an epoch took in until that epoch committed
+        # (its rows visible in tables and views)
+        self.freshness_seconds = Histogram()
+        self._oldest_write: float | None = None
         self.barriers = 0
         self.rows_in = 0
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
@@ -298,6 +302,9 @@ class Runtime:
         self.last_barrier_ms = (time.perf_counter() - t0) * 1000
         self.barrier_seconds.observe(self.last_barrier_ms / 1000)
         self.barrier_log.append((time.time(), self.epoch, self.last_barrier_ms))
+        if self._oldest_write is not None:  # the epoch's oldest write is visible now
+            self.freshness_seconds.observe(time.monotonic() - self._oldest_write)
+            self._oldest_write = None
         self.barriers += 1
         if force and self.fed_tables:  # FLUSH shows rows sunk INTO tables
             self.fed_tables = False
@@ -756,6 +763,8 @@ class Runtime:
             seq = self.wal.append(encode_wal_record(rel_id, chunk))
             flow.pending.append(chunk)
             self.wal_seq = max(self.wal_seq, seq)
+            if self._oldest_write is None:
+                self._oldest_write = time.monotonic()
             return seq
 
     def stats(self) -> dict[str, Any]:

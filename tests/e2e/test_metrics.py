@@ -83,6 +83,7 @@ def test_metrics_endpoint_counts_work(tmp_path: Path) -> None:
         assert v("swell_pgwire_statements_total") >= 5  # 4 statements + the failed one
         assert v("swell_pgwire_errors_total") == 1
         assert v("swell_stream_expression_errors_total") == 1  # id 2 in m_d
+        assert v("swell_job_expression_errors_total", job="m_d") == 1
     finally:
         srv.stop()
 
@@ -148,6 +149,7 @@ def test_histograms_per_relation_series_and_process_metrics(
             "swell_barrier_duration_seconds",
             "swell_checkpoint_duration_seconds",
             "swell_webhook_ack_seconds",
+            "swell_freshness_seconds",  # the INSERT and the webhook row became visible
         ):
             n = v(f"{name}_count")
             assert n >= 1 and v(f"{name}_bucket", le="+Inf") == n and v(f"{name}_sum") > 0
@@ -163,6 +165,13 @@ def test_histograms_per_relation_series_and_process_metrics(
         assert v("swell_source_up", source="h_src") == 1
         assert v("swell_sink_rows_total", sink="h_sink") == 2
         assert v("swell_sink_up", sink="h_sink") == 1
+        # per table and materialized view, labelled with their names
+        assert v("swell_table_rows_in_total", table="h_t") == 2
+        assert v("swell_table_rows_in_total", table="h_wh") == 1
+        assert v("swell_view_rows_out_total", view="h_v") >= 1
+        assert v("swell_relation_rows", relation="h_v", kind="materialized view") == 1
+        assert v("swell_relation_rows", relation="h_t", kind="table") == 2
+        assert v("swell_relation_state_keys", relation="h_v", kind="materialized view") > 0
         # process metrics
         assert v("process_resident_memory_bytes") > 10_000_000
         assert v("process_cpu_seconds_total") > 0
