@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -109,7 +109,8 @@ def format_numeric(v: Decimal, scale: int | None = None) -> str:
     if v.is_infinite():
         return "-Infinity" if v < 0 else "Infinity"
     if scale is not None:
-        s = format(v.quantize(_SCALES[scale]) if scale < len(_SCALES) else v, "f")
+        q = v.quantize(_SCALES[scale], context=_WIDE) if scale < len(_SCALES) else v
+        s = format(q, "f")
         return s[1:] if s.startswith("-") and not s.strip("-0.") else s
     s = format(v, "f")
     if "." in s:
@@ -118,6 +119,7 @@ def format_numeric(v: Decimal, scale: int | None = None) -> str:
 
 
 _SCALES = [Decimal(1).scaleb(-i) for i in range(39)]
+_WIDE = Context(prec=100)  # quantize needs room for every digit (the default holds 28)
 
 
 _NUMERIC_HEAD = struct.Struct(">hhHH")

@@ -291,7 +291,7 @@ class ExprBinder:
             except ArithmeticError as e:
                 raise SqlSyntaxError(f'trailing junk after numeric literal at or near "{text}"'
                                      ) from e
-            if not d.is_finite() or abs(d) >= _NUMERIC_LIMIT:
+            if not d.is_finite() or d.copy_abs() >= _NUMERIC_LIMIT:
                 f = float(d)
                 if f in (float("inf"), float("-inf")):
                     raise NumericValueOutOfRange(

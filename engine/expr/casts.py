@@ -149,7 +149,15 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 bad = pc.fill_null(pc.or_(pc.is_nan(a), pc.is_inf(a)), False)
                 if pc.any(bad).as_py():
                     raise InvalidParameterValue("cannot convert infinity or NaN to numeric")
-                a = pc.round(a.cast(pa.float64()), 10)
+                a = a.cast(pa.float64())
+                big = pc.max(pc.abs(a))
+                if big.is_valid and big.as_py() >= 1e28:  # the unchecked cast would wrap
+                    raise NumericValueOutOfRange(
+                        "numeric field overflow",
+                        detail="Swell's numeric holds up to 28 digits before the decimal "
+                        "point and 10 after it.",
+                    )
+                a = pc.round(a, 10)
                 try:
                     return a.cast(dst.arrow, safe=False)
                 except pa.ArrowInvalid as e:

@@ -38,7 +38,7 @@ import polars as pl
 import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
-from engine.errors import EngineError, InternalError
+from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.expr.nonstrict import ErrorSink, is_data_error
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
@@ -258,10 +258,19 @@ class HashAggOp(Operator):
             self._build_indexes()
         frame = polars_frame(chunk.data, self._cols, weights=chunk.weights())
         df = frame.df
-        if self._global:
-            part = df.select(self._delta_exprs)
-        else:
-            part = df.group_by(self._uniq_key_names).agg(self._delta_exprs)
+        try:
+            if self._global:
+                part = df.select(self._delta_exprs)
+            else:
+                part = df.group_by(self._uniq_key_names).agg(self._delta_exprs)
+        except pl.exceptions.ComputeError as e:  # a decimal sum past numeric's 38 digits
+            if "overflow" not in str(e):
+                raise
+            raise NumericValueOutOfRange(
+                "numeric field overflow",
+                detail="Swell's numeric holds up to 28 digits before the decimal point and "
+                "10 after it.",
+            ) from None
         n = part.height
         by_name = {kn: py_values(frame, part, kn) for kn in self._uniq_key_names}
         keys = key_tuples([by_name[kn] for kn in self._key_names], n)
