@@ -6,7 +6,8 @@ next to pgwire draws it) without a SQL session, and without slowing the barrier.
 module only *reads* what the runtime keeps anyway: catalog entries, the stored stream plan
 of each job (`extra["stream_plan"]`, the same JSON `rw_catalog.rw_internal_tables` reads),
 the flows' live counters (`TableFlow.rows_in`, `ViewFlow.node_rows`/`node_cpu`, each
-source's `SourceStatus`, each sink's `SinkStatus`), state-table sizes (`len`), the
+source's `SourceStatus`, each sink's `SinkStatus`), state-table sizes (`len`, and bytes
+estimated from a few encoded entries: `approx_bytes`), the
 committed row counts (`Runtime.row_count`) and the barrier log. Counters are cumulative
 since the flow was built (a rollback rebuilds flows, so they may restart from 0); rates
 are the caller's business (two snapshots apart in time).
@@ -30,6 +31,7 @@ identity of its stored plan.
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Any
 
@@ -37,9 +39,11 @@ from engine.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options, redact_validate
 from engine.catalog.system import relation_oid
 from engine.plan.stream_codec import decode_node
+from engine.state import codec
 
 PLAN_KEY = "stream_plan"
 DETAIL_MAX = 160  # characters of a node's EXPLAIN detail kept for the picture's tooltip
+SAMPLE = 32  # entries of a state table encoded to estimate its size
 
 _details_cache: dict[int, tuple[int, list[str]]] = {}  # rel id -> (id(stored plan), details)
 
@@ -112,6 +116,7 @@ def _relation(
     if flow is not None:
         out["counter"] = flow.rows_in
         out["state_keys"] = sum(len(t) for t in flow.tables)
+        out["state_bytes"] = _sum_known(approx_bytes(t) for t in flow.tables)
     src = sources.get(rel.id)
     if src is not None:
         st = src.status
@@ -132,6 +137,7 @@ def _relation(
         out["counter"] = view.node_rows[-1] if view.node_rows else 0
         out["state"] = "running"
         out["state_keys"] = sum(len(t) for t in view.tables)
+        out["state_bytes"] = _sum_known(approx_bytes(t) for t in view.tables)
     sink = sinks.get(rel.id)
     if sink is not None:
         st = sink.status
@@ -147,6 +153,7 @@ def _relation(
         # every commit_checkpoint_interval checkpoints)
         out["lag"] = max(0, runtime.epoch - done) if done is not None else None
         out["state_keys"] = sum(len(t) for t in sink.tables)
+        out["state_bytes"] = _sum_known(approx_bytes(t) for t in sink.tables)
     return out
 
 
@@ -194,7 +201,9 @@ def job_graph(
         state = []
         for t in sn.get("tables", []):
             live = by_tid.get(t["id"])
-            state.append({"id": t["id"], "name": t["name"], "keys": len(live) if live else 0})
+            keys = len(live) if live is not None else 0
+            size = approx_bytes(live) if live is not None else 0
+            state.append({"id": t["id"], "name": t["name"], "keys": keys, "bytes": size})
         kind = str(sn.get("node", type(op).__name__))
         node = {
             "id": f"n{i}",
@@ -206,6 +215,7 @@ def job_graph(
             "cpu_seconds": flow.node_cpu[i],
             "state_tables": state,
             "state_keys": sum(s["keys"] for s in state),
+            "state_bytes": _sum_known(s["bytes"] for s in state),
         }
         nodes.append(node)
         for inp_kind, j in sn.get("inputs", []):
@@ -236,6 +246,29 @@ def job_graph(
         "nodes": nodes,
         "edges": edges,
     }
+
+
+def approx_bytes(table: Any) -> int | None:
+    """About how many bytes the table's entries take encoded as the store keeps them:
+    the first `SAMPLE` entries encoded (`engine.state.codec`), scaled to the table's
+    length. None when it cannot be read now (the barrier is writing it)."""
+    n = len(table)
+    if n == 0:
+        return 0
+    try:
+        sample = list(itertools.islice(table.items(), SAMPLE))
+        if not sample:
+            return 0
+        keys = codec.encode_keys([k for k, _ in sample])
+        values = codec.encode_values([v for _, v in sample])
+    except Exception:  # noqa: BLE001 - changed while sampled: unknown this time
+        return None
+    return int((sum(map(len, keys)) + sum(map(len, values))) * n / len(sample))
+
+
+def _sum_known(values: Any) -> int | None:
+    vals = list(values)
+    return None if any(v is None for v in vals) else sum(vals)
 
 
 def _last_op(nodes: list[dict[str, Any]]) -> int:

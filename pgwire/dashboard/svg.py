@@ -6,9 +6,9 @@ details) is XML-escaped here; nothing else in the page builds markup from data.
 
 * `job_svg(job, rel_kinds)`: the boxes and edges of `pgwire.dashboard.layout` with, per
   operator, its name as EXPLAIN prints it, rows/s and CPU share (from
-  `pgwire.dashboard.rates`), and its state size (entries of its state tables; a view's
-  materialize also shows the rows it stores); the full EXPLAIN detail and the state
-  tables are the box's tooltip (`<title>`).
+  `pgwire.dashboard.rates`), and its state size (bytes estimated from a sample of its
+  state tables' encoded entries; a view's materialize also shows the rows it stores);
+  the full EXPLAIN detail and the state tables are the box's tooltip (`<title>`).
 * `latency_svg(points)`: barrier duration over wall-clock time, one spike per barrier
   (an idle server runs no barrier, so a line between them would invent values), with
   the maximum and the time span on the axes.
@@ -42,6 +42,14 @@ def human(n: float | None, unit: str = "") -> str:
     return f"{int(n)}{unit}"
 
 
+def human_bytes(n: float) -> str:
+    """512 B, 1.2 KB, 3.4 MB (powers of 1024)."""
+    for div, unit in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{int(n)} B"
+
+
 def _clip(text: str, n: int = LABEL_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -61,9 +69,13 @@ def node_lines(node: dict[str, Any], rel_kinds: dict[int, str]) -> list[str]:
     lines = [str(node["label"]), flow]
     state = []
     if node.get("rows_stored") is not None:
-        state.append(f"{human(node['rows_stored'])} rows stored")
+        state.append(f"{human(node['rows_stored'])} rows")
     if node.get("state_tables"):
-        state.append(f"state {human(node.get('state_keys', 0))} keys")
+        size = node.get("state_bytes")
+        if size is not None:
+            state.append(f"state ≈{human_bytes(size)}")
+        else:
+            state.append(f"state {human(node.get('state_keys', 0))} keys")
     lines.append(" · ".join(state) if state else "stateless")
     return lines
 
@@ -78,7 +90,8 @@ def _tooltip(node: dict[str, Any]) -> str:
         parts.append(f"rows out since start: {node.get('rows', 0)}")
         parts.append(f"cpu seconds: {node.get('cpu_seconds', 0.0):.3f}")
     for t in node.get("state_tables", []):
-        parts.append(f"state table {t['id']} {t['name']}: {t['keys']} keys")
+        size = "?" if t.get("bytes") is None else human_bytes(t["bytes"])
+        parts.append(f"state table {t['id']} {t['name']}: {t['keys']} keys, ≈{size}")
     return "\n".join(parts)
 
 

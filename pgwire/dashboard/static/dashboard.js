@@ -23,6 +23,14 @@
     return Number.isInteger(n) ? String(n) : n.toFixed(1);
   }
 
+  function bytes(n) {
+    if (n === null || n === undefined) return "-";
+    if (n >= 1 << 30) return (n / (1 << 30)).toFixed(1) + " GB";
+    if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MB";
+    if (n >= 1 << 10) return (n / (1 << 10)).toFixed(1) + " KB";
+    return n + " B";
+  }
+
   function kv(parent, key, value) {
     const s = el("span", null, "kv");
     s.append(key + " ", el("b", value));
@@ -62,6 +70,7 @@
       tr.append(el("td", human(r.rows), "num"));
       tr.append(el("td", human(r.rows_per_s), "num"));
       tr.append(el("td", human(r.lag), "num"));
+      tr.append(el("td", bytes(r.state_bytes), "num"));
       tr.append(el("td", r.state || ""));
       tr.append(el("td", human(r.errors), "num"));
       tr.append(el("td", r.last_error || "", "err"));

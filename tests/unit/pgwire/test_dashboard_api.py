@@ -83,6 +83,7 @@ def test_overview_lists_relations_jobs_operators_and_state_tables(db: Any) -> No
         n["id"] for n in mv["nodes"] if n["kind"] == "relation"
     }
     assert join["rows"] == 3 and join["state_keys"] > 0
+    assert join["state_bytes"] > 0 and rels["mv"]["state_bytes"] >= join["state_bytes"]
     # state tables are the ones rw_internal_tables lists for the job
     (r,) = s.execute_simple(
         "SELECT string_agg(id::varchar, ',' ORDER BY id) FROM rw_catalog.rw_internal_tables "

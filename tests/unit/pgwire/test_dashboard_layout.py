@@ -78,8 +78,9 @@ def _job() -> dict[str, object]:
                 "cpu_seconds": 0.5,
                 "rows_per_s": 1234.0,
                 "cpu_share": 0.25,
-                "state_tables": [{"id": 1001, "name": "n0.groups", "keys": 3}],
+                "state_tables": [{"id": 1001, "name": "n0.groups", "keys": 3, "bytes": None}],
                 "state_keys": 3,
+                "state_bytes": None,
             },
             {
                 "id": "n1",
@@ -91,8 +92,9 @@ def _job() -> dict[str, object]:
                 "rows_per_s": None,
                 "cpu_share": None,
                 "rows_stored": 3,
-                "state_tables": [{"id": 1002, "name": "mat.segments", "keys": 1}],
+                "state_tables": [{"id": 1002, "name": "mat.segments", "keys": 1, "bytes": 2500}],
                 "state_keys": 1,
+                "state_bytes": 2500,
             },
         ],
         "edges": [["rel:1", "n0"], ["n0", "n1"]],
@@ -107,10 +109,11 @@ def test_job_svg_is_valid_xml_with_escaped_names_and_per_operator_figures() -> N
     groups = {g.get("data-node"): g for g in root.iter(f"{SVG}g")}
     assert set(groups) == {"rel:1", "n0", "n1"}
     agg = [t.text for t in groups["n0"].iter(f"{SVG}text")]
+    # a size that could not be sampled this time falls back to the entry count
     assert agg == ["StreamHashAgg", "1.2k rows/s · cpu 25%", "state 3 keys"]
     assert "n0.groups" in groups["n0"].find(f"{SVG}title").text  # type: ignore[union-attr]
     mat = [t.text for t in groups["n1"].iter(f"{SVG}text")]
-    assert mat == ["StreamMaterialize", "3 rows", "3 rows stored · state 1 keys"]
+    assert mat == ["StreamMaterialize", "3 rows", "3 rows · state ≈2.4 KB"]
     rel = [t.text for t in groups["rel:1"].iter(f"{SVG}text")]
     assert rel == ["t<script>", "table"]
     assert len(list(root.iter(f"{SVG}path"))) == 3  # the arrow marker + 2 edges
