@@ -15,7 +15,12 @@ Recovery order (see also `engine.state.checkpoint`):
    migration plans each job once from its SQL and stores the plan);
 4. replay WAL records written after the checkpoint into the tables' pending DML, so
    acknowledged writes that missed the checkpoint are applied by the first barrier;
-5. start the barrier thread.
+5. start the barrier thread;
+6. with a remote state store (`Config.state_store`): before step 1, `engine.state.restore.
+   prepare` restores an empty data directory from the store's newest manifest (or checks
+   that a full one belongs to the store's history); after step 1 the local epoch is
+   checked against the store; after step 5 the uploader (`engine.state.uploader`) starts.
+   `close` stops the runtime (final checkpoint), then the uploader (a last upload).
 """
 
 from __future__ import annotations
@@ -28,13 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import engine.catalog.state_store_status  # noqa: F401  (registers rw_state_store_status)
 from engine.catalog import Catalog, Relation
-from engine.catalog.secret_box import open_secret_box
+from engine.catalog.secret_box import KEY_ENV, KEY_FILE, SecretKeyError, open_secret_box
 from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
 from engine.state import format as data_format
+from engine.state import restore as remote_restore
 from engine.state.checkpoint import Checkpointer
+from engine.state.s3 import ObjectStore, parse_store_url
 from engine.state.store import StateStore
+from engine.state.uploader import Uploader
 from engine.state.wal import Wal
 from engine.stream.runtime import Runtime
 
@@ -50,6 +59,9 @@ class Config:
     data_dir: Path = Path("swell-data")
     barrier_interval_ms: int = 1000
     options: dict[str, Any] = field(default_factory=dict)
+    state_store: str | None = None  # s3://bucket/prefix: checkpoints uploaded there
+    upload_interval_s: float = 5.0
+    keep_manifests: int = 3  # remote checkpoints retained by the garbage collector
 
 
 class SwellDatabase:
@@ -60,6 +72,11 @@ class SwellDatabase:
         data_dir = Path(config.data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
+        self.uploader: Uploader | None = None
+        remote = prepared = None
+        if config.state_store:
+            remote = ObjectStore(parse_store_url(config.state_store))
+            prepared = remote_restore.prepare(data_dir, remote, config.keep_manifests)
         self.store = StateStore.open(data_dir / "state")
         try:
             version = data_format.check(self.store, data_dir)
@@ -68,13 +85,33 @@ class SwellDatabase:
             raise
         self.wal = Wal(self.store)
         self.checkpointer = Checkpointer(self.store, self.wal)
-        stored = data_format.load_extras(self.checkpointer).get("catalog")
+        try:
+            if remote is not None and prepared is not None:
+                remote_restore.check_local_epoch(
+                    data_dir, self.checkpointer.last_epoch, prepared, str(remote.url)
+                )
+            stored = data_format.load_extras(self.checkpointer).get("catalog")
+            # credentials in the catalog are sealed with this key (secret_box.py); a new
+            # key file only for a catalog that holds no sealed value yet
+            box = open_secret_box(data_dir, create=not (stored and Catalog.is_sealed_blob(stored)))
+        except SecretKeyError as e:
+            self.wal.close()
+            self.store.close()
+            if prepared is None or prepared.restored is None:
+                raise
+            raise SecretKeyError(
+                e.message,
+                detail=e.detail,
+                hint=f"The data directory was restored from {config.state_store}, which never "
+                f"holds the secret store key: set {KEY_ENV} to the key of the server that "
+                f"uploaded it, or copy that server's {KEY_FILE} into {data_dir}.",
+            ) from e
+        except BaseException:
+            self.wal.close()
+            self.store.close()
+            raise
         catalog = Catalog()  # filled in place by the recovery below
-        # credentials in the catalog are sealed with this key (engine/catalog/secret_box.py);
-        # a new key file only for a catalog that holds no sealed value yet
-        catalog.box = open_secret_box(
-            data_dir, create=not (stored and Catalog.is_sealed_blob(stored))
-        )
+        catalog.box = box
         self.catalog = catalog
         self.runtime = Runtime(
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
@@ -97,6 +134,19 @@ class SwellDatabase:
         self.closed = False
         self.started_at = time.time()
         self.runtime.start()
+        if remote is not None and prepared is not None:
+            self.uploader = Uploader(
+                store=self.store,
+                runtime=self.runtime,
+                data_dir=data_dir,
+                remote=remote,
+                lineage=prepared.lineage,
+                manifests=prepared.manifests,
+                interval_s=config.upload_interval_s,
+                keep=config.keep_manifests,
+                version=SWELL_VERSION,
+            )
+            self.uploader.start()
 
     def _migrate(self, version: int) -> None:
         """Bring an older data directory to `FORMAT_VERSION` (engine.state.format)."""
@@ -153,6 +203,8 @@ class SwellDatabase:
         self.closed = True
         try:
             self.runtime.stop()
+            if self.uploader is not None:
+                self.uploader.stop(final=True)
         finally:
             self.wal.close()
             self.store.close()

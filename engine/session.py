@@ -386,7 +386,10 @@ class SwellSession:
 
             return grant.run(self, st) if k == "grant" else grant.alter_owner(self, st)
         if k == "flush":
-            self.db.runtime.barrier(force=True)
+            epoch = self.db.runtime.barrier(force=True)
+            uploader = getattr(self.db, "uploader", None)
+            if uploader is not None:  # --state-store: FLUSH returns once its epoch is on S3
+                uploader.wait_uploaded(epoch)
             return self._flushed()
         if k == "explain":
             return query.explain(self, st)

@@ -106,6 +106,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="milliseconds between checkpoint barriers (default 1000)",
     )
     play.add_argument(
+        "--state-store",
+        default=os.environ.get("SWELL_STATE_STORE") or None,
+        metavar="s3://BUCKET/PREFIX",
+        help="upload checkpoints there and restore an empty --data-dir from it (endpoint, "
+        "keys and region from the AWS_* variables; or set SWELL_STATE_STORE)",
+    )
+    play.add_argument(
+        "--upload-interval",
+        type=_positive_float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between checkpoint uploads to --state-store (default 5; FLUSH "
+        "uploads at once)",
+    )
+    play.add_argument(
+        "--keep-manifests",
+        type=_positive_int,
+        default=3,
+        metavar="N",
+        help="remote checkpoints kept by the state store's garbage collector (default 3)",
+    )
+    play.add_argument(
         "--prometheus-listener-addr",
         type=parse_addr,
         default=parse_addr(DEFAULT_METRICS_ADDR),
@@ -177,6 +199,16 @@ def _positive_int(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return x
 
 
 def limits_from_args(args: argparse.Namespace) -> Limits:
@@ -295,7 +327,13 @@ async def playground(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir
     restrict_umask()
     secure_data_dir(data_dir)
-    config = Config(data_dir=data_dir, barrier_interval_ms=args.barrier_interval_ms)
+    config = Config(
+        data_dir=data_dir,
+        barrier_interval_ms=args.barrier_interval_ms,
+        state_store=args.state_store,
+        upload_interval_s=args.upload_interval,
+        keep_manifests=args.keep_manifests,
+    )
     try:
         db = await asyncio.to_thread(open_database, config)
     except EngineError as exc:  # e.g. the data directory is in use: one line, no traceback
@@ -304,7 +342,11 @@ async def playground(args: argparse.Namespace) -> int:
         return 1
     log.info(
         "database opened %s",
-        kv(data_dir=data_dir.resolve(), barrier_interval_ms=args.barrier_interval_ms),
+        kv(
+            data_dir=data_dir.resolve(),
+            barrier_interval_ms=args.barrier_interval_ms,
+            **({"state_store": args.state_store} if args.state_store else {}),
+        ),
     )
     server = None
     webhook = None

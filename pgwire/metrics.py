@@ -114,6 +114,24 @@ class SwellCollector(Collector):
                 },
                 gauges={},
             )
+            yield from self._attrs(
+                getattr(db, "uploader", None),
+                "swell_state_store_upload",
+                counters={
+                    "uploads": ("s", "checkpoint manifests written to the remote store"),
+                    "objects_uploaded": ("_objects", "objects uploaded to the remote store"),
+                    "bytes_uploaded": ("_bytes", "bytes uploaded to the remote store"),
+                    "objects_deleted": ("_deleted_objects", "objects garbage-collected"),
+                    "failures": ("_failures", "failed upload attempts (retried)"),
+                },
+                gauges={
+                    "uploaded_epoch": ("_epoch", "newest epoch on the remote store"),
+                    "consecutive_failures": ("_consecutive_failures", "failures in a row"),
+                    "last_duration": ("_last_duration_seconds", "last upload"),
+                    "last_bytes": ("_last_bytes", "bytes the last upload sent"),
+                    "remote_bytes": ("_remote_bytes", "size of the newest remote checkpoint"),
+                },
+            )
             sessions = getattr(db, "sessions", None)
             if sessions is not None:
                 g = GaugeMetricFamily("swell_sessions", "open SQL sessions")
