@@ -6,8 +6,8 @@ and Hummock's versions in `rw_catalog.rw_hummock_version`; Swell has no meta nod
 table answers the operator's questions directly: is the store keeping up (`state`,
 `committed_epoch` vs `uploaded_epoch`), since when not (`last_upload_at`), why
 (`consecutive_failures`, `last_error`), and how much it moves (objects and bytes uploaded
-and deleted). `state` is idle, uploading, collecting (garbage), retrying (failures, with backoff), fenced
-(another server wrote to the prefix: uploads stopped) or stopped.
+and deleted). `state` is idle, uploading, collecting (garbage), retrying (failures, with
+backoff), fenced (another server wrote to the prefix: uploads stopped) or stopped.
 
 Lifecycle: registered when imported (by `engine.database`); no row without
 `--state-store`; read at query time from `SwellDatabase.uploader.status()`.
@@ -19,7 +19,7 @@ import datetime as dt
 from typing import Any
 
 from engine.catalog.system import RW_CATALOG, SystemContext, register_system_relation
-from engine.types import BIGINT, TIMESTAMPTZ, VARCHAR, Field
+from engine.types import BIGINT, DOUBLE, TIMESTAMPTZ, VARCHAR, Field
 
 FIELDS = [
     Field("url", VARCHAR),
@@ -28,6 +28,9 @@ FIELDS = [
     Field("uploaded_epoch", BIGINT),
     Field("epochs_behind", BIGINT),
     Field("last_upload_at", TIMESTAMPTZ),
+    Field("last_upload_seconds", DOUBLE),
+    Field("last_upload_objects", BIGINT),
+    Field("last_upload_bytes", BIGINT),
     Field("uploads", BIGINT),
     Field("objects_uploaded", BIGINT),
     Field("bytes_uploaded", BIGINT),

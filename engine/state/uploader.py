@@ -13,8 +13,9 @@ One upload (`_upload_once`), on the uploader's own thread:
    ones new since the last manifest go up; small files travel inside the manifest);
 3. check that no other server wrote a manifest meanwhile (fencing), then write the epoch's
    manifest: the commit. Waiters (FLUSH) for that epoch or an older one are released;
-4. garbage collection (state 'collecting'): keep the newest `keep` manifests, delete older manifests and then
-   every object no retained manifest names (leftovers of interrupted uploads included);
+4. garbage collection (state 'collecting'): keep the newest `keep` manifests, delete older
+   manifests and then every object no retained manifest names (leftovers of interrupted
+   uploads included);
 5. delete the local snapshot.
 
 Failures (S3 unreachable, slow, refusing): the step is abandoned and retried with backoff
@@ -326,6 +327,9 @@ class Uploader:
             "uploaded_epoch": self.uploaded_epoch,
             "epochs_behind": max(committed - self.uploaded_epoch, 0),
             "last_upload_at": self.last_upload_at,
+            "last_upload_seconds": self.last_duration,
+            "last_upload_objects": self.last_objects,
+            "last_upload_bytes": self.last_bytes,
             "uploads": self.uploads,
             "objects_uploaded": self.objects_uploaded,
             "bytes_uploaded": self.bytes_uploaded,

@@ -40,7 +40,8 @@ class MotoS3:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log", delete=False)
+        fd, self._log_path = tempfile.mkstemp(prefix="moto-", suffix=".log")
+        self._log = os.fdopen(fd, "wb")
         self.client: Any = None
 
     @property
@@ -108,7 +109,7 @@ class MotoS3:
         os.kill(self.pid, signal.SIGCONT)
 
     def log_tail(self, n: int = 2000) -> str:
-        with open(self._log.name, "rb") as f:
+        with open(self._log_path, "rb") as f:
             return f.read()[-n:].decode(errors="replace")
 
     def stop(self) -> None:
@@ -118,8 +119,9 @@ class MotoS3:
                 self._proc.kill()
             self._proc.wait(timeout=10)
         _LIVE.discard(self)
+        self._log.close()
         with contextlib.suppress(OSError):
-            os.unlink(self._log.name)
+            os.unlink(self._log_path)
 
 
 @atexit.register
