@@ -98,6 +98,7 @@ BENCHES = [
         "e2e",
         ["--rows", "400000", "--steady-seconds", "60"],
         ["--rows", "4000000", "--steady-seconds", "600"],
+        own_profile=True,
         timeout_s=1800,
     ),
     Bench("groupby", "groupby_bench.py", "in-process", ["--rows", "200000"], []),

@@ -15,7 +15,7 @@ Cases (e2e, through the real server):
    uploaded per hour, and the ratio to the bytes RocksDB wrote (how much compaction's
    rewrites cost on the wire).
 
-    python bench/state_store_bench.py [--rows 500000] [--steady-seconds 60]
+    python bench/state_store_bench.py [--rows 500000] [--steady-seconds 60] [--profile]
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def status(c: Any) -> dict[str, Any]:
     return dict(zip(names, cur.fetchone(), strict=True))
 
 
-def upload_and_restore(moto: Moto, rows: int) -> None:
+def upload_and_restore(moto: Moto, rows: int, profile: bool) -> None:
     url = f"s3://{moto.bucket}/big"
     args = ["--state-store", url, "--upload-interval", "3600"]  # only FLUSH uploads
     with BenchServer(extra_args=args) as srv, srv.connect() as c:
@@ -101,9 +101,12 @@ def upload_and_restore(moto: Moto, rows: int) -> None:
                 "INSERT INTO big SELECT g, md5(g::varchar) || md5((g * 7)::varchar) "
                 f"FROM generate_series({lo}, {hi}) g"
             )
+        spied = profile and srv.profile_start(srv.dir / "upload.spy")
         t0 = time.perf_counter()
         c.execute("FLUSH")  # returns once the whole state is on S3
         wall = time.perf_counter() - t0
+        if spied:
+            srv.profile_stop()
         st = status(c)
     mb = st["last_upload_bytes"] / 1e6
     report(
@@ -181,11 +184,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--steady-seconds", type=float, default=60.0)
+    ap.add_argument("--profile", action="store_true", help="py-spy the server's upload")
     a = ap.parse_args()
     moto = Moto()
     os.environ.update(moto.env())  # the servers inherit the environment
     try:
-        upload_and_restore(moto, a.rows)
+        upload_and_restore(moto, a.rows, a.profile)
         if a.steady_seconds > 0:
             steady(moto, a.steady_seconds)
     finally:

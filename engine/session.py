@@ -389,7 +389,7 @@ class SwellSession:
             epoch = self.db.runtime.barrier(force=True)
             uploader = getattr(self.db, "uploader", None)
             if uploader is not None:  # --state-store: FLUSH returns once its epoch is on S3
-                uploader.wait_uploaded(epoch)
+                uploader.wait_uploaded(epoch, check=cancellation.check)  # cancel, timeout
             return self._flushed()
         if k == "explain":
             return query.explain(self, st)

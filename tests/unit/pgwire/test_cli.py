@@ -79,9 +79,10 @@ def test_playground_serves_and_shuts_down_on_sigterm(monkeypatch, tmp_path) -> N
         return db
 
     class Config:
-        def __init__(self, data_dir: Path, barrier_interval_ms: int) -> None:
+        def __init__(self, data_dir: Path, barrier_interval_ms: int, **options: object) -> None:
             self.data_dir = data_dir
             self.barrier_interval_ms = barrier_interval_ms
+            self.options = options  # e.g. the state store's, None/defaults here
 
     class Webhook:
         closed = False
