@@ -142,6 +142,7 @@ class SwellDatabase:
                 remote=remote,
                 lineage=prepared.lineage,
                 manifests=prepared.manifests,
+                uploaded_epoch=prepared.newest_epoch,
                 interval_s=config.upload_interval_s,
                 keep=config.keep_manifests,
                 version=SWELL_VERSION,

@@ -4,7 +4,7 @@ Layout under `s3://bucket/prefix/`:
 
 | key                               | what                                              |
 |-----------------------------------|---------------------------------------------------|
-| `manifests/<epoch, 20 digits>.json`| one committed checkpoint (JSON, below)           |
+| `manifests/<epoch>-<writer>-<n>.json` | one committed checkpoint (JSON, below)        |
 | `files/<path>.<sha256[:32]>`      | one immutable file of a checkpoint                |
 
 A manifest lists every file of one local checkpoint with its path inside the data
@@ -20,7 +20,13 @@ garbage (an interrupted upload leaves some; the collector deletes them).
 restore of it; a data directory records the store and lineage it belongs to in
 `<data_dir>/state-store.json` (`LineageFile`), so a data directory is never mixed with
 another history's store. `writer` is a random id per server start: the uploader refuses to
-go on when a manifest it did not write appears (two servers on one prefix).
+go on when a newer manifest it did not write appears (two servers on one prefix).
+
+Manifest names (`manifest_name`: epoch in 20 digits, writer, attempt number) sort by epoch
+and are never written twice: an attempt whose PUT timed out may still land later (a
+stalled endpoint answers when it comes back), and must not replace a newer attempt's
+manifest of the same epoch. Such a late manifest may name objects the collector already
+deleted, so a restore takes the newest manifest whose objects all exist.
 
 What a local snapshot holds (`take_snapshot`, called under the runtime's epoch lock so it
 is exactly one committed epoch): a RocksDB checkpoint of `<data_dir>/state` (hard links to
@@ -55,6 +61,7 @@ from engine.state.store import StateStore, StorageError
 MANIFEST_DIR = "manifests/"
 FILES_DIR = "files/"
 INLINE_BYTES = 16 << 10
+WRITER_CHARS = 12
 LINEAGE_FILE = "state-store.json"
 SNAPSHOT_DIRS = ("state", "sinks")
 """What a snapshot (and so a restore) holds, by top-level entry of the data directory."""
@@ -138,31 +145,38 @@ class Manifest:
         )
 
 
-def manifest_key(epoch: int) -> str:
-    return f"{MANIFEST_DIR}{epoch:020d}.json"
+def manifest_name(epoch: int, writer: str, attempt: int) -> str:
+    """Names sort by epoch; each upload attempt writes its own name (never overwritten)."""
+    return f"{epoch:020d}-{writer[:WRITER_CHARS]}-{attempt:06d}.json"
+
+
+def parse_manifest_name(name: str) -> tuple[int, str] | None:
+    """(epoch, writer prefix) of a manifest name, None for anything else."""
+    parts = name.removesuffix(".json").split("-")
+    if not name.endswith(".json") or len(parts) != 3 or not parts[0].isdigit():
+        return None
+    return int(parts[0]), parts[1]
+
+
+def manifest_key(name: str) -> str:
+    return MANIFEST_DIR + name
 
 
 def file_key(path: str, digest: str) -> str:
     return f"{FILES_DIR}{path}.{digest[:32]}"
 
 
-def manifest_epochs(remote: ObjectStore) -> list[int]:
-    """Epochs of every manifest in the store, ascending (unparseable names are ignored)."""
-    out = []
-    for key, _ in remote.list(MANIFEST_DIR):
-        name = key[len(MANIFEST_DIR) :]
-        if name.endswith(".json") and name[:-5].isdigit():
-            out.append(int(name[:-5]))
-    return sorted(out)
+def list_manifests(remote: ObjectStore) -> list[str]:
+    """Names of every manifest in the store, oldest epoch first (others ignored)."""
+    names = [k[len(MANIFEST_DIR) :] for k, _ in remote.list(MANIFEST_DIR)]
+    return sorted(n for n in names if parse_manifest_name(n) is not None)
 
 
-def read_manifest(remote: ObjectStore, epoch: int) -> Manifest:
+def read_manifest(remote: ObjectStore, name: str) -> Manifest:
     try:
-        return Manifest.from_bytes(remote.get_bytes(manifest_key(epoch)))
+        return Manifest.from_bytes(remote.get_bytes(manifest_key(name)))
     except (ValueError, KeyError, TypeError) as e:
-        raise StorageError(
-            f"state store manifest {manifest_key(epoch)} is unreadable", detail=str(e)
-        ) from e
+        raise StorageError(f"state store manifest {name} is unreadable", detail=str(e)) from e
 
 
 def new_id() -> str:

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.state.manifest import (
+    FILES_DIR,
     SNAPSHOT_DIRS,
     LineageFile,
     Manifest,
     has_local_state,
-    manifest_epochs,
+    list_manifests,
     new_id,
     read_manifest,
     remove_tree,
@@ -56,24 +57,24 @@ class Prepared:
     """What the uploader starts from."""
 
     lineage: str
-    manifests: dict[int, Manifest] = field(default_factory=dict)  # the retained ones
+    manifests: dict[str, Manifest] = field(default_factory=dict)  # the retained ones, by name
     restored: Manifest | None = None  # the manifest an empty data directory came from
+    newest: Manifest | None = None  # the newest manifest whose objects all exist
 
     @property
     def newest_epoch(self) -> int:
-        return max(self.manifests, default=-1)
+        return self.newest.epoch if self.newest is not None else -1
 
 
 def prepare(data_dir: Path, remote: ObjectStore, keep: int) -> Prepared:
     """Restore or check the data directory against the store (see the module docstring)."""
-    epochs = manifest_epochs(remote)
-    manifests: dict[int, Manifest] = {}
-    for e in epochs[-keep:]:
+    manifests: dict[str, Manifest] = {}
+    for name in list_manifests(remote)[-keep:]:
         try:
-            manifests[e] = read_manifest(remote, e)
+            manifests[name] = read_manifest(remote, name)
         except StorageError as exc:  # a damaged manifest: older ones still restore
             log.warning("state store manifest skipped: %s (%s)", exc.message, exc.detail)
-    newest = manifests[max(manifests)] if manifests else None
+    newest = _restorable(remote, manifests)
     local = LineageFile.read(data_dir)
     url = str(remote.url)
     if not has_local_state(data_dir):
@@ -84,7 +85,7 @@ def prepare(data_dir: Path, remote: ObjectStore, keep: int) -> Prepared:
             return Prepared(lineage)
         restore(data_dir, remote, newest)
         LineageFile(url, newest.lineage).write(data_dir)
-        return Prepared(newest.lineage, manifests, newest)
+        return Prepared(newest.lineage, manifests, newest, newest)
     if newest is None:
         lineage = local.lineage if local is not None else new_id()
         LineageFile(url, lineage).write(data_dir)
@@ -99,7 +100,23 @@ def prepare(data_dir: Path, remote: ObjectStore, keep: int) -> Prepared:
             hint="Start with an empty --data-dir to restore from the store, or use another "
             "--state-store prefix for this data directory.",
         )
-    return Prepared(local.lineage, manifests)
+    return Prepared(local.lineage, manifests, None, newest)
+
+
+def _restorable(remote: ObjectStore, manifests: dict[str, Manifest]) -> Manifest | None:
+    """The newest manifest whose objects are all in the store (see engine.state.manifest)."""
+    if not manifests:
+        return None
+    present = {k for k, _ in remote.list(FILES_DIR)}
+    for name in sorted(manifests, reverse=True):
+        m = manifests[name]
+        missing = m.object_keys() - present
+        if not missing:
+            return m
+        log.warning(
+            "state store manifest %s skipped: %d of its objects are missing", name, len(missing)
+        )
+    return None
 
 
 def check_local_epoch(data_dir: Path, local_epoch: int, prepared: Prepared, url: str) -> None:

@@ -45,12 +45,15 @@ from engine.errors import EngineError
 from engine.state.manifest import (
     FILES_DIR,
     INLINE_BYTES,
+    WRITER_CHARS,
     FileEntry,
     Manifest,
     file_key,
-    manifest_epochs,
+    list_manifests,
     manifest_key,
+    manifest_name,
     new_id,
+    parse_manifest_name,
     read_manifest,
     remove_tree,
     snapshot_files,
@@ -81,7 +84,8 @@ class Uploader:
         data_dir: Path,
         remote: ObjectStore,
         lineage: str,
-        manifests: dict[int, Manifest],
+        manifests: dict[str, Manifest],
+        uploaded_epoch: int,
         interval_s: float = 5.0,
         keep: int = 3,
         version: str = "",
@@ -95,7 +99,8 @@ class Uploader:
         self.interval_s = max(float(interval_s), 0.05)
         self.keep = max(int(keep), 1)
         self.version = version
-        self._manifests = dict(manifests)  # retained manifests we know (epoch -> manifest)
+        self._manifests = dict(manifests)  # retained manifests we know (name -> manifest)
+        self._attempts = 0
         self._known: set[str] = set()  # object keys on S3 that we may reuse
         for m in self._manifests.values():
             self._known |= m.object_keys()
@@ -106,7 +111,7 @@ class Uploader:
         self._thread: threading.Thread | None = None
         # status (rw_catalog.rw_state_store_status) and metrics
         self.state = "idle"
-        self.uploaded_epoch = max(self._manifests, default=-1)
+        self.uploaded_epoch = uploaded_epoch  # of the newest restorable manifest
         self.last_upload_at: float | None = None
         self.last_duration = 0.0
         self.last_objects = 0
@@ -121,8 +126,8 @@ class Uploader:
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.retry_at: float | None = None
-        newest = self._manifests.get(self.uploaded_epoch)
-        self.remote_bytes = newest.total_bytes if newest is not None else 0
+        newest = [m for m in self._manifests.values() if m.epoch == self.uploaded_epoch]
+        self.remote_bytes = newest[-1].total_bytes if newest else 0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -234,18 +239,22 @@ class Uploader:
             take_snapshot(self.store, self.data_dir, snap)
         try:
             entries, objects, nbytes = self._upload_files(snap)
-            epochs = manifest_epochs(self.remote)
-            foreign = [e for e in epochs if e not in self._manifests and e > self.uploaded_epoch]
-            if foreign:
-                raise Fenced(
-                    "another server writes to this state store",
-                    detail=f"manifest of epoch {max(foreign)} was not written by this server",
-                    hint="Run one server per --state-store prefix.",
-                )
+            names = list_manifests(self.remote)
+            me = self.writer[:WRITER_CHARS]
+            for n in names:
+                parsed = parse_manifest_name(n)
+                if parsed is not None and parsed[0] > self.uploaded_epoch and parsed[1] != me:
+                    raise Fenced(
+                        "another server writes to this state store",
+                        detail=f"manifest {n} was not written by this server",
+                        hint="Run one server per --state-store prefix.",
+                    )
             m = Manifest(epoch, self.lineage, self.writer, time.time(), entries, self.version)
-            self.remote.put_bytes(manifest_key(epoch), m.to_bytes())  # the commit
+            self._attempts += 1
+            name = manifest_name(epoch, self.writer, self._attempts)
+            self.remote.put_bytes(manifest_key(name), m.to_bytes())  # the commit
             with self._cond:
-                self._manifests[epoch] = m
+                self._manifests[name] = m
                 self.uploaded_epoch = epoch
                 self.state = "collecting"
                 self._cond.notify_all()
@@ -263,7 +272,7 @@ class Uploader:
                 self.last_duration,
             )
             try:
-                self._collect(sorted({*epochs, epoch}))
+                self._collect(sorted({*names, name}))
             except Exception as e:  # noqa: BLE001 - the manifest is committed; retried next time
                 log.warning("state store garbage collection failed: %s", _describe(e))
             self.state = "idle"
@@ -298,20 +307,20 @@ class Uploader:
         self._digests = digests  # only files still alive stay cached
         return entries, objects, nbytes
 
-    def _collect(self, epochs: list[int]) -> None:
+    def _collect(self, names: list[str]) -> None:
         """Keep the newest `keep` manifests and the objects they name; delete the rest."""
-        retained = epochs[-self.keep :]
-        dropped = epochs[: -self.keep] if len(epochs) > self.keep else []
+        retained = names[-self.keep :]
+        dropped = names[: -self.keep] if len(names) > self.keep else []
         named: set[str] = set()
-        for e in retained:
-            m = self._manifests.get(e)
+        for n in retained:
+            m = self._manifests.get(n)
             if m is None:
-                m = self._manifests[e] = read_manifest(self.remote, e)
+                m = self._manifests[n] = read_manifest(self.remote, n)
             named |= m.object_keys()
         if dropped:  # manifests first: no manifest ever names a deleted object
-            self.manifests_deleted += self.remote.delete_many(manifest_key(e) for e in dropped)
-            for e in dropped:
-                self._manifests.pop(e, None)
+            self.manifests_deleted += self.remote.delete_many(manifest_key(n) for n in dropped)
+            for n in dropped:
+                self._manifests.pop(n, None)
         garbage = [k for k, _ in self.remote.list(FILES_DIR) if k not in named]
         if garbage:
             self.objects_deleted += self.remote.delete_many(garbage)

@@ -236,7 +236,7 @@ def test_gc_keeps_what_retained_manifests_name(
             wait_for(lambda: _status(c)["state"] == "idle", 30)  # its collection finished
             keys = moto_server.keys(bucket, "gc/")
             manifests = sorted(k for k in keys if k.startswith("manifests/"))
-            assert 1 <= len(manifests) <= keep
+            assert 1 <= len(manifests) <= keep, manifests
             named: set[str] = set()
             for m in manifests:
                 body = moto_server.client.get_object(Bucket=bucket, Key="gc/" + m)["Body"]
