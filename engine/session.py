@@ -369,6 +369,12 @@ class SwellSession:
 
             name = "create_function" if k == "create_aggregate" else k
             return getattr(function_ddl, name)(self, st)  # type: ignore[no-any-return]
+        if k in ("alter_relation", "comment"):
+            from engine.handlers import alter
+
+            return (
+                alter.run_alter(self, st) if k == "alter_relation" else alter.run_comment(self, st)
+            )
         if k in ("create_schema", "drop_schema"):
             from engine.handlers import schema
 

@@ -772,6 +772,38 @@ _register("pg_constraint", _pg_constraint)
 _register("pg_depend", _pg_depend)
 _register("pg_type", _pg_type)
 _register("pg_proc", _pg_proc)
+
+
+def _pg_description(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    """COMMENT ON tables, views, sources, sinks and their columns (`Relation.extra`)."""
+    out = []
+    for rel in ctx.catalog.ordered():
+        oid = relation_oid(rel)
+        if rel.extra.get("comment") is not None:
+            out.append(
+                {
+                    "objoid": oid,
+                    "classoid": 1259,
+                    "objsubid": 0,
+                    "description": rel.extra["comment"],
+                }
+            )
+        comments = rel.extra.get("column_comments") or {}
+        visible = [f for f in rel.fields if not f.hidden]
+        for n, f in enumerate(visible, start=1):
+            if f.name in comments:
+                out.append(
+                    {
+                        "objoid": oid,
+                        "classoid": 1259,
+                        "objsubid": n,
+                        "description": comments[f.name],
+                    }
+                )
+    return out
+
+
+_register("pg_description", _pg_description)
 _register("pg_am", _pg_am)
 _register("pg_collation", _pg_collation)
 _register("pg_language", _pg_language)
@@ -810,7 +842,6 @@ for _name in (
     "pg_largeobject_metadata",
     "pg_enum",
     "pg_range",
-    "pg_description",
     "pg_shdescription",
     "pg_attrdef",
     "pg_auth_members",

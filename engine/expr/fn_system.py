@@ -788,9 +788,35 @@ define(
     lambda v: ("E'" if "\\" in v else "'") + v.replace("\\", "\\\\").replace("'", "''") + "'",
 )
 define(("parse_ident",), [[TEXT], [TEXT, BOOLEAN]], SqlType(K.LIST, TEXT, "_text"), _parse_ident)
-define(("obj_description",), [[OID], [OID, NAME]], TEXT, lambda *a: None, strict=False)
+def _commented(ctx: EvalContext, oid: int | None) -> Any:
+    """The user relation with pg_class.oid `oid` (COMMENT ON reads and writes its extra)."""
+    if oid is None or oid < FIRST_USER_OID or ctx.session is None:
+        return None
+    return ctx.session.db.catalog.relations.get(int(oid) - FIRST_USER_OID)
+
+
+def _obj_description(ctx: EvalContext, oid: int | None, catalog: str | None = None) -> Any:
+    rel = _commented(ctx, oid)
+    if rel is None or catalog not in (None, "pg_class"):
+        return None
+    return rel.extra.get("comment")
+
+
+def _col_description(ctx: EvalContext, oid: int | None, attnum: int | None) -> Any:
+    rel = _commented(ctx, oid)
+    if rel is None or attnum is None:
+        return None
+    visible = [f for f in rel.fields if not f.hidden]
+    if not 1 <= attnum <= len(visible):
+        return None
+    return (rel.extra.get("column_comments") or {}).get(visible[attnum - 1].name)
+
+
+define(
+    ("obj_description",), [[OID], [OID, NAME]], TEXT, _obj_description, strict=False, ctx_arg=True
+)
 define(("shobj_description",), [[OID, NAME]], TEXT, lambda *a: None, strict=False)
-define(("col_description",), [[OID, INT]], TEXT, lambda *a: None, strict=False)
+define(("col_description",), [[OID, INT]], TEXT, _col_description, strict=False, ctx_arg=True)
 define(
     ("pg_get_expr",),
     [[TEXT, OID], [TEXT, OID, BOOLEAN]],

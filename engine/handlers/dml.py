@@ -30,6 +30,7 @@ from engine.errors import (
     WrongObjectType,
 )
 from engine.expr.casts import cast_datum
+from engine.handlers.alter import default_values
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType, arrow_schema
 
@@ -335,11 +336,14 @@ def write_inserts(rt: Any, rel: Relation, arrays: dict[int, pa.Array], n: int) -
     hidden row id is drawn, other columns are NULL, NOT NULL is checked. The caller holds
     `rt.lock`; returns the WAL sequence number to wait for."""
     full = []
+    defaults = default_values(rel) if rel.extra.get("defaults") else {}
     for i, f in enumerate(rel.fields):
         if i in arrays:
             full.append(arrays[i])
         elif i == rel.row_id_index:
             full.append(pa.array(rt.row_ids.take(n), pa.int64()))
+        elif i in defaults:  # a column added with ALTER TABLE ... ADD COLUMN ... DEFAULT
+            full.append(pa.array([defaults[i]] * n, f.type.arrow))
         else:
             full.append(pa.nulls(n, f.type.arrow))
     batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))

@@ -30,13 +30,16 @@ def run(session: Any, st: Statement) -> QueryResult:
     if k == "describe":
         name, schema = _split_name(st.args.get("name") or (st.ast.this.name if st.ast else ""))
         rel = cat.get(name, schema)
-        rows: list[tuple[Any, ...]] = [(f.name, f.type.display, f.hidden, None) for f in rel.fields]
+        notes = rel.extra.get("column_comments") or {}  # COMMENT ON COLUMN
+        rows: list[tuple[Any, ...]] = [
+            (f.name, f.type.display, f.hidden, notes.get(f.name)) for f in rel.fields
+        ]
         if rel.pk and rel.kind in (RelationKind.TABLE, RelationKind.MATERIALIZED_VIEW):
             rows.append(("primary key", ", ".join(rel.fields[i].name for i in rel.pk), None, None))
             rows.append(
                 ("distribution key", ", ".join(rel.fields[i].name for i in rel.pk), None, None)
             )
-        rows.append(("table description", None, None, None))
+        rows.append(("table description", rel.extra.get("comment"), None, None))
         return QueryResult(
             f"DESCRIBE {len(rows)}",
             [

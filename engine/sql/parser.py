@@ -49,7 +49,7 @@ class Statement:
     # 'explain', 'show_create', 'discard', 'empty', 'noop', 'user' (engine/sql/user_stmts.py),
     # 'grant', 'alter_owner' (engine/sql/grant_stmts.py),
     # 'create_function', 'create_aggregate', 'drop_function', 'show_functions'
-    # (engine/sql/create_function.py),
+    # (engine/sql/create_function.py), 'alter_relation', 'comment' (engine/sql/alter_stmts.py),
     # 'savepoint', 'release', 'rollback_to', 'declare', 'fetch', 'close', 'copy'
     # (engine/sql/session_stmts.py)
     sql: str
@@ -370,6 +370,16 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         owner_args = parse_alter_owner(body)
         if owner_args is not None:
             return Statement("alter_owner", text, args=owner_args)
+    if head == "ALTER":
+        from engine.sql.alter_stmts import parse_alter
+
+        alter = parse_alter(body, text)
+        if alter is not None:
+            return alter  # type: ignore[no-any-return]
+    if head == "COMMENT":
+        from engine.sql.alter_stmts import parse_comment
+
+        return parse_comment(body, text)  # type: ignore[no-any-return]
     if head in ("CREATE", "ALTER", "DROP") and words[1:2] in (["USER"], ["ROLE"]):
         from engine.sql.user_stmts import parse_user_statement
 

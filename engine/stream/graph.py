@@ -123,6 +123,12 @@ class ViewFlow:
     node_rows: list[int] = field(default_factory=list)
     node_cpu: list[float] = field(default_factory=list)
 
+    # per upstream relation: the columns (by name) the stored plan was planned with, and
+    # where they are in the relation now (None: the same layout). A table that gained a
+    # column (ALTER TABLE ... ADD COLUMN) feeds the job only the columns it knows.
+    scan_names: dict[int, list[str]] = field(default_factory=dict)
+    scan_proj: dict[int, list[int] | None] = field(default_factory=dict)
+
     def __post_init__(self) -> None:
         self.node_rows = [0] * len(self.nodes)
         self.node_cpu = [0.0] * len(self.nodes)
@@ -130,6 +136,19 @@ class ViewFlow:
     @property
     def mat(self) -> Operator:
         return self.nodes[-1].op
+
+    def bind_scans(self, relations: dict[int, Relation]) -> None:
+        """Recompute `scan_proj` against the relations' current columns."""
+        self.scan_proj = {}
+        for rid, names in self.scan_names.items():
+            rel = relations.get(rid)
+            if rel is None or not names:
+                continue
+            now = [f.name for f in rel.fields]
+            if now == names:
+                continue
+            pos = {n: i for i, n in enumerate(now)}
+            self.scan_proj[rid] = [pos[n] for n in names if n in pos]
 
     def step(
         self,
@@ -147,6 +166,12 @@ class ViewFlow:
         outs: list[StreamChunk | None] = []
         wms: list[dict[int, int]] = []
         rel_wms = watermarks or {}
+        if self.scan_proj:
+            deltas = dict(deltas)
+            for rid, proj in self.scan_proj.items():
+                d = deltas.get(rid)
+                if d is not None and proj is not None:
+                    deltas[rid] = d.with_data(d.data.select(proj))
         for node in self.nodes:
             ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
             in_wms = [rel_wms.get(i, {}) if kind == "rel" else wms[i] for kind, i in node.inputs]

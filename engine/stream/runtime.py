@@ -552,6 +552,8 @@ class Runtime:
     def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
         nodes, tables = build_plan(plan, rel.name, self.store if load else None, self.job_ctx(rel))
         flow = ViewFlow(rel, nodes, tables=tables)
+        flow.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
+        flow.bind_scans(self.catalog.relations)
         self.views[rel.id] = flow
         return flow
 
@@ -567,8 +569,35 @@ class Runtime:
             status=self._carried.pop(rel.id, None),
         )
         flow.stopping = self._stop
+        flow.graph.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
+        flow.graph.bind_scans(self.catalog.relations)
         self.sinks[rel.id] = flow
         return flow
+
+    def rebuild_table(self, rel: Relation, change: Callable[[pa.Table], pa.Table]) -> None:
+        """Change table `rel`'s column layout (ALTER TABLE ... ADD/DROP COLUMN): after the
+        queued writes went in with the old layout, `change(rows)` updates the catalog entry
+        (fields, keys) and returns the stored rows in the new layout; they are stored in new
+        state tables, the old ones deleted by the checkpoint this ends with (one atomic
+        commit with the catalog). Nothing is emitted downstream (no row changed); jobs
+        reading the table are fed the columns they were planned with from then on."""
+        with self.lock:
+            self.barrier(force=True)
+            old = self.tables[rel.id]
+            rows = old.mat.snapshot()  # type: ignore[attr-defined]
+            rows = change(rows)
+            self.tables.pop(rel.id)
+            self._dropped.extend(old.tables)
+            for name in [n for n in rel.state_tables if n.startswith("mat.")]:
+                rel.state_tables.pop(name)
+            flow = self._add_table(rel, load=False)
+            if rows.num_rows:
+                flow.mat.step([StreamChunk.inserts(rows)])
+            for job in [*self.views.values(), *(s.graph for s in self.sinks.values())]:
+                job.bind_scans(self.catalog.relations)
+            self.catalog.version += 1
+            self._dirty_catalog = True
+            self.barrier(force=True)
 
     def create_sink(self, rel: Relation, plan: StreamPlan, snapshot: bool) -> None:
         """Add a sink: validate + open its writer, backfill (unless snapshot=false), commit."""
