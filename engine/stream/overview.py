@@ -196,7 +196,12 @@ def job_graph(
     edges: list[list[str]] = []
     seen_rels: set[int] = set()
     n_flow = len(flow.nodes)
-    for i, sn in enumerate(stored[:n_flow]):
+    if len(stored) != n_flow:  # no stored plan (it could not be encoded): the live operators
+        stored = [
+            {"node": type(n.op).__name__, "inputs": [list(i) for i in n.inputs], "tables": []}
+            for n in flow.nodes
+        ]
+    for i, sn in enumerate(stored):
         op = flow.nodes[i].op
         state = []
         for t in sn.get("tables", []):

@@ -6,7 +6,8 @@ Routes (GET only; the dashboard changes nothing):
   `/api/overview` every 2 s and rendering it (tables with `textContent`, pictures as the
   server-rendered SVG strings of the API);
 * `/api/overview` - the engine's overview (`engine.stream.overview`) with rates
-  (`pgwire.dashboard.rates`), each job's dataflow SVG and the barrier latency SVG;
+  (`pgwire.dashboard.rates`), each job's dataflow SVG, the relation graph SVG and the
+  barrier latency SVG;
 * `/api/jobs/{id}.svg` - one job's dataflow picture alone (`image/svg+xml`).
 
 Access: the server binds to loopback by default (`--dashboard-listen-addr`, default
@@ -46,7 +47,7 @@ from aiohttp import web
 from engine.catalog.users import verifies
 from engine.stream.overview import overview
 from pgwire.dashboard.rates import Rates
-from pgwire.dashboard.svg import job_svg, latency_svg
+from pgwire.dashboard.svg import job_svg, latency_svg, lineage_svg
 from pgwire.limits import Limits, is_loopback
 
 log = logging.getLogger("swell.dashboard")
@@ -75,6 +76,7 @@ def api_overview(db: Any, rates: Rates) -> dict[str, Any]:
     for job in snap["jobs"]:
         job["svg"] = job_svg(job, kinds)
     snap["latency_svg"] = latency_svg(snap["barrier_log"])
+    snap["lineage_svg"] = lineage_svg(snap["relations"], {j["id"] for j in snap["jobs"]})
     return snap
 
 

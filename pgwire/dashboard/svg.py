@@ -9,6 +9,8 @@ details) is XML-escaped here; nothing else in the page builds markup from data.
   `pgwire.dashboard.rates`), and its state size (bytes estimated from a sample of its
   state tables' encoded entries; a view's materialize also shows the rows it stores);
   the full EXPLAIN detail and the state tables are the box's tooltip (`<title>`).
+* `lineage_svg(relations)`: every relation as a box (rows, rows/s, errors) with arrows
+  from what it reads to what reads it;
 * `latency_svg(points)`: barrier duration over wall-clock time, one spike per barrier
   (an idle server runs no barrier, so a line between them would invent values), with
   the maximum and the time span on the axes.
@@ -139,6 +141,71 @@ def job_svg(job: dict[str, Any], rel_kinds: dict[int, str] | None = None) -> str
                 f'font-size="{size}"{weight}>{escape(_clip(line))}</text>'
             )
         out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def lineage_svg(relations: list[dict[str, Any]], jobs: set[int] | None = None) -> str:
+    """Every relation and what it reads (`depends_on`): tables and sources on top, the
+    views and sinks built on them below; a job's box links to its dataflow (#job-<id>)."""
+    ids = {r["id"] for r in relations}
+    nodes = [f"r{r['id']}" for r in relations]
+    edges = [(f"r{d}", f"r{r['id']}") for r in relations for d in r["depends_on"] if d in ids]
+    if not nodes:
+        return ""
+    lay = layout(nodes, edges)
+    w, h = max(lay.width, NODE_W), max(lay.height, NODE_H)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="lineage" width="{w:.0f}" '
+        f'height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" role="img" aria-label="relations">',
+        '<defs><marker id="arrow-l" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" '
+        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+        'fill="#888"/></marker></defs>',
+    ]
+    for r in lay.edges:
+        d = " ".join(
+            f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(r.points)
+        )
+        out.append(
+            f'<path class="edge" d="{d}" fill="none" stroke="#888" stroke-width="1.4" '
+            'marker-end="url(#arrow-l)"/>'
+        )
+    for rel in relations:
+        box = lay.boxes[f"r{rel['id']}"]
+        kind = str(rel["kind"])
+        fill, stroke = _STYLE["relation"] if kind in ("table", "source") else _STYLE["node"]
+        if kind == "sink":
+            fill, stroke = _STYLE["sink"]
+        name = (
+            rel["name"]
+            if rel.get("schema") in (None, "public")
+            else (f"{rel['schema']}.{rel['name']}")
+        )
+        figures = []
+        if rel.get("rows") is not None:
+            figures.append(f"{human(rel['rows'])} rows")
+        if rel.get("rows_per_s") is not None:
+            figures.append(f"{human(rel['rows_per_s'])}/s")
+        if rel.get("errors"):
+            n = rel["errors"]
+            figures.append(f"{human(n)} error{'' if n == 1 else 's'}")
+        lines = [str(name), kind + (f" ({rel['connector']})" if rel.get("connector") else "")]
+        lines.append(" · ".join(figures) if figures else (rel.get("state") or ""))
+        link = jobs is not None and rel["id"] in jobs
+        out.append(
+            f'<g class="relation" data-relation="{escape(str(rel["name"]))}">'
+            + (f'<a href="#job-{rel["id"]}">' if link else "")
+            + f"<title>{escape(str(rel.get('definition', '')))}</title>"
+            f'<rect x="{box.x:.1f}" y="{box.y:.1f}" width="{box.w:.0f}" height="{box.h:.0f}" '
+            f'rx="6" fill="{fill}" stroke="{stroke}"/>'
+        )
+        for i, line in enumerate(lines):
+            weight = ' font-weight="bold"' if i == 0 else ""
+            out.append(
+                f'<text x="{box.cx:.1f}" y="{box.y + 17 + i * 15:.1f}" text-anchor="middle" '
+                f'font-size="{12 if i == 0 else 11}"{weight}>{escape(_clip(line))}</text>'
+            )
+        out.append(("</a>" if link else "") + "</g>")
     out.append("</svg>")
     return "".join(out)
 

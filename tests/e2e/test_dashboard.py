@@ -84,6 +84,10 @@ def test_dashboard_page_shows_the_view_and_its_dataflow(tmp_path: Path) -> None:
     assert ">dash_orders<" in svg.group(0)  # the upstream table's box
     assert "StreamHashAgg" in svg.group(0)
     assert 'class="latency"' in dom
+    lineage = re.search(r'<svg[^>]*class="lineage".*?</svg>', dom, re.S)
+    assert lineage is not None
+    for name in ("dash_orders", "dash_totals", "dash_big"):
+        assert f'data-relation="{name}"' in lineage.group(0)
 
 
 def test_dashboard_disabled_or_port_taken_keeps_the_server_up(tmp_path: Path) -> None:

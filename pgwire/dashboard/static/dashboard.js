@@ -6,6 +6,7 @@
   const POLL_MS = 2000;
   let polls = 0;
   const shown = new Map(); // job id -> the SVG string on screen (replace only on change)
+  let lineageShown = null;
 
   function el(tag, text, cls) {
     const e = document.createElement(tag);
@@ -115,6 +116,11 @@
   function render(d) {
     renderSummary(d);
     document.getElementById("latency").innerHTML = d.latency_svg;
+    if (lineageShown !== d.lineage_svg) {
+      const box = document.getElementById("lineage");
+      box.innerHTML = d.lineage_svg || '<p class="hint">no relation yet</p>';
+      lineageShown = d.lineage_svg;
+    }
     renderRelations(d);
     renderJobs(d);
   }

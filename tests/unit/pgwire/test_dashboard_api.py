@@ -169,3 +169,18 @@ def test_password_mode_asks_for_a_superusers_password(db: Any) -> None:
     assert _get(db, pw, "/", headers=_basic("nobody", "x"))[0] == 401
     status, _, body = _get(db, pw, "/api/overview", headers=_basic("root", "rootpw"))
     assert status == 200 and json.loads(body)["jobs"]
+
+
+def test_a_job_without_a_stored_plan_is_drawn_from_its_live_operators(db: Any) -> None:
+    _setup(db)
+    rel = next(r for r in db.catalog.ordered() if r.name == "mv")
+    saved = rel.extra.pop("stream_plan")
+    try:
+        doc = api_overview(db, Rates())
+    finally:
+        rel.extra["stream_plan"] = saved
+    mv = next(j for j in doc["jobs"] if j["name"] == "mv")
+    ops = [n["operator"] for n in mv["nodes"] if n["kind"] == "node"]
+    assert ops[0] == "HashJoinOp" and ops[-1] == "ColumnarMaterializeOp"
+    assert {n["label"] for n in mv["nodes"] if n["kind"] == "relation"} == {"t", "u"}
+    assert 'data-operator="HashAggOp"' in mv["svg"]

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from pgwire.dashboard.layout import NODE_H, assign_layers, crossings, layout
 from pgwire.dashboard.rates import Rates
-from pgwire.dashboard.svg import human, job_svg, latency_svg
+from pgwire.dashboard.svg import human, job_svg, latency_svg, lineage_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -175,3 +175,25 @@ def test_rates_compare_readings_of_the_window_and_forget_resets() -> None:
     # a counter that went down was reset: unknown, not negative
     reset = r.annotate(_snap(115.0, 5, 0, 0.0))
     assert reset["relations"][0]["rows_per_s"] is None  # type: ignore[index]
+
+
+def test_lineage_svg_draws_relations_top_down_and_links_jobs() -> None:
+    rels = [
+        {"id": 1, "name": "t", "kind": "table", "depends_on": [], "rows": 5, "schema": "public"},
+        {"id": 2, "name": "mv", "kind": "materialized view", "depends_on": [1], "rows": 2},
+        {"id": 3, "name": "s<k>", "kind": "sink", "depends_on": [2], "schema": "x", "errors": 4},
+    ]
+    root = ET.fromstring(lineage_svg(rels, jobs={2, 3}))
+    boxes = {g.get("data-relation"): g for g in root.iter(f"{SVG}g")}
+    assert set(boxes) == {"t", "mv", "s<k>"}
+    texts = {k: [t.text for t in g.iter(f"{SVG}text")] for k, g in boxes.items()}
+    assert texts["t"] == ["t", "table", "5 rows"]
+    assert texts["s<k>"] == ["x.s<k>", "sink", "4 errors"]
+
+    def top(name: str) -> float:
+        return float(boxes[name].find(f".//{SVG}rect").get("y"))  # type: ignore[union-attr, arg-type]
+
+    assert top("t") < top("mv") < top("s<k>")
+    links = [a.get("href") for a in root.iter(f"{SVG}a")]
+    assert links == ["#job-2", "#job-3"]
+    assert lineage_svg([]) == ""
