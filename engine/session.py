@@ -412,6 +412,10 @@ class SwellSession:
             return self._set(name, None, tag="RESET")
         if k in txn.KINDS:
             return txn.run(self, st, params)
+        if k == "verify":
+            from engine.handlers.verify import verify
+
+            return verify(self, st)
         if k in subscription.KINDS:
             return subscription.run(self, st)
         if k == "noop":

@@ -384,6 +384,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         from engine.sql.user_stmts import parse_user_statement
 
         return Statement("user", text, args=parse_user_statement(body))
+    if head == "VERIFY":
+        from engine.sql.subscription_stmts import parse_verify
+
+        return Statement("verify", text, args=parse_verify(body))
     if head == "FLUSH" and len(words) == 1:
         return Statement("flush", text)
     if head in ("BEGIN", "START"):

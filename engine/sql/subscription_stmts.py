@@ -7,6 +7,8 @@
 * `DECLARE c SUBSCRIPTION CURSOR FOR s [SINCE { now() | proctime() | begin() | <unix ms> }
   | FULL]`
 
+and `VERIFY MATERIALIZED VIEW v` (`engine.handlers.verify`).
+
 Each becomes a `Statement` whose args the handlers in `engine.handlers.subscription` read.
 FETCH ... WITH (timeout = '5s') is parsed with the other cursor statements
 (`engine.sql.session_stmts`).
@@ -179,3 +181,14 @@ def parse_subscription_statement(head: str, body: str) -> tuple[str, dict[str, A
         "schema": sub_schema,
         "since": since,
     }
+
+
+_VERIFY = re.compile(rf"^VERIFY\s+MATERIALIZED\s+VIEW\s+{_q('name')}\s*$", re.I | re.S)
+
+
+def parse_verify(body: str) -> dict[str, Any]:
+    m = _VERIFY.match(body)
+    if m is None:
+        raise SqlSyntaxError('syntax error at or near "VERIFY"', hint="VERIFY MATERIALIZED VIEW v")
+    name, schema = qualified(m["name"])
+    return {"name": name, "schema": schema}
