@@ -110,6 +110,12 @@ class Session(Protocol):
         "disconnect"); it raises QueryCanceled (57014) at its next check (engine/cancel.py)."""
         ...
 
+    @property
+    def cancel_token(self) -> Any:
+        """The running statement's `engine.cancel.CancelToken` (`NEVER` when idle); during
+        a COPY FROM STDIN's data phase the COPY's, so pgwire can stop reading its rows."""
+        ...
+
     def copy_in_columns(self, columns: list[Any]) -> QueryResult:
         """Insert the rows of the COPY FROM STDIN whose statement returned a result with
         `copy["direction"] == "in"`: one Arrow array per result column, already of the

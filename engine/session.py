@@ -17,6 +17,8 @@ from typing import Any
 
 from engine import cancel as cancellation
 from engine.api import Notice, QueryResult, StatementDescription
+from engine.batch.memory import SETTING as MEMORY_SETTING
+from engine.batch.memory import default_limit
 from engine.catalog.credentials import option_credentials, scrub
 from engine.catalog.privileges import acting_as
 from engine.errors import (
@@ -29,7 +31,13 @@ from engine.errors import (
 from engine.expr import EvalContext, ParamContext
 from engine.latency import STATEMENT_KINDS, STATEMENTS
 from engine.recursion import too_complex
-from engine.setting_units import TIME_SETTINGS, parse_time_ms, show_time_ms
+from engine.setting_units import (
+    TIME_SETTINGS,
+    parse_bytes,
+    parse_time_ms,
+    show_bytes,
+    show_time_ms,
+)
 from engine.sql.parser import Statement, parse_one, parse_statements
 from engine.sql.redact import redact
 from engine.stream.event_log import flush_warning, readable_jobs
@@ -68,6 +76,8 @@ DEFAULT_VARS: dict[str, str] = {
     "server_version_num": "130014",
     "standard_conforming_strings": "on",
     "statement_timeout": "0",
+    # per-query memory of ad-hoc queries (engine/batch/memory.py); 0 = no limit
+    "query_memory_limit": show_bytes(default_limit()),
     "timezone": "UTC",
     "transaction_isolation": "read committed",
     "transaction_read_only": "off",
@@ -145,6 +155,8 @@ class SwellSession:
                 self.vars[k] = v
             elif k in TIME_SETTINGS:  # `options=-c statement_timeout=5s` or a startup key
                 self.vars[k] = show_time_ms(parse_time_ms(k, v))
+            elif k == MEMORY_SETTING:
+                self.vars[k] = show_bytes(parse_bytes(k, v))
         user_entry = db.catalog.users.find(user)
         if user_entry is not None and not user_entry.superuser:
             self.vars["is_superuser"] = "off"
@@ -155,6 +167,11 @@ class SwellSession:
         self.pending_copy: Any = None  # COPY FROM STDIN waiting for its rows (copy_in.py)
         # the running statement's stop signal (engine/cancel.py); None between statements
         self._token: cancellation.CancelToken | None = None
+        # what pg_stat_activity shows: the running statement's text and start (None: idle)
+        self.active_query: str | None = None
+        self.query_start: float | None = None
+        # the token of a COPY FROM STDIN whose rows are still arriving (pgwire's data phase)
+        self._copy_token: cancellation.CancelToken | None = None
         self.closed = False
         # streaming data errors already reported to this session (its last FLUSH warns
         # about the ones after it; engine.stream.event_log)
@@ -270,10 +287,21 @@ class SwellSession:
         """The columns of the pending COPY FROM STDIN (parsed by pgwire): insert them."""
         from engine.handlers.copy_in import insert_columns
 
-        return insert_columns(self, columns)
+        token, self._copy_token = self._copy_token, None
+        token = token or cancellation.CancelToken()
+        token.check()  # cancelled or timed out while the rows arrived
+        self._token = token
+        try:
+            with cancellation.running(token):
+                return insert_columns(self, columns)
+        finally:
+            self._token = None
+            self.active_query = None
 
     def copy_in_abort(self) -> None:
         self.pending_copy = None
+        self._copy_token = None
+        self.active_query = None
 
     def describe_cursor(self, name: str) -> tuple[list[Any], bool]:
         """Columns and binary flag of SQL cursor `name` (Describe P of a DECLAREd cursor)."""
@@ -285,14 +313,15 @@ class SwellSession:
     def cancel(self, reason: str = cancellation.USER) -> None:
         """Stop the running statement (from any thread). As in PostgreSQL, a cancel with no
         statement running does nothing."""
-        token = self._token
+        token = self._token or self._copy_token
         if token is not None:
             token.cancel(reason)
 
     @property
     def cancel_token(self) -> cancellation.CancelToken:
-        """The running statement's token (`engine.cancel.NEVER` between statements)."""
-        return self._token or cancellation.NEVER
+        """The running statement's token (`engine.cancel.NEVER` between statements); during
+        the data phase of a COPY FROM STDIN, the COPY's."""
+        return self._token or self._copy_token or cancellation.NEVER
 
     def check_cancel(self) -> None:
         """Raise 57014 when the running statement was cancelled or timed out."""
@@ -312,9 +341,13 @@ class SwellSession:
         # 13+ does for a multi-statement query string); a nested statement shares it
         token = outer or cancellation.CancelToken.with_timeout(self.statement_timeout_ms())
         self._token = token
+        if outer is None:
+            self.active_query, self.query_start = redact(st.sql.strip(), limit=1024), time.time()
         try:
             with acting_as(self), cancellation.running(token):
                 res = self._dispatch(st, params)
+            if res.copy is not None and res.copy.get("direction") == "in":
+                self._copy_token = token  # the rows follow: the statement goes on
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
         except EngineError as e:
@@ -322,6 +355,8 @@ class SwellSession:
             raise
         finally:
             self._token = outer
+            if outer is None and self._copy_token is None:
+                self.active_query = None
         took = time.monotonic() - start
         ddl = res.tag.startswith(_DDL_TAGS)
         if ddl:
@@ -458,6 +493,10 @@ class SwellSession:
     def statement_timeout_ms(self) -> int:
         return parse_time_ms("statement_timeout", self.vars["statement_timeout"])
 
+    def query_memory_limit(self) -> int:
+        """Bytes an ad-hoc query may hold (0: unlimited), from `query_memory_limit`."""
+        return parse_bytes(MEMORY_SETTING, self.vars[MEMORY_SETTING])
+
     def _set(self, name: str, value: str | None, tag: str = "SET") -> QueryResult:
         name = name.lower()
         if name == "time zone":
@@ -472,6 +511,8 @@ class SwellSession:
             value = _check_client_encoding(value)
         if name in TIME_SETTINGS:
             value = show_time_ms(parse_time_ms(name, value))
+        if name == MEMORY_SETTING:
+            value = show_bytes(parse_bytes(name, value))
         if name in ("rw_implicit_flush", "implicit_flush", "background_ddl"):
             low = value.lower()
             if low not in ("true", "false", "on", "off", "1", "0", "t", "f"):

@@ -70,6 +70,8 @@ _client_errors = LogThrottle(60.0)
 T = TypeVar("T")
 
 FLUSH_THRESHOLD = 64 * 1024
+# while a statement runs, how often the loop looks whether its client went away
+DISCONNECT_POLL_S = 0.25
 STARTUP_TIMEOUT_S = 60.0
 
 SERVER_VERSION = "13.14.0"
@@ -119,6 +121,8 @@ class Connection:
         self.tls = False
         # the largest message read_message accepts: small until authenticated
         self.max_message = MAX_AUTH_MESSAGE_BYTES
+        # a CancelRequest arrived while results were being sent (checked at each flush)
+        self.cancel_sending = False
 
     # -- plumbing ------------------------------------------------------------------------------
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
@@ -127,6 +131,48 @@ class Connection:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"pgwire-{self.pid}")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
+
+    async def run_statement(self, fn: Callable[..., T], *args: Any) -> T:
+        """A session call that runs a statement. While it runs, the loop watches the
+        socket: a client that closed its connection (EOF, reset) has its statement
+        cancelled, as PostgreSQL does, instead of leaving it running to the end."""
+        self.cancel_sending = False
+        fut = asyncio.ensure_future(self.call(fn, *args))
+        cancelled = False
+        try:
+            while True:
+                done, _ = await asyncio.wait({fut}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    return fut.result()
+                if not cancelled and self.client_gone():
+                    cancelled = True
+                    log.info("client disconnected, canceling its statement pid=%d", self.pid)
+                    if self.session is not None:
+                        self.session.cancel("disconnect")
+        except asyncio.CancelledError:
+            if self.session is not None:
+                self.session.cancel("shutdown")
+            raise
+
+    def client_gone(self) -> bool:
+        """The peer closed or reset the connection (data it sent before is still read)."""
+        return (
+            self.reader.at_eof()
+            or self.reader.exception() is not None
+            or self.writer.transport.is_closing()
+        )
+
+    def cancel(self) -> None:
+        """A CancelRequest for this backend: stops the running statement, or the sending of
+        its results."""
+        self.cancel_sending = True
+        if self.session is not None:
+            self.session.cancel()
+
+    def check_send_cancel(self) -> None:
+        if self.cancel_sending:
+            self.cancel_sending = False
+            raise QueryCanceled("canceling statement due to user request")
 
     def send(self, data: bytes) -> None:
         self.out += data
@@ -358,7 +404,7 @@ class Connection:
         else:
             error: Exception | None = None
             try:
-                results = await self.call(session.execute_simple, sql)
+                results = await self.run_statement(session.execute_simple, sql)
             except Exception as exc:  # noqa: BLE001 - reported to the client
                 results = list(getattr(exc, "partial_results", None) or [])
                 error = exc
@@ -409,6 +455,7 @@ class Connection:
         for row in result.rows:
             self.send(copy.copy_data(line(row)))
             if len(self.out) >= FLUSH_THRESHOLD:
+                self.check_send_cancel()
                 await self.flush()
         self.send(copy.copy_done())
 
@@ -422,9 +469,11 @@ class Connection:
         self.send(copy.copy_in_response(len(result.columns), 1 if binary else 0))
         await self.flush()
         chunks: list[bytes] = []
+        token = session.cancel_token  # the COPY's: a cancel or its timeout stops the data
         try:
             while True:
                 kind, body = await self.read_message()
+                token.check()
                 if kind == b"d":
                     chunks.append(body)
                 elif kind == b"c":
@@ -445,11 +494,12 @@ class Connection:
                 tz,
             )
             # parsed on the connection's worker thread: a big COPY does not stall the loop
-            columns = await self.call(parse_copy, b"".join(chunks), result.copy, target)
+            columns = await self.run_statement(parse_copy, b"".join(chunks), result.copy, target)
+            token.check()
         except BaseException:
             await self.call(session.copy_in_abort)
             raise
-        done = await self.call(session.copy_in_columns, columns)
+        done = await self.run_statement(session.copy_in_columns, columns)
         return done.tag
 
     def send_status(self, result: QueryResult) -> None:
@@ -468,6 +518,7 @@ class Connection:
             row = rows[i]
             self.send(data_row([None if v is None else e(v) for e, v in zip(encs, row)]))
             if len(self.out) >= FLUSH_THRESHOLD:
+                self.check_send_cancel()
                 await self.flush()
 
 

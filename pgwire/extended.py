@@ -264,7 +264,7 @@ class ExtendedProtocol:
             assert session is not None
             prepared = portal.stmt.prepared
             conn.server.statements_total += 1
-            portal.result = await conn.call(session.execute, prepared, portal.params)
+            portal.result = await conn.run_statement(session.execute, prepared, portal.params)
             for notice in portal.result.notices:
                 conn.send(notice_response(notice))
         result = portal.result

@@ -118,7 +118,7 @@ class PgServer:
             return
         log.debug("cancel request pid=%d", pid)
         try:
-            await asyncio.to_thread(conn.session.cancel)
+            conn.cancel()  # sets flags only: safe on the loop thread
         except Exception as exc:  # noqa: BLE001 - a failing cancel must not hurt the server
             log.error("cancel failed pid=%d", pid, exc_info=exc)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import cancel as cancellation
-from engine.chunk import StreamChunk
+from engine.batch.memory import MemoryBudget, default_limit, row_width
+from engine.batch.stream_join import CHUNK_ROWS, stream_join
 from engine.errors import EngineError, not_supported
 from engine.expr import EvalContext
 from engine.plan.logical import (
@@ -30,32 +30,99 @@ from engine.plan.logical import (
     WorkTable,
 )
 from engine.plan.logical_window import OverWindow
-from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
 from engine.stream.operators.window_kernel import compute_windows
 from engine.types import arrow_schema
 
 Snapshot = Callable[[int], pa.Table]
 
 
-def execute_plan(plan: PlanNode, snapshot: Snapshot, ctx: EvalContext) -> pa.Table:
+def execute_plan(
+    plan: PlanNode, snapshot: Snapshot, ctx: EvalContext, budget: MemoryBudget | None = None
+) -> pa.Table:
     """Evaluate `plan`; `snapshot(relation_id)` returns that relation's committed rows."""
-    return _Exec(snapshot, ctx).run(plan)
+    return _Exec(snapshot, ctx, budget).run(plan)
+
+
+def stream_plan(
+    plan: PlanNode, snapshot: Snapshot, ctx: EvalContext, budget: MemoryBudget | None = None
+) -> Iterator[pa.Table]:
+    """Evaluate `plan` as a stream of tables of at most about `CHUNK_ROWS` rows (at least
+    one, maybe empty), produced as the consumer pulls them."""
+    return _Exec(snapshot, ctx, budget).stream(plan)
+
+
+def query_budget(ctx: EvalContext) -> MemoryBudget:
+    """The memory budget of a query run in `ctx`'s session (its `query_memory_limit`)."""
+    session = ctx.session
+    limit = getattr(session, "query_memory_limit", None) if session is not None else None
+    return MemoryBudget(default_limit() if limit is None else int(limit()))
 
 
 class _Exec:
-    def __init__(self, snapshot: Snapshot, ctx: EvalContext) -> None:
+    """One query's evaluation. `stream(p)` yields `p`'s rows chunk by chunk where the node
+    can (`_s_<node>` methods: scans, filters, projections, joins, LIMIT, UNION ALL), else
+    it runs the node whole; `run(p)` gives the whole table (collecting a stream, charged
+    to the memory budget). Every chunk passes a cancellation check."""
+
+    def __init__(
+        self, snapshot: Snapshot, ctx: EvalContext, budget: MemoryBudget | None = None
+    ) -> None:
         self.snapshot = snapshot
         self.ctx = ctx
+        self.budget = budget if budget is not None else query_budget(ctx)
 
     def run(self, p: PlanNode) -> pa.Table:
         cancellation.check()  # cancel / statement_timeout stop the query between plan nodes
+        if hasattr(self, "_s_" + type(p).__name__.lower()):
+            return self._collect(p, self.stream(p))
         m = getattr(self, "_" + type(p).__name__.lower(), None)
         if m is None:
             from engine.batch.time_exec import run_time_node
 
-            return run_time_node(self, p)
+            return self.budget.charge(run_time_node(self, p), "an intermediate result")
         t: pa.Table = m(p)
+        if not isinstance(p, (Scan, SystemScan, WorkTable)):
+            self.budget.charge(t, "an intermediate result")
         return t
+
+    def stream(self, p: PlanNode) -> Iterator[pa.Table]:
+        m = getattr(self, "_s_" + type(p).__name__.lower(), None)
+        if m is None:
+            yield from _slices(self.run(p))
+            return
+        for t in m(p):
+            cancellation.check()
+            yield t
+
+    def _collect(self, p: PlanNode, parts: Iterator[pa.Table]) -> pa.Table:
+        """A stream gathered into one table; the gathered bytes count against the budget
+        as they arrive, so an oversized result fails before it is whole."""
+        exact = self._exact_rows(p)
+        if exact is not None:
+            width = row_width(arrow_schema(p.schema))
+            self.budget.reserve(exact * width, "an intermediate result")
+        held: list[pa.Table] = []
+        n = 0
+        for t in parts:
+            n += int(t.nbytes)
+            self.budget.reserve(n, "an intermediate result")
+            held.append(t)
+        out = held[0] if len(held) == 1 else pa.concat_tables(held)
+        if isinstance(p, Scan):
+            return out
+        return self.budget.charge(out, "an intermediate result")
+
+    def _exact_rows(self, p: PlanNode) -> int | None:
+        """The row count of `p` when it is known before running it (scans, projections
+        and cross joins of those): lets a product be refused before it is built."""
+        if isinstance(p, Scan):
+            return int(self.snapshot(p.relation.id).num_rows)
+        if isinstance(p, Project):
+            return self._exact_rows(p.input)
+        if isinstance(p, Join) and p.kind == "cross" and p.condition is None:
+            a, b = self._exact_rows(p.left), self._exact_rows(p.right)
+            return None if a is None or b is None else a * b
+        return None
 
     def _batch(self, t: pa.Table) -> pa.RecordBatch:
         t = t.combine_chunks()
@@ -64,8 +131,8 @@ class _Exec:
             return pa.RecordBatch.from_pylist([], schema=t.schema)
         return bs[0]
 
-    def _scan(self, p: Scan) -> pa.Table:
-        return self.snapshot(p.relation.id)
+    def _s_scan(self, p: Scan) -> Iterator[pa.Table]:
+        yield from _slices(self.snapshot(p.relation.id))
 
     def _systemscan(self, p: SystemScan) -> pa.Table:
         if p.table is None:
@@ -93,15 +160,19 @@ class _Exec:
 
         return run_table_function(p, self.ctx)
 
-    def _filter(self, p: Filter) -> pa.Table:
-        t = self.run(p.input)
-        if t.num_rows == 0:
-            return t
-        mask = p.predicate.eval(self._batch(t), self.ctx)
-        return t.filter(pc.fill_null(mask, False))
+    def _s_filter(self, p: Filter) -> Iterator[pa.Table]:
+        for t in self.stream(p.input):
+            if t.num_rows == 0:
+                yield t
+                continue
+            mask = p.predicate.eval(self._batch(t), self.ctx)
+            yield t.filter(pc.fill_null(mask, False))
 
-    def _project(self, p: Project) -> pa.Table:
-        t = self.run(p.input)
+    def _s_project(self, p: Project) -> Iterator[pa.Table]:
+        for t in self.stream(p.input):
+            yield self._project_chunk(p, t)
+
+    def _project_chunk(self, p: Project, t: pa.Table) -> pa.Table:
         b = self._batch(t)
         schema = arrow_schema(p.schema)
         n = b.num_rows
@@ -134,23 +205,13 @@ class _Exec:
         )
 
     def _agg(self, p: Agg) -> pa.Table:
-        t = self.run(p.input)
         if any(a.kind in ("string_agg", "array_agg", "jsonb_agg", "udaf") for a in p.aggs):
             from engine.batch.agg_batch import run_agg_batch
 
-            return run_agg_batch(p, t)
-        calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
-        op = HashAggOp(
-            p.input.schema, p.group_keys, calls, LocalStateAllocator(), [f.name for f in p.schema]
-        )
-        chunk = StreamChunk.inserts(t) if t.num_rows else None
-        out = op.step([chunk])
-        schema = arrow_schema(p.schema)
-        if out is None or len(out) == 0:
-            return schema.empty_table()
-        keep = pc.or_(pc.equal(out.ops, 1), pc.equal(out.ops, 4))
-        data = out.data.filter(keep)
-        return pa.Table.from_batches([data]).cast(schema)
+            return run_agg_batch(p, self.run(p.input))
+        from engine.batch.agg_stream import aggregate_stream
+
+        return aggregate_stream(p, self.stream(p.input), self.budget)
 
     def _overwindow(self, p: OverWindow) -> pa.Table:
         t = self.run(p.input)
@@ -158,19 +219,36 @@ class _Exec:
         out = compute_windows(t, p.input.schema, p.partition_by, order, p.tiebreak, p.calls)
         return pa.Table.from_arrays(out.columns, schema=arrow_schema(p.schema))
 
-    def _unionall(self, p: UnionAll) -> pa.Table:
+    def _s_unionall(self, p: UnionAll) -> Iterator[pa.Table]:
         schema = arrow_schema(p.schema)
-        parts = [self.run(c).rename_columns(schema.names).cast(schema) for c in p.children]
-        return pa.concat_tables(parts)
+        yield schema.empty_table()
+        for c in p.children:
+            for t in self.stream(c):
+                if t.num_rows:
+                    yield t.rename_columns(schema.names).cast(schema)
 
-    def _limit(self, p: Limit) -> pa.Table:
+    def _s_limit(self, p: Limit) -> Iterator[pa.Table]:
+        """Stops pulling its input once it has its rows (`SELECT * FROM a, b LIMIT 10`
+        reads one chunk of the product)."""
         if p.limit == 0:  # as PostgreSQL: LIMIT 0 evaluates nothing (and raises nothing)
-            return arrow_schema(p.schema).empty_table()
-        t = self.run(p.input)
-        start = min(p.offset, t.num_rows)
-        if p.limit is None:
-            return t.slice(start)
-        return t.slice(start, p.limit)
+            yield arrow_schema(p.schema).empty_table()
+            return
+        skip = p.offset
+        left = p.limit
+        first = True
+        for t in self.stream(p.input):
+            if skip:
+                cut = min(skip, t.num_rows)
+                skip -= cut
+                t = t.slice(cut)
+            if left is not None:
+                t = t.slice(0, left)
+                left -= t.num_rows
+            if t.num_rows or first:
+                first = False
+                yield t
+            if left == 0:
+                return
 
     def _sort(self, p: Sort) -> pa.Table:
         t = self.run(p.input)
@@ -189,84 +267,32 @@ class _Exec:
         idx = pc.sort_indices(pa.table(cols), sort_keys=keys)
         return t.take(idx)
 
-    def _join(self, p: Join) -> pa.Table:
+    def _s_join(self, p: Join) -> Iterator[pa.Table]:
         """Matching pairs (equality keys, then the residual condition), then the unmatched
-        rows of preserved sides NULL-padded; semi/anti keep left rows with/without a pair."""
-        left = self.run(p.left)
-        right = self.run(p.right)
+        rows of preserved sides NULL-padded; semi/anti keep left rows with/without a pair.
+        The right side is built whole, the left one streams (engine/batch/stream_join.py)."""
         if p.condition is not None and p.kind in ("left", "right", "full"):
             from engine.batch.outer_join import outer_join_with_condition
 
-            return outer_join_with_condition(p, left, right, self.ctx)
-        nl = left.num_columns
-        ln = [f"l{i}" for i in range(nl)]
-        rn = [f"r{i}" for i in range(right.num_columns)]
-        left = left.rename_columns(ln)
-        right = right.rename_columns(rn)
-        schema = arrow_schema(p.schema)
-        if p.kind == "cross" or not p.left_keys:
-            li = np.repeat(np.arange(left.num_rows), right.num_rows)
-            ri = np.tile(np.arange(right.num_rows), left.num_rows)
-        else:
-            # one name per key position: a column may be a key twice (t.a = u.c AND t.a = u.a)
-            lk = [f"lk{j}" for j in range(len(p.left_keys))]
-            rk = [f"rk{j}" for j in range(len(p.right_keys))]
-            li_col = pa.array(np.arange(left.num_rows), pa.int64())
-            ri_col = pa.array(np.arange(right.num_rows), pa.int64())
-            lidx = pa.table([*(left.column(i) for i in p.left_keys), li_col], names=[*lk, "__li"])
-            ridx = pa.table([*(right.column(i) for i in p.right_keys), ri_col], names=[*rk, "__ri"])
-            # SQL: NULL keys never match
-            lidx = lidx.filter(_all_valid(lidx, lk))
-            ridx = ridx.filter(_all_valid(ridx, rk))
-            m = lidx.join(
-                ridx,
-                keys=lk,
-                right_keys=rk,
-                join_type="inner",
-                coalesce_keys=False,
-                use_threads=False,
-            )
-            li = np.asarray(m.column("__li").to_numpy(), dtype=np.int64)
-            ri = np.asarray(m.column("__ri").to_numpy(), dtype=np.int64)
-        if p.condition is not None and len(li):
-            pairs = _hcat(left.take(pa.array(li)), right.take(pa.array(ri)))
-            pairs = pa.Table.from_arrays(
-                pairs.columns, schema=arrow_schema(list(p.left.schema) + list(p.right.schema))
-            )
-            mask = np.asarray(pc.fill_null(p.condition.eval(self._batch(pairs), self.ctx), False))
-            li, ri = li[mask], ri[mask]
-        if p.kind in ("semi", "anti"):
-            hit = np.zeros(left.num_rows, dtype=bool)
-            hit[li] = True
-            keep = hit if p.kind == "semi" else ~hit
-            out = left.filter(pa.array(keep))
-            return pa.Table.from_arrays(out.columns, schema=schema)
-        parts_l = [pa.array(li, pa.int64())]
-        parts_r = [pa.array(ri, pa.int64())]
-        if p.kind in ("left", "full"):
-            lonely = np.setdiff1d(np.arange(left.num_rows), li)
-            parts_l.append(pa.array(lonely, pa.int64()))
-            parts_r.append(pa.nulls(len(lonely), pa.int64()))
-        if p.kind in ("right", "full"):
-            lonely = np.setdiff1d(np.arange(right.num_rows), ri)
-            parts_l.append(pa.nulls(len(lonely), pa.int64()))
-            parts_r.append(pa.array(lonely, pa.int64()))
-        lt = pa.concat_arrays(parts_l)
-        rt = pa.concat_arrays(parts_r)
-        joined = _hcat(left.take(lt), right.take(rt))
-        return pa.Table.from_arrays(joined.columns, schema=schema) if joined.num_columns else joined
+            left, right = self.run(p.left), self.run(p.right)
+            self._reserve_product(p, left.num_rows, right)
+            yield from _slices(outer_join_with_condition(p, left, right, self.ctx))
+            return
+        right = self.run(p.right)
+        yield from stream_join(p, self.stream(p.left), right, self.ctx)
+
+    def _reserve_product(self, p: Join, nl: int, right: pa.Table) -> None:
+        width = row_width(arrow_schema(p.schema))
+        self.budget.reserve(nl * right.num_rows * width, "the pairs of a join")
 
 
-def _all_valid(t: pa.Table, cols: list[str]) -> pa.Array:
-    mask = None
-    for c in cols:
-        v = pc.is_valid(t.column(c))
-        mask = v if mask is None else pc.and_(mask, v)
-    return mask
-
-
-def _hcat(a: pa.Table, b: pa.Table) -> pa.Table:
-    return pa.Table.from_arrays(a.columns + b.columns, names=a.column_names + b.column_names)
+def _slices(t: pa.Table) -> Iterator[pa.Table]:
+    """`t` as zero-copy slices of at most CHUNK_ROWS rows (an empty `t` once)."""
+    if t.num_rows <= CHUNK_ROWS:
+        yield t
+        return
+    for s in range(0, t.num_rows, CHUNK_ROWS):
+        yield t.slice(s, CHUNK_ROWS)
 
 
 def _sortable(col: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -15,6 +15,7 @@ the runtime lock when a query reads the relation.
 
 from __future__ import annotations
 
+import datetime
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -675,7 +676,8 @@ def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str,
 
     out = []
     for pid, s in sorted(ctx.db.sessions.items()):
-        running = getattr(s, "_running", False)
+        query = getattr(s, "active_query", None)
+        start = getattr(s, "query_start", None)
         out.append(
             {
                 "datid": DATABASE_OID,
@@ -686,8 +688,11 @@ def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str,
                 "application_name": s.vars.get("application_name", "")
                 if hasattr(s, "vars")
                 else "",
-                "state": "active" if running else "idle",
-                "query": "",
+                "state": "active" if query is not None else "idle",
+                "query": query or "",
+                "query_start": None
+                if start is None
+                else datetime.datetime.fromtimestamp(start, datetime.UTC),
                 "backend_type": "client backend",
             }
         )

@@ -53,6 +53,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine import cancel as cancellation
 from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
@@ -694,7 +695,9 @@ class Runtime:
                     for rid in flow.upstream():
                         t = self.snapshot(rid)
                         snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
+                    cancellation.check()  # a cancel or statement_timeout: no view
                     flow.step(snap, force=True, watermarks=self.watermarks.current)
+                    cancellation.check()
                     self.watermarks.set_view(rel.id, flow.out_watermarks)
                     self._start_sources(rel)
             except BaseException:

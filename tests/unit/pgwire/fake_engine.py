@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.api import Notice, QueryResult, StatementDescription
+from engine.cancel import NEVER, CancelToken
 from engine.errors import EngineError, InvalidCatalogName, QueryCanceled, SqlSyntaxError
 from engine.types import (
     BIGINT,
@@ -143,8 +144,12 @@ class FakeSession:
     def timezone(self) -> str:
         return self.tz
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "user") -> None:
         self.cancelled.set()
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        return NEVER
 
     def close(self) -> None:
         self.closed = True
