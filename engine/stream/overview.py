@@ -44,8 +44,10 @@ from engine.state import codec
 PLAN_KEY = "stream_plan"
 DETAIL_MAX = 160  # characters of a node's EXPLAIN detail kept for the picture's tooltip
 SAMPLE = 32  # entries of a state table encoded to estimate its size
+SIZE_TTL_S = 5.0  # an estimate is reused this long while the table's length is unchanged
 
 _details_cache: dict[int, tuple[int, list[str]]] = {}  # rel id -> (id(stored plan), details)
+_size_cache: dict[int, tuple[float, int, int]] = {}  # id(table) -> (monotonic, len, bytes)
 
 
 def overview(runtime: Any) -> dict[str, Any]:
@@ -256,10 +258,18 @@ def job_graph(
 def approx_bytes(table: Any) -> int | None:
     """About how many bytes the table's entries take encoded as the store keeps them:
     the first `SAMPLE` entries encoded (`engine.state.codec`), scaled to the table's
-    length. None when it cannot be read now (the barrier is writing it)."""
+    length (reused for `SIZE_TTL_S` while the length stays the same, so polling costs
+    little). None when it cannot be read now (the barrier is writing it)."""
     n = len(table)
     if n == 0:
         return 0
+    now = time.monotonic()
+    key = id(table)
+    hit = _size_cache.get(key)
+    if hit is not None and hit[1] == n and now - hit[0] < SIZE_TTL_S:
+        return hit[2]
+    if len(_size_cache) > 10_000:
+        _size_cache.clear()
     try:
         sample = list(itertools.islice(table.items(), SAMPLE))
         if not sample:
@@ -268,7 +278,9 @@ def approx_bytes(table: Any) -> int | None:
         values = codec.encode_values([v for _, v in sample])
     except Exception:  # noqa: BLE001 - changed while sampled: unknown this time
         return None
-    return int((sum(map(len, keys)) + sum(map(len, values))) * n / len(sample))
+    size = int((sum(map(len, keys)) + sum(map(len, values))) * n / len(sample))
+    _size_cache[key] = (now, n, size)
+    return size
 
 
 def _sum_known(values: Any) -> int | None:
