@@ -59,15 +59,18 @@ class IcebergConnector:
     def check_connection(self, options: dict[str, str]) -> None:
         IcebergConfig.parse(options, need_table=False)
 
-    def ensure_table(self, options: dict[str, str], fields: list[Any], pk: list[int]) -> None:
+    def ensure_table(self, options: dict[str, str], fields: list[Any], pk: list[int]) -> bool:
+        """Create the table if missing (or check the existing one); True if it holds no
+        snapshot yet (no rows written by anyone)."""
         cfg = IcebergConfig.parse(options)
-        resolve_table(
+        table = resolve_table(
             cfg,
             fields,
             pk,
             create_if_not_exists=True,
             partition_by=options.get("partition_by"),
         )
+        return table.current_snapshot() is None
 
     def source_fields(self, options: dict[str, str]) -> list[Any]:
         cfg = IcebergConfig.parse(options)

@@ -33,6 +33,7 @@ from engine.connector_registry import sink_connector
 from engine.errors import InvalidParameterValue, not_supported
 
 HIDDEN_SINK_PREFIX = "__iceberg_sink_"
+READS_LOCAL = "reads_local"
 _ENGINE_OPTION_KEYS = ("commit_checkpoint_interval", "partition_by", "connection")
 
 
@@ -95,13 +96,16 @@ def prepare_engine_table(session: Any, rel: Any) -> None:
     from engine.types import Field
 
     ice_fields = [Field(f.name, f.type) for f in fields]
-    _connector().ensure_table(opts, ice_fields, list(rel.pk) if has_pk else [])
+    empty = _connector().ensure_table(opts, ice_fields, list(rel.pk) if has_pk else [])
     key = [fields[i].name for i in rel.pk]
     rel.extra["iceberg"] = {
         "options": opts,
         "connection": opts.get("connection"),
         "sink": HIDDEN_SINK_PREFIX + rel.name,
         "key": key,
+        # the Swell table holds every row of the Iceberg table (it started empty and only
+        # DML writes it): reads take its committed rows, so FLUSH is read-after-write
+        READS_LOCAL: bool(empty),
     }
     rel.extra["sink_into_connector"] = "iceberg"
     # user-visible options of the Swell table stay as written (no connector: DML allowed)
@@ -249,14 +253,35 @@ def _pushdown(plan: Any, rel_id: int) -> tuple[set[int] | None, list[tuple[str, 
     return None, preds
 
 
+def reads_local(rel: Any, time_travel: dict[str, tuple[str, str]] | None) -> bool:
+    """True for an engine table whose reads take the Swell table's committed rows: it
+    started empty, no sink ever wrote INTO it (sinks write the Iceberg table directly), and
+    the query does not travel in time. Those rows are the Iceberg table's rows plus the
+    ones still staged for the next Iceberg commit, so a read after FLUSH sees every write
+    without committing Iceberg snapshots more often."""
+    ice = rel.extra.get("iceberg")
+    if not ice or not ice.get(READS_LOCAL) or rel.kind.value != "table":
+        return False
+    return rel.name not in (time_travel or {})
+
+
+def no_local_reads(into: Any) -> None:
+    """`CREATE SINK ... INTO` an engine table: its rows bypass the Swell table, so reads go
+    to Iceberg from now on (forever: the Iceberg table keeps the sunk rows)."""
+    ice = into.extra.get("iceberg")
+    if ice:
+        ice[READS_LOCAL] = False
+
+
 def iceberg_snapshots(
     plan: Any, rels: list[Any], time_travel: dict[str, tuple[str, str]] | None
 ) -> dict[int, pa.Table]:
-    """Committed Iceberg rows of each Iceberg-backed relation the plan scans."""
+    """Committed Iceberg rows of each Iceberg-backed relation the plan scans (engine tables
+    that `reads_local` are read from the runtime instead)."""
     out: dict[int, pa.Table] = {}
     tt = time_travel or {}
     for rel in rels:
-        if not is_iceberg_relation(rel):
+        if not is_iceberg_relation(rel) or reads_local(rel, time_travel):
             continue
         needed, preds = _pushdown(plan, rel.id)
         snapshot_id, as_of = _travel(tt.get(rel.name))

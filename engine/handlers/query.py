@@ -59,7 +59,7 @@ def planner_for(session: Any, params: ParamContext | None, streaming: bool = Fal
 def run_plan(
     session: Any, plan: PlanNode, time_travel: dict[str, tuple[str, str]] | None = None
 ) -> pa.Table:
-    from engine.handlers.iceberg_table import iceberg_snapshots, is_iceberg_relation
+    from engine.handlers.iceberg_table import iceberg_snapshots, is_iceberg_relation, reads_local
 
     rt = session.db.runtime
     rels = relations_scanned(plan)
@@ -67,7 +67,9 @@ def run_plan(
         pins = {
             r.id: rt.pin(r.id)
             for r in rels
-            if not is_iceberg_relation(r) and r.kind is not RelationKind.SOURCE
+            if reads_local(r, time_travel)
+            or not is_iceberg_relation(r)
+            and r.kind is not RelationKind.SOURCE
         }
         load_system_scans(plan, _system_ctx(session))
     snaps = {rid: p.table() for rid, p in pins.items()}

@@ -146,9 +146,10 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         if d.into is not None:
             into = cat.get(d.into, d.into_schema)
             require(into, "a")  # INSERT on the target (engine/catalog/privileges.py)
-            from engine.handlers.iceberg_table import sink_into_options
+            from engine.handlers.iceberg_table import no_local_reads, sink_into_options
 
             options = sink_into_options(into, options)
+            no_local_reads(into)
             connector = options.get("connector") or into.extra.get("sink_into_connector")
             if connector is None:
                 if into.kind is not RelationKind.TABLE:

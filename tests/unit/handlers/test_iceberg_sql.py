@@ -161,6 +161,32 @@ def test_playground_engine_table_without_pk(db: SwellDatabase) -> None:
     assert rows(db, "SELECT * FROM nk") == [(1, "x")]
 
 
+def test_engine_table_read_after_flush_without_iceberg_commit(
+    db: SwellDatabase, tmp_path: Path
+) -> None:
+    """FLUSH is read-after-write for engine tables: the read takes the table's committed
+    rows (Iceberg rows plus the staged ones), while Iceberg commits only every
+    commit_checkpoint_interval checkpoints (60 here: no snapshot during the test)."""
+    run(db, f"CREATE CONNECTION lake WITH (type = 'iceberg', {sql_catalog(tmp_path)})")
+    s = db.connect("root", "dev")
+    run(db, "SET iceberg_engine_connection = 'public.lake'", s)
+    run(db, "CREATE TABLE rw (k INT PRIMARY KEY, v VARCHAR) ENGINE = iceberg", s)
+    run(db, "INSERT INTO rw VALUES (1, 'a'), (2, 'b'); FLUSH")
+    assert rows(db, "SELECT k, v FROM rw ORDER BY k") == [(1, "a"), (2, "b")]
+    run(db, "UPDATE rw SET v = 'z' WHERE k = 2; DELETE FROM rw WHERE k = 1; FLUSH")
+    assert rows(db, "SELECT k, v FROM rw") == [(2, "z")]
+    assert iceberg_rows(tmp_path, ("public", "rw")) == []  # nothing committed to Iceberg yet
+    # a sink INTO the table writes Iceberg directly: reads go to Iceberg from then on
+    run(db, "CREATE TABLE feed (k INT PRIMARY KEY, v VARCHAR)")
+    run(
+        db,
+        "CREATE SINK into_rw INTO rw AS SELECT k, v FROM feed WITH (commit_checkpoint_interval = 1)",
+    )
+    run(db, "INSERT INTO feed VALUES (7, 'q'); FLUSH")
+    assert db.catalog.find("rw").extra["iceberg"]["reads_local"] is False  # type: ignore[union-attr]
+    assert (7, "q") in rows(db, "SELECT k, v FROM rw")
+
+
 def test_connection_errors(db: SwellDatabase) -> None:
     e = err(
         db,
