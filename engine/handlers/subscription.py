@@ -19,8 +19,8 @@
   and, after a crash, declares its cursor `SINCE <that + 1>`: every epoch's rows carry
   the same `rw_timestamp`, so it consumes whole epochs (FETCH until the timestamp moves).
 * `SHOW SUBSCRIPTIONS`, `rw_catalog.rw_subscriptions`, `ALTER SUBSCRIPTION s SET
-  RETENTION TO '2D'`, `DROP SUBSCRIPTION [IF EXISTS] s`; `DROP TABLE t CASCADE` drops
-  its subscriptions.
+  RETENTION TO '2D'`, `ALTER SUBSCRIPTION s RENAME TO s2`, `DROP SUBSCRIPTION [IF
+  EXISTS] s`; `DROP TABLE t CASCADE` drops its subscriptions.
 
 Cursors live in the session (`session.cursors`, beside SQL cursors) and read the log
 without the runtime lock. Lifecycle: stateless functions called per statement.
@@ -57,6 +57,7 @@ KINDS = frozenset(
         "create_subscription",
         "drop_subscription",
         "alter_subscription",
+        "rename_subscription",
         "show_subscriptions",
         "show_create_subscription",
         "declare_subscription_cursor",
@@ -202,6 +203,29 @@ def _alter_subscription(session: Any, a: dict[str, Any], st: Statement) -> Query
         flow = rt.sinks.get(rel.id)
         if flow is not None:
             flow.spec.writer_options["retention_seconds"] = seconds
+        rt.mark_catalog_dirty()
+        rt.barrier(force=True)
+    return QueryResult("ALTER_SUBSCRIPTION")
+
+
+def _rename_subscription(session: Any, a: dict[str, Any], st: Statement) -> QueryResult:
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        rel = cat.get_kind(a["name"], RelationKind.SUBSCRIPTION, a["schema"])
+        require_owner(rel)
+        cat.check_free(a["new"], rel.schema_name)
+        new = a["new"]
+        shown = new if re.fullmatch(r"[a-z_][a-z0-9_$]*", new) else _quote(new)
+        rel.definition = re.sub(
+            r"^(\s*CREATE\s+SUBSCRIPTION\s+(?:IF\s+NOT\s+EXISTS\s+)?)"
+            r'(?:(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)\s*\.\s*)?(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)',
+            lambda m: m.group(1) + shown, rel.definition, count=1, flags=re.I,
+        )  # fmt: skip
+        rel.name = new
+        flow = rt.sinks.get(rel.id)
+        if flow is not None:
+            flow.spec.name = new
         rt.mark_catalog_dirty()
         rt.barrier(force=True)
     return QueryResult("ALTER_SUBSCRIPTION")

@@ -2,7 +2,8 @@
 
 * `CREATE SUBSCRIPTION [IF NOT EXISTS] s FROM t WITH (retention = '1D')`
 * `DROP SUBSCRIPTION [IF EXISTS] s [, ...] [CASCADE | RESTRICT]`
-* `ALTER SUBSCRIPTION s SET RETENTION { TO | = } '2D'` (also `SET (retention = '2D')`)
+* `ALTER SUBSCRIPTION s SET RETENTION { TO | = } '2D'` (also `SET (retention = '2D')`),
+  `ALTER SUBSCRIPTION s RENAME TO s2`
 * `SHOW SUBSCRIPTIONS [FROM schema] [LIKE 'pattern']`
 * `DECLARE c SUBSCRIPTION CURSOR FOR s [SINCE { now() | proctime() | begin() | <unix ms> }
   | FULL]`
@@ -43,6 +44,9 @@ _ALTER = re.compile(
     rf"^ALTER\s+SUBSCRIPTION\s+{_q('name')}\s+SET\s+(?:RETENTION\s*(?:=|\bTO\b)\s*"
     r"'(?P<ret>[^']*)'|\(\s*RETENTION\s*=\s*'(?P<ret2>[^']*)'\s*\))\s*$",
     re.I | re.S,
+)
+_RENAME = re.compile(
+    rf"^ALTER\s+SUBSCRIPTION\s+{_q('name')}\s+RENAME\s+TO\s+(?P<new>{_ID})\s*$", re.I | re.S
 )
 _SHOW = re.compile(
     r"^SHOW\s+SUBSCRIPTIONS(?:\s+(?:FROM|IN)\s+(?P<schema>\w+))?"
@@ -129,12 +133,17 @@ def parse_subscription_statement(head: str, body: str) -> tuple[str, dict[str, A
             "if_exists": bool(m["ie"]),
             "cascade": (m["mode"] or "").upper() == "CASCADE",
         }
+    if head == "ALTER" and _RENAME.match(body):
+        m = _RENAME.match(body)
+        assert m is not None
+        name, schema = qualified(m["name"])
+        return "rename_subscription", {"name": name, "schema": schema, "new": ident(m["new"])}
     if head == "ALTER":
         m = _ALTER.match(body)
         if m is None:
             raise SqlSyntaxError(
                 'syntax error at or near "SUBSCRIPTION"',
-                hint="ALTER SUBSCRIPTION s SET RETENTION TO '2D'",
+                hint="ALTER SUBSCRIPTION s SET RETENTION TO '2D' | RENAME TO s2",
             )
         name, schema = qualified(m["name"])
         ret = m["ret"] if m["ret"] is not None else m["ret2"]
