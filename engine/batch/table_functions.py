@@ -99,9 +99,15 @@ def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext
     n = t.num_rows
     schema = arrow_schema(p.schema)
     per_call = []
+    at = len(t.columns)  # the output field of the next call
     for name, args in p.srfs:
         vals = [as_array(a.eval(batch, ctx), n) for a in args]
-        per_call.append(_srf_columns(name, vals, n))
+        routine = p.routines.get(name)
+        if routine is not None:  # a Python table function: one generator call per row
+            per_call.append(_udtf_columns(routine, vals, n, p.schema[at].type))
+        else:
+            per_call.append(_srf_columns(name, vals, n))
+        at += len(per_call[-1][1])
     lens = np.zeros(n, dtype=np.int64)
     for ln, _ in per_call:
         lens = np.maximum(lens, ln)
@@ -118,6 +124,16 @@ def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext
             out.append(pc.if_else(mask, pa.scalar(None, taken.type), taken))
     cols = [c.cast(f.type) for c, f in zip(out, schema, strict=True)]
     return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _udtf_columns(
+    routine: Any, vals: list[pa.Array], n: int, t: Any
+) -> tuple[np.ndarray, list[tuple[pa.Array, np.ndarray]]]:
+    src, cols = routine.table_rows(vals, n)
+    lens = np.bincount(src, minlength=n).astype(np.int64) if len(src) else np.zeros(n, np.int64)
+    offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
+    flat = routine.to_arrow(cols[0], t, None, routine.name, {})
+    return lens, [(flat, offs)]
 
 
 MAX_RECURSION = 10_000

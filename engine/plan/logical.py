@@ -123,6 +123,8 @@ class ProjectSet(PlanNode):
 
     input: PlanNode = None  # type: ignore[assignment]
     srfs: list[tuple[str, list[Any]]] = field(default_factory=list)
+    # user-defined table functions among `srfs`: name -> engine.expr.udf.PythonRoutine
+    routines: dict[str, Any] = field(default_factory=dict)
 
     def inputs(self) -> list[PlanNode]:
         return [self.input]

@@ -23,12 +23,15 @@ from engine import expr as ex
 from engine.errors import not_supported
 from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, ProjectSet
+from engine.plan.plan_udf import select_list_udtf
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
 
 _NAMES = ("unnest", "generate_series", "generate_subscripts", "_pg_expandarray")
 
 
-def _srf_name(n: exp.Expression) -> str | None:
+def _srf_name(n: exp.Expression, udtfs: frozenset[str] = frozenset()) -> str | None:
+    if isinstance(n, exp.Anonymous) and str(n.this).lower() in udtfs:
+        return str(n.this).lower()  # a user-defined table function (engine.plan.plan_udf)
     if isinstance(n, exp.Explode):
         return "unnest"
     if isinstance(n, (exp.ExplodingGenerateSeries, exp.GenerateSeries)):
@@ -46,14 +49,16 @@ def _srf_args(n: exp.Expression) -> list[exp.Expression]:
     return ([n.this] if n.this is not None else []) + list(n.expressions)
 
 
-def _find(node: exp.Expression, out: list[exp.Expression]) -> None:
+def _find(
+    node: exp.Expression, out: list[exp.Expression], udtfs: frozenset[str] = frozenset()
+) -> None:
     if isinstance(node, (exp.Subquery, exp.Select)):
         return
-    if _srf_name(node) is not None:
+    if _srf_name(node, udtfs) is not None:
         out.append(node)
         return
     for child in node.iter_expressions():
-        _find(child, out)
+        _find(child, out, udtfs)
 
 
 def _outer(n: exp.Expression) -> exp.Expression:
@@ -64,10 +69,10 @@ def _outer(n: exp.Expression) -> exp.Expression:
     return n
 
 
-def has_select_srfs(q: exp.Select) -> bool:
+def has_select_srfs(q: exp.Select, udtfs: frozenset[str] = frozenset()) -> bool:
     found: list[exp.Expression] = []
     for item in q.expressions:
-        _find(item, found)
+        _find(item, found, udtfs)
     return bool(found)
 
 
@@ -86,7 +91,11 @@ def _fields(name: str, args: list[ex.Expr], base: str) -> list[Field]:
 
 
 def plan_select_srfs(
-    planner: Any, q: exp.Select, node: PlanNode, cols: list[_Col]
+    planner: Any,
+    q: exp.Select,
+    node: PlanNode,
+    cols: list[_Col],
+    udtfs: frozenset[str] = frozenset(),
 ) -> tuple[exp.Select, PlanNode, list[_Col]]:
     """Rewrite `q`'s select list over a ProjectSet (see module docstring)."""
     if planner.streaming:
@@ -94,8 +103,9 @@ def plan_select_srfs(
     q = q.copy()
     calls: list[exp.Expression] = []
     for item in q.expressions:
-        _find(item, calls)
+        _find(item, calls, udtfs)
     scope = planner._scope(cols)
+    routines: dict[str, Any] = {}
     srfs: list[tuple[str, list[ex.Expr]]] = []
     new_fields: list[Field] = []
     by_sql: dict[str, str] = {}
@@ -106,15 +116,24 @@ def plan_select_srfs(
         if base is None:
             base = f"__srf{len(by_sql)}"
             by_sql[key] = base
-            name = _srf_name(call)
+            name = _srf_name(call, udtfs)
             assert name is not None
             args = [planner._bind(a, scope) for a in _srf_args(call)]
+            if name in udtfs:
+                routine, args, fields = select_list_udtf(planner, name, args, base)
+                routines[name] = routine
+            else:
+                fields = _fields(name, args, base)
             srfs.append((name, args))
-            new_fields.extend(_fields(name, args, base))
+            new_fields.extend(fields)
             if name == "_pg_expandarray":
                 composite[base] = name
         target = _outer(call)
-        target.replace(exp.column(exp.to_identifier(base, quoted=True)))
+        ref: exp.Expression = exp.column(exp.to_identifier(base, quoted=True))
+        name = _srf_name(call, udtfs)
+        if target.parent is q and name is not None and name not in composite.values():
+            ref = exp.Alias(this=ref, alias=exp.to_identifier(name, quoted=True))  # as PostgreSQL
+        target.replace(ref)
     # a bare composite in the select list becomes its two fields
     items: list[exp.Expression] = []
     for item in q.expressions:
@@ -129,5 +148,5 @@ def plan_select_srfs(
             continue
         items.append(item)
     q.set("expressions", items)
-    ps = ProjectSet(list(node.schema) + new_fields, None, input=node, srfs=srfs)
+    ps = ProjectSet(list(node.schema) + new_fields, None, input=node, srfs=srfs, routines=routines)
     return q, ps, cols + [_Col(f.name, f.type, None) for f in new_fields]

@@ -297,6 +297,25 @@ def plan_udtf(planner: Any, item: exp.Expression) -> tuple[PlanNode, list[_Col]]
     return node, [_Col(f.name, f.type, table) for f in fields]
 
 
+def table_function_names(catalog: Any) -> frozenset[str]:
+    fns: dict[int, UserFunction] = getattr(catalog, "functions", {}) or {}
+    return frozenset(f.name for f in fns.values() if f.kind == "table")
+
+
+def select_list_udtf(
+    planner: Any, name: str, args: list[ex.Expr], base: str
+) -> tuple[Any, list[ex.Expr], list[Field]]:
+    """A table function in the select list (a ProjectSet call): its routine, the coerced
+    arguments and its output column (one column only, as a set-returning scalar)."""
+    fn, coerced = resolve(_candidates(planner.catalog, name, ("table",)), name, args)
+    if len(fn.return_columns) != 1:
+        raise not_supported(
+            f"table function {name} with several columns in the select list",
+            hint=f"Call it in FROM: SELECT * FROM {name}(...).",
+        )
+    return routine(fn), coerced, [Field(base, fn.return_columns[0].type)]
+
+
 # -- dependencies -------------------------------------------------------------------------------
 def functions_used(catalog: Any, sql: str) -> list[int]:
     """Oids of the catalog functions `sql` calls (every overload of each called name)."""

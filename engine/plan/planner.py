@@ -65,7 +65,7 @@ from engine.plan.plan_grouping_sets import (
 )
 from engine.plan.plan_join import pushable_where, rebuild_where
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
-from engine.plan.plan_udf import bind_scalar, rewrite_udaf_calls
+from engine.plan.plan_udf import bind_scalar, rewrite_udaf_calls, table_function_names
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
 from engine.types import Field, SqlType, TypeKind
 
@@ -253,8 +253,9 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
 
         from engine.plan.plan_srf import has_select_srfs, plan_select_srfs
 
-        if has_select_srfs(q):  # unnest(...) / generate_series(...) in the select list
-            q, node, cols = plan_select_srfs(self, q, node, cols)
+        udtfs = table_function_names(self.catalog)
+        if has_select_srfs(q, udtfs):  # unnest(...) / generate_series(...) in the select list
+            q, node, cols = plan_select_srfs(self, q, node, cols, udtfs)
             scope = self._scope(cols)
 
         select_items = self._expand_star(q.expressions, cols)

@@ -36,6 +36,11 @@ def series(n):
     for i in range(n):
         yield i, "#" * i
 $$"""
+REP = """CREATE FUNCTION rep(s VARCHAR, n INT) RETURNS TABLE (r VARCHAR) LANGUAGE python AS $$
+def rep(s, n):
+    for i in range(n):
+        yield s * (i + 1)
+$$"""
 WAVG = """CREATE AGGREGATE wavg(value INT, weight INT) RETURNS DOUBLE PRECISION LANGUAGE python AS $$
 def create_state():
     return (0, 0)
@@ -71,6 +76,10 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             c.execute(q)
         assert c.execute("SELECT gcd(12, 18), vscale(3, 4), inv(4)").fetchone() == (6, 12, 0.25)
         assert c.execute("SELECT * FROM series(3)").fetchall() == [(0, ""), (1, "#"), (2, "##")]
+        c.execute(REP)
+        cur = c.execute("SELECT n, rep('ab', n) FROM (VALUES (1), (0), (2)) v(n) ORDER BY 1, 2")
+        assert [d.name for d in cur.description] == ["n", "rep"]
+        assert cur.fetchall() == [(1, "ab"), (2, "ab"), (2, "abab")]
         c.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, a INT, b INT)")
         c.execute("INSERT INTO t VALUES (1, 0, 12, 18), (2, 0, 10, 2), (3, 1, 7, 0)")
         c.execute("FLUSH")
@@ -132,6 +141,7 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
         assert rows == [
             ("gcd", "f", "python"),
             ("inv", "f", "python"),
+            ("rep", "f", "python"),
             ("series", "f", "python"),
             ("vscale", "f", "python"),
             ("wavg", "a", "python"),
