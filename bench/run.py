@@ -6,7 +6,9 @@ share the machine's CPUs, so never in parallel). Two kinds, labelled in the tabl
 * **e2e** (the headline figures): through the real server as a user loads data:
   COPY via psycopg (`copy_bench.py`), webhook POSTs driven by wrk (`webhook_bench.py`),
   a Kafka topic on a Tansu broker (`kafka_ingest_bench.py`), and the same GROUP BY job
-  side by side with Pathway (`pathway_compare.py`); per server CPU-second from /proc.
+  side by side with Pathway (`pathway_compare.py`); per server CPU-second from /proc;
+  and the latency of reads and webhook acks while barriers carry 100k-row epochs, a COPY
+  runs and a view backfills (`read_latency_bench.py`, p50/p99 in ms).
 * **in-process**: the engine called directly (operators, state, SQL without pgwire);
   useful to find where time goes, not what a user sees.
 
@@ -100,6 +102,14 @@ BENCHES = [
         ["--rows", "4000000", "--steady-seconds", "600"],
         own_profile=True,
         timeout_s=1800,
+    ),
+    Bench(
+        "read_latency",
+        "read_latency_bench.py",
+        "e2e",
+        ["--seconds", "5", "--copy-rows", "300000"],
+        ["--seconds", "15"],
+        own_profile=True,
     ),
     Bench("groupby", "groupby_bench.py", "in-process", ["--rows", "200000"], []),
     Bench("agg", "agg_bench.py", "in-process", ["100000", "4"], []),

@@ -9,6 +9,14 @@ Two environment variables, read once at import (tests in process call `configure
   in-process rollback; `nth+` raises at the nth and every later time (a deterministic
   failure, as a bug would be).
 
+A third pair holds a barrier still, to test what does not wait for it:
+
+* `SWELL_PAUSE_AT=<point>[:<nth>]` with `SWELL_PAUSE_FILE=<path>`: at the nth hit of the
+  point, if the file exists, the barrier writes `SWELL_PAUSE_AT: paused at <point>` to
+  stderr and waits (holding whatever the barrier holds) until the file is removed, then
+  writes `SWELL_PAUSE_AT: resumed at <point>`. Tests assert the order of those lines and
+  of other clients' answers, never durations.
+
 Several specs may be given, separated by commas. `view_stepped@<name>` counts only the
 steps of the materialized view `<name>` (a failure of one job, e.g. to test that dropping
 it unblocks the others). The counters count hits since the
@@ -35,10 +43,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 
 CRASH_ENV = "SWELL_CRASH_AT"
 FAIL_ENV = "SWELL_FAIL_AT"
+PAUSE_ENV = "SWELL_PAUSE_AT"
+PAUSE_FILE_ENV = "SWELL_PAUSE_FILE"
 CRASH_EXIT_CODE = 86
 """Exit status of a process stopped by `SWELL_CRASH_AT` (tests tell it from a real crash)."""
 
@@ -68,6 +79,8 @@ class _Spec:
 
 _crash: dict[str, _Spec] = {}
 _fail: dict[str, _Spec] = {}
+_pause: dict[str, _Spec] = {}
+_pause_file = ""
 _hits: dict[str, int] = {}
 
 
@@ -90,17 +103,20 @@ def _parse(text: str, env: str, allow_repeat: bool) -> dict[str, _Spec]:
     return out
 
 
-def configure(crash: str = "", fail: str = "") -> None:
-    """Replace both specs (the variables' syntax) and reset the hit counters."""
-    global _crash, _fail
+def configure(crash: str = "", fail: str = "", pause: str = "", pause_file: str = "") -> None:
+    """Replace the specs (the variables' syntax) and reset the hit counters."""
+    global _crash, _fail, _pause, _pause_file
     _crash = _parse(crash, CRASH_ENV, allow_repeat=False)
     _fail = _parse(fail, FAIL_ENV, allow_repeat=True)
+    _pause = _parse(pause, PAUSE_ENV, allow_repeat=True)
+    _pause_file = pause_file
     _hits.clear()
 
 
 def hit(point: str, job: str | None = None) -> None:
-    """Count one pass through `point` (of `job`, if given); crash or raise if a spec says so."""
-    if not _crash and not _fail:
+    """Count one pass through `point` (of `job`, if given); crash, raise or pause if a spec
+    says so."""
+    if not _crash and not _fail and not _pause:
         return
     if job is not None:
         _check(f"{point}@{job}")
@@ -117,6 +133,25 @@ def _check(point: str) -> None:
     f = _fail.get(point)
     if f is not None and (n == f.nth or (f.repeat and n > f.nth)):
         raise InjectedFailure(f"{FAIL_ENV}: injected failure at {point} (hit {n})")
+    p = _pause.get(point)
+    if p is not None and (n == p.nth or (p.repeat and n > p.nth)) and _pause_file:
+        _hold(point)
 
 
-configure(os.environ.get(CRASH_ENV, ""), os.environ.get(FAIL_ENV, ""))
+def _hold(point: str) -> None:
+    if not os.path.exists(_pause_file):
+        return
+    sys.stderr.write(f"{PAUSE_ENV}: paused at {point}\n")
+    sys.stderr.flush()
+    while os.path.exists(_pause_file):
+        time.sleep(0.01)
+    sys.stderr.write(f"{PAUSE_ENV}: resumed at {point}\n")
+    sys.stderr.flush()
+
+
+configure(
+    os.environ.get(CRASH_ENV, ""),
+    os.environ.get(FAIL_ENV, ""),
+    os.environ.get(PAUSE_ENV, ""),
+    os.environ.get(PAUSE_FILE_ENV, ""),
+)

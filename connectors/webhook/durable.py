@@ -1,9 +1,10 @@
 """DurableWaiter: awaitable "WAL record `seq` is fsynced" for the event loop.
 
-Webhook rows are queued into the WAL by `Runtime.write` under the runtime lock (so WAL
-order is queue order), which hands back a sequence number; the HTTP answer must wait until
-that record is durable. `Wal.wait_durable` blocks a thread, and one blocked thread per
-request would cap concurrency at the executor's size. Instead one notifier thread waits for
+Webhook rows are queued into the WAL by `Runtime.write` under the runtime's short queue
+lock (so WAL order is queue order; it never waits for a barrier), which hands back a
+sequence number; the HTTP answer must wait until that record is durable.
+`Wal.wait_durable` blocks a thread, and one blocked thread per request would cap
+concurrency at the executor's size. Instead one notifier thread waits for
 the smallest outstanding sequence number, then resolves every waiter at or below the WAL's
 durable position at once: the WAL's group commit already makes concurrent writes share one
 fsync, and this makes them share one wake-up too.

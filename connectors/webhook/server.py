@@ -17,8 +17,9 @@ Request path and why it is shaped this way:
    is running (or in the same loop iteration) is flushed together: VALIDATE evaluated once
    over all of them, the accepted rows written as one chunk and one WAL record. This keeps
    per-request cost off the barrier (one chunk per flush, not per request);
-4. the write takes the runtime lock without blocking when it is free, else in a thread
-   (a barrier or DDL holds it);
+4. the write (WAL append + queue) never waits for a barrier; into a table with a primary
+   key it takes the table's DML lock without blocking when it is free, else in a thread
+   (an UPDATE on the table, or the barrier storing its rows, holds it);
 5. with `webhook.wait_for_persistence` (default true) answer after the WAL fsync covering
    the record (`DurableWaiter`; concurrent requests share the fsync and the wake-up);
    otherwise answer once the rows are queued.
@@ -137,7 +138,7 @@ class _Batcher:
         seq: int | None = None
         if rows:
             seq = t.write(batches, blocking=False)
-            if seq is None:  # the runtime lock is busy (barrier or DDL): wait in a thread
+            if seq is None:  # the table's DML lock is busy: wait in a thread
                 seq = await asyncio.to_thread(t.write, batches)
             self.server.rows_ingested += rows
             self.server.flushes += 1

@@ -164,7 +164,10 @@ class Secret:
 class Catalog:
     """All relations of the single database `dev`, schema `public` by default.
 
-    Mutated only under the runtime lock, by DDL; persisted with each checkpoint.
+    Mutated only under the runtime lock, by DDL; persisted with each checkpoint. Read
+    without any lock (planning, system catalogs): the relation map is copy-on-write, so a
+    reader iterating `relations` keeps the map it started with while a DDL publishes a new
+    one (`add`, `remove`, `discard` replace the dict, never change it in place).
     """
 
     def __init__(self) -> None:
@@ -248,12 +251,19 @@ class Catalog:
 
     def add(self, rel: Relation) -> None:
         rel.definition = redact_definition(rel.definition)
-        self.relations[rel.id] = rel
+        self.relations = {**self.relations, rel.id: rel}
         self.version += 1
 
     def remove(self, rid: int) -> Relation:
-        self.version += 1
-        return self.relations.pop(rid)
+        rel = self.relations[rid]
+        self.discard(rid)
+        return rel
+
+    def discard(self, rid: int) -> None:
+        """Remove a relation if present (a failed CREATE undoing its `add`)."""
+        if rid in self.relations:
+            self.relations = {k: v for k, v in self.relations.items() if k != rid}
+            self.version += 1
 
     # -- persistence ---------------------------------------------------------------------
     def to_bytes(self) -> bytes:

@@ -33,7 +33,7 @@ FIELDS = [
 
 def _rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     out = []
-    sinks = getattr(ctx.db.runtime, "sinks", {})
+    sinks = dict(getattr(ctx.db.runtime, "sinks", {}))  # a copy: DDL may change the flows
     for sid in sorted(sinks):
         spec = sinks[sid].spec
         if spec.connector != "iceberg":

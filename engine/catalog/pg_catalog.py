@@ -9,8 +9,8 @@ How Swell's objects appear in pg_class: tables `r`, materialized views `m`, view
 sources `f` (like a foreign table: rows come from outside), primary keys `i`. Sinks are
 not relations one can read; they are listed in `rw_catalog.rw_sinks`.
 
-Registered at import (by `engine.catalog.system._ensure_loaded`); each provider runs under
-the runtime lock when a query reads the relation.
+Registered at import (by `engine.catalog.system._ensure_loaded`); each provider runs when
+a query reads the relation, without a lock (the catalog's relation map is copy-on-write).
 """
 
 from __future__ import annotations

@@ -263,7 +263,6 @@ def show_jobs(session: Any) -> Any:
     so there is no creation progress to show)."""
     from engine.api import QueryResult
 
-    with session.db.runtime.lock:
-        rows = [(j[0], j[4], j[3]) for j in streaming_jobs(SystemContext(session.db, session))]
+    rows = [(j[0], j[4], j[3]) for j in streaming_jobs(SystemContext(session.db, session))]
     fields = [Field("Id", INT), Field("Statement", VARCHAR), Field("Status", VARCHAR)]
     return QueryResult(f"SHOW {len(rows)}", fields, rows)

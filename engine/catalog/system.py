@@ -9,9 +9,10 @@ a `pyarrow.Table` or a list of tuples in `fields` order.
 Lifecycle of one read: the planner resolves a FROM name (`resolve_system`, following
 PostgreSQL's search path: `pg_catalog` implicitly first, then the session's schemas, then
 `rw_catalog`; `information_schema` only when named) into a `SystemScan` plan node; the
-query handler calls `SystemScan.load()` under the runtime lock, together with the table
-snapshots, so every relation a query reads comes from one consistent catalog state; the
-batch executor then scans the loaded table like any other. Materialized views cannot read
+query handler calls `SystemScan.load()` without any lock (providers read the catalog,
+whose relation map is copy-on-write, and the runtime's status as they are: a query never
+waits for a barrier or a DDL), next to the tables' committed-epoch snapshots; the batch
+executor then scans the loaded table like any other. Materialized views cannot read
 system relations (their rows do not change through the dataflow): the planner refuses
 with 0A000.
 

@@ -5,7 +5,7 @@ ask them (`format_type(atttypid, atttypmod)`, `pg_get_indexdef(i.indexrelid)`,
 `'pg_class'::regclass`, `t.oid::regtype::text`). Types and functions come from the static
 tables in `engine.catalog.pg_builtin`; relations, indexes and constraints from
 `engine.catalog.pg_catalog.CatalogModel`, built once per statement from the session in the
-`EvalContext` (under the runtime lock) and cached on it.
+`EvalContext` (without a lock: the catalog is copy-on-write) and cached on it.
 
 Kernels here work a row at a time: they map a handful of OIDs from catalog relations to
 names, never user data in a hot path.
@@ -175,8 +175,7 @@ def catalog_model(ctx: EvalContext) -> Any:
     s = ctx.session
     if s is None:
         raise UndefinedObject("catalog functions need a session")
-    with s.db.runtime.lock:
-        model = CatalogModel(SystemContext(s.db, s))
+    model = CatalogModel(SystemContext(s.db, s))  # the catalog is read without a lock
     ctx._catalog_model = model  # type: ignore[attr-defined]
     return model
 

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.api import QueryResult
-from engine.errors import InvalidTransactionState, UndefinedColumn
+from engine.errors import InvalidTransactionState, UndefinedColumn, UndefinedTable
 from engine.sql.parser import Statement
 from engine.types import Field
 
@@ -35,21 +35,17 @@ def begin(session: Any, st: Statement) -> QueryResult:
     from engine.handlers.dml import _target
 
     table = exp.to_table(st.args["table"], dialect="postgres")
-    rt = session.db.runtime
-    with rt.lock:
-        rel = _target(session, table, "copy to")
-        visible = [i for i, f in enumerate(rel.fields) if not f.hidden]
-        if st.args["columns"] is None:
-            cols = visible
-        else:
-            by_name = {rel.fields[i].name: i for i in visible}
-            cols = []
-            for name in st.args["columns"]:
-                if name not in by_name:
-                    raise UndefinedColumn(
-                        f'column "{name}" of relation "{rel.name}" does not exist'
-                    )
-                cols.append(by_name[name])
+    rel = _target(session, table, "copy to")  # the catalog is read without a lock
+    visible = [i for i, f in enumerate(rel.fields) if not f.hidden]
+    if st.args["columns"] is None:
+        cols = visible
+    else:
+        by_name = {rel.fields[i].name: i for i in visible}
+        cols = []
+        for name in st.args["columns"]:
+            if name not in by_name:
+                raise UndefinedColumn(f'column "{name}" of relation "{rel.name}" does not exist')
+            cols.append(by_name[name])
     session.pending_copy = PendingCopy(rel.id, cols)
     fields = [Field(rel.fields[i].name, rel.fields[i].type) for i in cols]
     opts = dict(st.args["options"], direction="in", table=rel.name)
@@ -58,7 +54,7 @@ def begin(session: Any, st: Statement) -> QueryResult:
 
 def insert_columns(session: Any, columns: list[pa.Array]) -> QueryResult:
     """Write the COPY's rows (one Arrow array per COPY column) as one insert chunk."""
-    from engine.handlers.dml import write_inserts
+    from engine.handlers.dml import insert_lock, write_inserts
 
     pending: PendingCopy | None = session.pending_copy
     session.pending_copy = None
@@ -68,12 +64,14 @@ def insert_columns(session: Any, columns: list[pa.Array]) -> QueryResult:
     if n == 0:
         return QueryResult("COPY 0")
     rt = session.db.runtime
-    with rt.lock:
-        rel = session.db.catalog.by_id(pending.relation_id)
-        arrays = {}
-        for c, col in zip(pending.columns, columns, strict=True):
-            want = rel.fields[c].type.arrow
-            arrays[c] = col if col.type == want else col.cast(want)
+    rel = session.db.catalog.relations.get(pending.relation_id)
+    if rel is None:
+        raise UndefinedTable("the table of the COPY was dropped")
+    arrays = {}
+    for c, col in zip(pending.columns, columns, strict=True):
+        want = rel.fields[c].type.arrow
+        arrays[c] = col if col.type == want else col.cast(want)
+    with insert_lock(rt, rel):  # never waits for a barrier: WAL append + queue
         seq = write_inserts(rt, rel, arrays, n)
     # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
     result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))

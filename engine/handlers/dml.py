@@ -1,15 +1,23 @@
 """INSERT, UPDATE, DELETE on tables.
 
-DML is evaluated when the statement runs, against the table's latest rows (committed
-rows plus DML still waiting for the barrier), and becomes a chunk of row changes: plain
-inserts, deletes of the matched rows, or U-/U+ pairs for updates. The chunk is appended to
-the WAL and queued for the next barrier under the runtime lock (so WAL order is queue
-order); the session waits for the WAL fsync before answering, so an acknowledged
-statement survives `kill -9`.
+DML is evaluated when the statement runs, against the table's latest rows (stored rows
+plus DML still waiting for the barrier, `Runtime.live_rows`), and becomes a chunk of row
+changes: plain inserts, deletes of the matched rows, or U-/U+ pairs for updates. The chunk
+is appended to the WAL and queued for the next barrier (`Runtime.write`, under the
+runtime's short queue lock, so WAL order is queue order); the session waits for the WAL
+fsync before answering, so an acknowledged statement survives `kill -9`. No statement
+waits for a barrier.
+
+UPDATE and DELETE hold the table's DML lock (`Runtime.dml_lock`) from reading its rows to
+queueing their chunk, so DML on one table is serialised: two concurrent `UPDATE t SET v =
+v + 1` never lose an increment. INSERT and COPY take it only to queue rows into a table
+with a primary key (an insert there may overwrite a row an UPDATE is computing from);
+rows of a table keyed by the hidden row id are new rows and need no order.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -104,32 +112,30 @@ def _table_of(ins: exp.Insert) -> exp.Expression:
 def bind_only(session: Any, st: Statement, params: ex.ParamContext) -> None:
     """Bind a DML statement to infer its parameter types (extended-protocol Parse)."""
     ast = st.ast
-    with session.db.runtime.lock:
-        if isinstance(ast, exp.Insert):
-            rel = _target(session, _table_of(ast), "insert into")
-            cols = _insert_columns(rel, ast)
-            src = ast.expression
-            if isinstance(src, exp.Values):
-                for tup in src.expressions:
-                    items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
-                    _bind_row(items, [rel.fields[i] for i in cols], params)
-            else:
-                from engine.handlers.query import planner_for
+    # the catalog is read without a lock (copy-on-write)
+    if isinstance(ast, exp.Insert):
+        rel = _target(session, _table_of(ast), "insert into")
+        cols = _insert_columns(rel, ast)
+        src = ast.expression
+        if isinstance(src, exp.Values):
+            for tup in src.expressions:
+                items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
+                _bind_row(items, [rel.fields[i] for i in cols], params)
+        else:
+            from engine.handlers.query import planner_for
 
-                planner_for(session, params).plan_query(src)
-        elif isinstance(ast, (exp.Update, exp.Delete)):
-            rel = _target(
-                session, ast.this, "update" if isinstance(ast, exp.Update) else "delete from"
-            )
-            scope = _scope(rel, ast.this.alias or None)
-            where = ast.args.get("where")
-            if where is not None:
-                ex.ExprBinder(scope, params).bind(where.this)
-            if isinstance(ast, exp.Update):
-                for a in ast.expressions:
-                    col = _set_column(rel, a)
-                    _preset_param(a.expression, rel.fields[col].type, params)
-                    ex.ExprBinder(scope, params).bind(a.expression)
+            planner_for(session, params).plan_query(src)
+    elif isinstance(ast, (exp.Update, exp.Delete)):
+        rel = _target(session, ast.this, "update" if isinstance(ast, exp.Update) else "delete from")
+        scope = _scope(rel, ast.this.alias or None)
+        where = ast.args.get("where")
+        if where is not None:
+            ex.ExprBinder(scope, params).bind(where.this)
+        if isinstance(ast, exp.Update):
+            for a in ast.expressions:
+                col = _set_column(rel, a)
+                _preset_param(a.expression, rel.fields[col].type, params)
+                ex.ExprBinder(scope, params).bind(a.expression)
 
 
 def _preset_param(node: exp.Expression, t: Any, params: ex.ParamContext | None) -> None:
@@ -170,43 +176,43 @@ def run_insert(
     ast = st.ast
     assert isinstance(ast, exp.Insert)
     rt = session.db.runtime
-    with rt.lock:
-        rel = _target(session, _table_of(ast), "insert into")
-        cols = _insert_columns(rel, ast)
-        fields = [rel.fields[i] for i in cols]
-        src = ast.expression
-        ctx = session.eval_ctx()
-        if isinstance(src, exp.Values):
-            n = len(src.expressions)
-            columns = values_columns(src, fields, params, ctx)
-            arrays = dict(zip(cols, columns, strict=True))
-        else:
-            from engine.handlers.query import planner_for, run_plan
+    rel = _target(session, _table_of(ast), "insert into")
+    cols = _insert_columns(rel, ast)
+    fields = [rel.fields[i] for i in cols]
+    src = ast.expression
+    ctx = session.eval_ctx()
+    if isinstance(src, exp.Values):
+        n = len(src.expressions)
+        columns = values_columns(src, fields, params, ctx)
+        arrays = dict(zip(cols, columns, strict=True))
+    else:
+        from engine.handlers.query import planner_for, run_plan
 
-            plan = planner_for(session, params).plan_query(src)
-            vis = [i for i, f in enumerate(plan.schema) if not f.hidden]
-            if len(vis) != len(cols):
-                raise SqlSyntaxError(
-                    "INSERT has more target columns than expressions"
-                    if len(vis) < len(cols)
-                    else "INSERT has more expressions than target columns"
-                )
-            t = run_plan(session, plan)
-            batch = _one_batch(t)
-            arrays = {}
-            for c, v in zip(cols, vis, strict=True):
-                ref = ex.InputRef(index=v, type=plan.schema[v].type, name=plan.schema[v].name)
-                e = (
-                    ex.assign_cast(ref, rel.fields[c].type)
-                    if _needs_cast(ref.type, rel.fields[c].type)
-                    else ref
-                )
-                arrays[c] = (
-                    e.eval(batch, ctx) if batch.num_rows else pa.array([], rel.fields[c].type.arrow)
-                )
-            n = t.num_rows
-        if n == 0:
-            return QueryResult("INSERT 0 0"), None
+        plan = planner_for(session, params).plan_query(src)
+        vis = [i for i, f in enumerate(plan.schema) if not f.hidden]
+        if len(vis) != len(cols):
+            raise SqlSyntaxError(
+                "INSERT has more target columns than expressions"
+                if len(vis) < len(cols)
+                else "INSERT has more expressions than target columns"
+            )
+        t = run_plan(session, plan)
+        batch = _one_batch(t)
+        arrays = {}
+        for c, v in zip(cols, vis, strict=True):
+            ref = ex.InputRef(index=v, type=plan.schema[v].type, name=plan.schema[v].name)
+            e = (
+                ex.assign_cast(ref, rel.fields[c].type)
+                if _needs_cast(ref.type, rel.fields[c].type)
+                else ref
+            )
+            arrays[c] = (
+                e.eval(batch, ctx) if batch.num_rows else pa.array([], rel.fields[c].type.arrow)
+            )
+        n = t.num_rows
+    if n == 0:
+        return QueryResult("INSERT 0 0"), None
+    with insert_lock(rt, rel):
         seq = write_inserts(rt, rel, arrays, n)
     return QueryResult(f"INSERT 0 {n}"), seq
 
@@ -331,10 +337,18 @@ def _values_column(exprs: list[ex.Expr], f: Field, ctx: ex.EvalContext) -> pa.Ar
     return col
 
 
+def insert_lock(rt: Any, rel: Relation) -> Any:
+    """What an insert into `rel` holds while it queues its rows: the table's DML lock when
+    it has a primary key (see the module docstring), else nothing."""
+    if rel.row_id_index is None:
+        return rt.dml_lock(rel.id)
+    return nullcontext()
+
+
 def write_inserts(rt: Any, rel: Relation, arrays: dict[int, pa.Array], n: int) -> int:
     """Log `n` new rows of `rel` given some of its columns (INSERT, COPY FROM STDIN): the
     hidden row id is drawn, other columns are NULL, NOT NULL is checked. The caller holds
-    `rt.lock`; returns the WAL sequence number to wait for."""
+    `insert_lock(rt, rel)`; returns the WAL sequence number to wait for."""
     full = []
     defaults = default_values(rel) if rel.extra.get("defaults") else {}
     for i, f in enumerate(rel.fields):
@@ -390,8 +404,8 @@ def run_delete(
     ast = st.ast
     assert isinstance(ast, exp.Delete)
     rt = session.db.runtime
-    with rt.lock:
-        rel = _target(session, ast.this, "delete from")
+    rel = _target(session, ast.this, "delete from")
+    with rt.dml_lock(rel.id):
         rows, _ = _matching(session, rel, ast, params)
         n = rows.num_rows
         if n == 0:
@@ -417,8 +431,8 @@ def run_update(
     ast = st.ast
     assert isinstance(ast, exp.Update)
     rt = session.db.runtime
-    with rt.lock:
-        rel = _target(session, ast.this, "update")
+    rel = _target(session, ast.this, "update")
+    with rt.dml_lock(rel.id):
         old, scope = _matching(session, rel, ast, params)
         sets: dict[int, ex.Expr] = {}
         for a in ast.expressions:

@@ -24,8 +24,8 @@ from engine.sql.parser import Statement, parse_one
 
 
 def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | None]:
-    """The stream plan CREATE would store for `inner` (call under the runtime lock), and
-    the root line above it for a sink."""
+    """The stream plan CREATE would store for `inner`, and the root line above it for a
+    sink (planning reads the catalog, which needs no lock)."""
     if inner.kind == "create_mv":
         assert inner.ast is not None
         q = inner.ast.expression
@@ -54,6 +54,5 @@ def _sink_line(d: Any, plan: PlanNode) -> str:
 
 
 def explain_stream(session: Any, inner: Statement, verbose: bool) -> list[str]:
-    with session.db.runtime.lock:
-        splan, header = stream_plan_for(session, inner)
+    splan, header = stream_plan_for(session, inner)  # catalog read: no lock (copy-on-write)
     return explain_lines(splan, verbose=verbose, header=header)

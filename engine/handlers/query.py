@@ -1,7 +1,12 @@
 """SELECT and EXPLAIN.
 
-An ad-hoc SELECT is planned and its relations snapshotted under the runtime lock (one
-consistent checkpoint for every relation it reads), then executed outside the lock.
+An ad-hoc SELECT takes no lock: it is planned against the catalog as it is (the catalog's
+relation map is copy-on-write), its tables and materialized views are read from the last
+committed epoch (`Runtime.committed()`, one epoch for every relation it reads) and its
+system relations are computed from the catalog and the runtime's status at that moment.
+So a SELECT never waits for a barrier, a DDL or a COPY. A relation that is in the catalog
+but in no committed epoch yet (its CREATE is still running) is read once its CREATE
+committed: that read takes the epoch lock, like the CREATE.
 """
 
 from __future__ import annotations
@@ -63,15 +68,15 @@ def run_plan(
 
     rt = session.db.runtime
     rels = relations_scanned(plan)
-    with rt.lock:  # pins are O(segments); the tables are built after the lock is released
-        pins = {
-            r.id: rt.pin(r.id)
-            for r in rels
-            if reads_local(r, time_travel)
-            or not is_iceberg_relation(r)
-            and r.kind is not RelationKind.SOURCE
-        }
-        load_system_scans(plan, _system_ctx(session))
+    committed = rt.committed()
+    pins = {}
+    for r in rels:
+        local = reads_local(r, time_travel)
+        if not local and (is_iceberg_relation(r) or r.kind is RelationKind.SOURCE):
+            continue
+        pin = committed.pins.get(r.id)
+        pins[r.id] = pin if pin is not None else _pin_created(session, r)
+    load_system_scans(plan, _system_ctx(session))
     snaps = {rid: p.table() for rid, p in pins.items()}
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
     for r in rels:  # a source is read from its topic, outside the epoch lock
@@ -81,6 +86,17 @@ def run_plan(
             snaps[r.id] = read_source_now(r, plan, session.eval_ctx())
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
+
+
+def _pin_created(session: Any, rel: Any) -> Any:
+    """The rows of a relation no committed epoch has: its CREATE is running (wait for it,
+    under the epoch lock the CREATE holds) or it was dropped meanwhile."""
+    from engine.errors import UndefinedTable
+
+    try:
+        return session.db.runtime.pin(rel.id)
+    except KeyError:
+        raise UndefinedTable(f'relation "{rel.name}" does not exist') from None
 
 
 def _system_ctx(session: Any) -> Any:
@@ -97,8 +113,7 @@ def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:
 
 
 def plan_select(session: Any, ast: exp.Expression, params: ParamContext | None) -> PlanNode:
-    with session.db.runtime.lock:
-        return planner_for(session, params).plan_query(ast)
+    return planner_for(session, params).plan_query(ast)
 
 
 def run_select(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:

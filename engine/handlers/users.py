@@ -64,8 +64,7 @@ def set_password_at_start(db: Any, name: str, password: str) -> bool:
 def password_superuser_exists(db: Any) -> bool:
     """True when some superuser can log in with a password (so `--auth password` does not
     lock everybody out)."""
-    with db.runtime.lock:
-        return any(u.superuser and u.login and u.password for u in db.catalog.users.list())
+    return any(u.superuser and u.login and u.password for u in db.catalog.users.list())
 
 
 def _owned_by(cat: Any, oid: int) -> list[str]:

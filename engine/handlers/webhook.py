@@ -18,9 +18,9 @@ Request lifecycle (driven by `connectors.webhook.server`):
    per request: `headers` JSONB with lower-cased names, the raw body as bytea, the secret
    as varchar) -> per request None (ok), 401 (false) or 400 (NULL);
 4. `target.write(decoded)` -> WAL sequence number: the accepted requests' rows, as one
-   chunk with fresh hidden `_row_id`s, queued for the next barrier under the runtime lock,
-   exactly like INSERT. The caller waits for `db.wal` durability before answering when
-   `target.wait_for_persistence`.
+   chunk with fresh hidden `_row_id`s, queued for the next barrier exactly like INSERT
+   (WAL append + queue, never waiting for a barrier). The caller waits for `db.wal`
+   durability before answering when `target.wait_for_persistence`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from engine.errors import (
     InvalidParameterValue,
     SqlSyntaxError,
     UndefinedObject,
+    UndefinedTable,
     not_supported,
 )
 from engine.expr.fn_crypto import crypto_hook
@@ -341,8 +342,12 @@ class WebhookTarget:
     def write(self, decoded: list[Decoded], *, blocking: bool = True) -> int | None:
         """Queue the rows for the next barrier and the WAL; returns the WAL sequence number.
 
-        With `blocking=False` returns None instead of waiting when the runtime lock is busy
-        (a barrier or DDL is running), so an event loop can retry from a worker thread.
+        Never waits for a barrier: the rows go to the WAL and the table's queue under the
+        runtime's short queue lock (`Runtime.write`). Into a table with a primary key the
+        write also takes the table's DML lock (an UPDATE computing from the rows, or the
+        barrier storing that table's queued rows, holds it); with `blocking=False` it
+        returns None instead of waiting for that lock, so an event loop can retry from a
+        worker thread.
         """
         texts = [d for d in decoded if not isinstance(d, pa.RecordBatch) and d]
         batches = [b for b in decoded if isinstance(b, pa.RecordBatch) and b.num_rows]
@@ -357,10 +362,11 @@ class WebhookTarget:
             cols = [pa.concat_arrays([b.column(j) for b in batches]) for j in range(ncols)]
         n = len(cols[0]) if cols else sum(b.num_rows for b in batches)
         rt = self.db.runtime
-        if not rt.lock.acquire(blocking=blocking):
+        lock = rt.dml_lock(self.rel.id) if self.rel.row_id_index is None else None
+        if lock is not None and not lock.acquire(blocking=blocking):
             return None
         try:
-            if rt.tables.get(self.rel.id) is None:
+            if self.rel.id not in rt.tables:
                 raise WebhookError(404, f"Table `{self.rel.name}` not found")
             full: list[pa.Array] = []
             it = iter(cols)
@@ -372,10 +378,14 @@ class WebhookTarget:
                 else:
                     full.append(next(it))
             batch = pa.RecordBatch.from_arrays(full, schema=self.full_schema)
-            seq: int = rt.write(self.rel.id, StreamChunk.inserts(batch))
+            try:
+                seq: int = rt.write(self.rel.id, StreamChunk.inserts(batch))
+            except UndefinedTable:
+                raise WebhookError(404, f"Table `{self.rel.name}` not found") from None
             return seq
         finally:
-            rt.lock.release()
+            if lock is not None:
+                lock.release()
 
 
 def _parse_error(text: str, batched: bool) -> str:

@@ -91,7 +91,7 @@ class Scan(PlanNode):
 @dataclass(eq=False)
 class SystemScan(PlanNode):
     """A scan of a system relation (`engine.catalog.system`). `table` is filled by
-    `load_system_scans` (under the runtime lock) before the batch executor runs."""
+    `load_system_scans` before the batch executor runs."""
 
     relation: Any = None  # engine.catalog.system.SystemRelation
     table: Any = None  # pyarrow.Table once loaded
@@ -161,7 +161,8 @@ class RecursiveUnion(PlanNode):
 
 
 def load_system_scans(node: PlanNode, ctx: Any) -> None:
-    """Compute every system relation `node` reads (call under the runtime lock)."""
+    """Compute every system relation `node` reads (no lock: providers read the copy-on-write
+    catalog and the runtime's status as they are)."""
     stack = [node]
     while stack:
         n = stack.pop()

@@ -12,6 +12,7 @@ the view's `MaterializeOp`. Its output delta is what views built on top of it co
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from time import thread_time
 from typing import Any
@@ -73,13 +74,29 @@ class TableFlow:
     tables: list[StateTable] = field(default_factory=list)
     ttl_cleaned: int | None = None  # the watermark of the last TTL cleanup (stream/ttl.py)
     rows_in: int = 0  # rows of the chunks drained so far (engine.stream.overview)
+    # the chunks the running barrier took from `pending` and has not stored yet: DML
+    # evaluates against stored rows + in_flight + pending (Runtime.live_rows)
+    in_flight: list[StreamChunk] = field(default_factory=list)
+    broken: bool = False  # a drain failed half-way: the stored rows are not to be read
+
+    def begin_drain(self) -> None:
+        """Take the queued chunks for this epoch (under the runtime's queue lock)."""
+        if self.pending:
+            self.in_flight = [*self.in_flight, *self.pending]
+            self.pending = []
 
     def drain(self) -> StreamChunk | None:
-        if not self.pending:
+        """Push the chunks taken by `begin_drain` through the MaterializeOp, in order
+        (under the table's DML lock)."""
+        if not self.in_flight:
             return None
-        self.rows_in += sum(len(c) for c in self.pending)
-        outs = [self.mat.step([c]) for c in merge_inserts(self.pending)]
-        self.pending.clear()
+        self.rows_in += sum(len(c) for c in self.in_flight)
+        try:
+            outs = [self.mat.step([c]) for c in merge_inserts(self.in_flight)]
+        except BaseException:
+            self.broken = True  # the epoch is rolled back; recovery rebuilds the flow
+            raise
+        self.in_flight = []
         return StreamChunk.concat([o for o in outs if o is not None])
 
 
@@ -242,14 +259,17 @@ class RowIdGen:
 
     def __init__(self, last: int = 0) -> None:
         self.last = last
+        self._lock = threading.Lock()  # writers of different tables draw concurrently
 
     def take(self, n: int) -> np.ndarray:
         import time
 
-        base = max(self.last + 1, time.time_ns() // 1000)
-        self.last = base + n - 1
+        with self._lock:
+            base = max(self.last + 1, time.time_ns() // 1000)
+            self.last = base + n - 1
         return np.arange(base, base + n, dtype=np.int64)
 
     def observe(self, ids: np.ndarray) -> None:
         if len(ids):
-            self.last = max(self.last, int(ids.max()))
+            with self._lock:
+                self.last = max(self.last, int(ids.max()))

@@ -19,8 +19,9 @@ Lifecycle (`engine.stream.runtime.Runtime`):
 3. the snapshot stays valid as long as the reader holds it; segments dropped by later
    compactions stay alive through its references and are freed with it.
 
-`Runtime.pin(rel_id)` pins one relation now, under the lock (what ad-hoc SELECT uses
-today: it pins under the lock and builds the tables after releasing it).
+Ad-hoc SELECT reads every table and view from `committed()` (engine.handlers.query), so
+it never waits for a barrier. `Runtime.pin(rel_id)` pins one relation now, under the lock
+(a backfill reading its upstream; a SELECT of a relation whose CREATE has not committed).
 """
 
 from __future__ import annotations

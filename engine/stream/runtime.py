@@ -1,16 +1,27 @@
 """The runtime: owns every flow, steps them at each barrier, and commits checkpoints.
 
-Threading: one `threading.RLock` (the epoch lock) guards all flows, the catalog and the
-pending DML. Whoever holds it sees a consistent point in time:
+Threading: three kinds of locks, always taken in this order (never the other way):
 
-* the barrier thread takes it for one whole step + commit;
-* DML takes it to evaluate against the table's latest rows and queue its chunk (plus the
-  WAL append, so WAL order equals pending order);
-* ad-hoc SELECT takes it only to pin the relations it reads, then computes outside;
-* readers that must not wait at all take `committed()`, the pinned rows of every table
-  and view as of the last committed epoch, published at each commit without the lock
-  (`engine.stream.read_snapshot`);
-* DDL takes it for the whole change (backfill included) and ends with a checkpoint.
+* `lock` (the epoch lock, an RLock) guards the flows and the stepping of the dataflow:
+  the barrier thread takes it for one whole step + commit, DDL for the whole change
+  (backfill included, ending with a checkpoint), recovery for the rebuild. Nothing a
+  client reads or writes takes it:
+* `dml_lock(table_id)` serialises the DML of one table: a statement holds it while it
+  evaluates against the table's latest rows (`live_rows`: stored rows plus the chunks
+  queued or being drained) and queues its chunk, so two concurrent `UPDATE t SET v = v +
+  1` never lose an increment. The barrier holds it only while it pushes that table's
+  chunks through its MaterializeOp (and for a TTL cleanup), the only changes of a
+  table's stored rows. Inserts into a table keyed by the hidden row id commute with
+  every other statement and skip it (webhook rows, COPY, INSERT);
+* `queue_lock` (short: a WAL append and a list append) makes WAL order equal queue order:
+  `write` appends the WAL record and queues the chunk under it, and the barrier takes the
+  epoch's WAL cut and swaps every table's queue out (`TableFlow.begin_drain`) under it,
+  so the records <= the cut are exactly the chunks the epoch drains. Recovery holds it
+  while it rebuilds the queues from the WAL.
+
+Ad-hoc reads take none of them: `committed()` is the pinned rows of every table and
+view as of the last committed epoch, published at each commit
+(`engine.stream.read_snapshot`); writers wait for the WAL fsync, never for a barrier.
 
 Barrier (every `barrier_interval_ms`, or at once for FLUSH and DDL):
 1. drain each table's pending chunks through its MaterializeOp, in statement order;
@@ -128,6 +139,8 @@ class Runtime:
         self.catalog = catalog
         self.barrier_interval = barrier_interval_ms / 1000.0
         self.lock = threading.RLock()
+        self.queue_lock = threading.RLock()  # WAL order = queue order (module docstring)
+        self._dml_locks: dict[int, threading.RLock] = {}  # per table, kept across recovery
         self.tables: dict[int, TableFlow] = {}
         self.views: dict[int, ViewFlow] = {}
         self.sinks: dict[int, SinkFlow] = {}
@@ -252,23 +265,27 @@ class Runtime:
         cpu = self.cpu
         c = cpu.now()
         self.ctx.now = None
-        cut = self.wal_seq  # the WAL records this epoch consumes
         self._attempt = self.epoch + 1
         deltas: dict[int, StreamChunk | None] = {}
         for sid, sf in self.sources.items():
             self._where = f'source "{sf.rel.name}"'
             chunks = sf.take()
             if sid in self.tables:
-                self.tables[sid].pending.extend(chunks)
+                self.enqueue(sid, chunks)
             else:
                 deltas[sid] = source_delta(chunks)
                 self.rows_in += len(deltas[sid] or ())
                 self.watermarks.on_relation_delta(sf.rel, deltas[sid], self.job_ctx(sf.rel))
         faults.hit("sources_taken")
         c = cpu.lap("sources", c)
+        with self.queue_lock:  # the WAL records this epoch consumes are the chunks it drains
+            cut = self.wal_seq
+            for flow in self.tables.values():
+                flow.begin_drain()
         for tid, flow in self.tables.items():
             self._where = f'table "{flow.rel.name}"'
-            d = flow.drain()
+            with self.dml_lock(tid):  # a table's stored rows change only under its DML lock
+                d = flow.drain()
             if d is not None:
                 self.rows_in += len(d)
             deltas[tid] = d
@@ -288,7 +305,7 @@ class Runtime:
         faults.hit("sinks_stepped")
         c = cpu.lap("sinks", c)
         self._where = "the TTL cleanup"
-        clean_expired(self.tables, self.watermarks.current)  # WATERMARK ... WITH TTL
+        clean_expired(self.tables, self.watermarks.current, self.dml_lock)  # ... WITH TTL
         try:
             self._commit(cut, block=force)
         except SinkNotReady:
@@ -416,7 +433,7 @@ class Runtime:
         is restored in place, sources get their checkpointed offsets back, sinks reopen
         with their last pre-commit state. Returns the number of WAL records queued.
         """
-        with self.lock:
+        with self.lock, self.queue_lock:  # writers wait until the queues are rebuilt
             if plan_fn is not None:
                 self.plan_fn = plan_fn
             for sf in self.sources.values():
@@ -526,8 +543,9 @@ class Runtime:
                 self.row_ids.observe(
                     chunk.data.column(flow.rel.row_id_index).to_numpy(zero_copy_only=False)
                 )
-            flow.pending.append(chunk)
-            self.wal_seq = max(self.wal_seq, seq)
+            with self.queue_lock:
+                flow.pending.append(chunk)
+                self.wal_seq = max(self.wal_seq, seq)
             n += 1
         return n
 
@@ -630,7 +648,7 @@ class Runtime:
                 flow.step(snap, self.epoch + 1, force=True, emit=snapshot)
                 self._start_sources(rel)
             except BaseException:
-                self.catalog.relations.pop(rel.id, None)
+                self.catalog.discard(rel.id)
                 self.sinks.pop(rel.id, None)
                 if flow is not None:
                     flow.close()
@@ -770,13 +788,38 @@ class Runtime:
         snap = self._published
         return snap.row_count(rel_id) if rel_id in snap else None
 
+    def dml_lock(self, rel_id: int) -> threading.RLock:
+        """The lock serialising DML on one table (see the module docstring)."""
+        lk = self._dml_locks.get(rel_id)
+        if lk is None:
+            lk = self._dml_locks.setdefault(rel_id, threading.RLock())
+        return lk
+
     def live_rows(self, rel_id: int) -> pa.Table:
-        """A table's rows including DML not yet pushed by a barrier (for DELETE/UPDATE)."""
-        with self.lock:
-            flow = self.tables[rel_id]
-            if not flow.pending:
-                return flow.mat.snapshot()  # type: ignore[attr-defined]
-            return flow.mat.apply_preview(list(flow.pending))  # type: ignore[attr-defined]
+        """A table's rows including DML not yet pushed by a barrier (for DELETE/UPDATE).
+
+        Call under `dml_lock(rel_id)`: the stored rows do not change meanwhile, and stored
+        rows + the chunks being drained + the queued chunks are the table's latest rows
+        whatever the barrier does (it moves chunks from the queue into the stored rows,
+        which keeps that sum). Never waits for a barrier; during an in-process recovery
+        (a drain failed half-way) it waits until the table's flow is rebuilt."""
+        deadline = time.monotonic() + 60.0
+        while True:
+            with self.queue_lock:
+                flow = self.tables.get(rel_id)
+                if flow is None:
+                    from engine.errors import UndefinedTable
+
+                    raise UndefinedTable(f"relation with id {rel_id} does not exist")
+                chunks = [*flow.in_flight, *flow.pending]
+            if not flow.broken:
+                break
+            if time.monotonic() > deadline:
+                raise EpochFailed("the table's rows are being recovered; retry the statement")
+            time.sleep(0.005)
+        if not chunks:
+            return flow.mat.snapshot()  # type: ignore[attr-defined, no-any-return]
+        return flow.mat.apply_preview(chunks)  # type: ignore[attr-defined, no-any-return]
 
     # ------------------------------------------------------------------------------------
     # writes
@@ -784,20 +827,33 @@ class Runtime:
     def write(self, rel_id: int, chunk: StreamChunk) -> int:
         """Queue a DML chunk for the next barrier; returns its WAL sequence number.
 
-        The caller waits for `wal.wait_durable(seq)` (outside the lock) before answering.
+        Takes only `queue_lock` (never waits for a barrier). The caller waits for
+        `wal.wait_durable(seq)` before answering, and holds `dml_lock(rel_id)` when the
+        chunk was computed from the table's rows (UPDATE, DELETE, INSERT on a primary key).
         """
-        with self.lock:
+        payload = encode_wal_record(rel_id, chunk)
+        with self.queue_lock:
             flow = self.tables.get(rel_id)
             if flow is None:
                 from engine.errors import UndefinedTable
 
                 raise UndefinedTable(f"relation with id {rel_id} does not exist")
-            seq = self.wal.append(encode_wal_record(rel_id, chunk))
+            seq = self.wal.append(payload)
             flow.pending.append(chunk)
             self.wal_seq = max(self.wal_seq, seq)
             if self._oldest_write is None:
                 self._oldest_write = time.monotonic()
             return seq
+
+    def enqueue(self, rel_id: int, chunks: list[StreamChunk]) -> bool:
+        """Queue chunks that are not WAL records (a source's rows, rows sunk INTO a table,
+        whose durability is the checkpoint's); False when the table is gone."""
+        with self.queue_lock:
+            flow = self.tables.get(rel_id)
+            if flow is None:
+                return False
+            flow.pending.extend(chunks)
+            return True
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -138,9 +138,7 @@ class TableSinkWriter(BaseSinkWriter):
 
     def post_commit(self, epoch: int) -> None:
         chunks, self._epoch_chunks = self._epoch_chunks, []
-        flow = self.spec.runtime.tables.get(self.spec.into)
-        if flow is not None and chunks:
-            flow.pending.extend(chunks)
+        if chunks and self.spec.runtime.enqueue(self.spec.into, chunks):
             self.spec.runtime.fed_tables = True
 
     def recover(self, last_checkpoint_epoch: int, state: bytes | None) -> None:
@@ -149,9 +147,7 @@ class TableSinkWriter(BaseSinkWriter):
         batch = pa.ipc.open_stream(state).read_all().combine_chunks().to_batches()[0]
         ops = batch.column(batch.num_columns - 1)
         chunk = StreamChunk(ops, batch.drop_columns([OP_COLUMN]))
-        flow = self.spec.runtime.tables.get(self.spec.into)
-        if flow is not None:
-            flow.pending.append(chunk)
+        self.spec.runtime.enqueue(self.spec.into, [chunk])
 
 
 register_sink("table", TableSinkWriter)

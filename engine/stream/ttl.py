@@ -17,6 +17,8 @@ flow and a restart cleans once more (idempotent).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import pyarrow as pa
@@ -25,8 +27,14 @@ import pyarrow.compute as pc
 from engine.chunk import StreamChunk
 
 
-def clean_expired(tables: dict[int, Any], watermarks: dict[int, dict[int, int]]) -> int:
-    """Delete (without output) every TTL table's rows below its watermark; rows removed."""
+def clean_expired(
+    tables: dict[int, Any],
+    watermarks: dict[int, dict[int, int]],
+    lock: Callable[[int], AbstractContextManager[Any]] | None = None,
+) -> int:
+    """Delete (without output) every TTL table's rows below its watermark; rows removed.
+
+    `lock(table_id)`: held while a table's rows change (the runtime's DML lock)."""
     removed = 0
     for tid, flow in tables.items():
         spec = flow.rel.extra.get("watermark")
@@ -36,16 +44,21 @@ def clean_expired(tables: dict[int, Any], watermarks: dict[int, dict[int, int]])
         wm = watermarks.get(tid, {}).get(col)
         if wm is None or getattr(flow, "ttl_cleaned", None) == wm:
             continue
-        flow.ttl_cleaned = wm
-        snap = flow.mat.snapshot()
-        if snap.num_rows == 0:
-            continue
-        ts = snap.column(col)
-        micros = pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
-        old = pc.fill_null(pc.less(micros, pa.scalar(wm, pa.int64())), False)
-        expired = snap.filter(old)
-        if expired.num_rows == 0:
-            continue
-        flow.mat.step([StreamChunk.deletes(expired)])
-        removed += expired.num_rows
+        with lock(tid) if lock is not None else nullcontext():
+            flow.ttl_cleaned = wm
+            removed += _clean_one(flow, col, wm)
     return removed
+
+
+def _clean_one(flow: Any, col: int, wm: int) -> int:
+    snap = flow.mat.snapshot()
+    if snap.num_rows == 0:
+        return 0
+    ts = snap.column(col)
+    micros = pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)).cast(pa.int64())
+    old = pc.fill_null(pc.less(micros, pa.scalar(wm, pa.int64())), False)
+    expired = snap.filter(old)
+    if expired.num_rows == 0:
+        return 0
+    flow.mat.step([StreamChunk.deletes(expired)])
+    return int(expired.num_rows)

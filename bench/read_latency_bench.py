@@ -1,0 +1,235 @@
+"""Latency of reads and webhook acks while the dataflow is busy: p50/p99 in milliseconds.
+
+What a user sees on a loaded server: other sessions keep asking small things while big
+epochs go through the barrier. Through the real server (bench/_server.py), one probe
+thread per kind, each on its own connection, asks back to back (a short pause between
+requests) and records the client-side latency:
+
+* `SELECT 1`;
+* a point SELECT on a materialized view (`SELECT * FROM lb_agg WHERE g = 7`);
+* a webhook POST of one JSON row, acknowledged after the WAL fsync.
+
+Load phases (each `--seconds` long; probes run through all of them):
+
+0. `idle`: nothing else runs (the floor on this machine);
+1. `epochs`: a loader session inserts `--epoch-rows` rows (100,000 by default) into
+   `lb_src`, then FLUSHes, again and again, so each barrier carries a 100k-row epoch
+   through a GROUP BY view (`lb_agg`) and a join view (`lb_join`);
+2. `copy`: a loader session runs `COPY lb_copy FROM STDIN` of `--copy-rows` rows
+   (1,000,000 by default) again and again;
+3. `backfill`: a loader session creates (and drops) a materialized view over `lb_src`
+   (which holds every row the first phase inserted), so a backfill runs.
+
+Also reported: the loader's FLUSH latency in phase 1 (the barrier the probes did not wait
+for). Target: p99 of every probe below 20 ms.
+
+    python bench/read_latency_bench.py [--seconds 10] [--epoch-rows 100000]
+                                       [--copy-rows 1000000] [--phases idle,epochs,copy,backfill]
+                                       [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import report  # noqa: E402
+from _server import BenchServer  # noqa: E402
+
+TARGET_MS = 20.0
+PAUSE_S = 0.005  # between two requests of one probe
+POINT_SQL = "SELECT * FROM lb_agg WHERE g = 7"
+
+
+class Probe(threading.Thread):
+    """Repeats one request; latencies are filed under the phase running at the time."""
+
+    def __init__(self, name: str, make: Callable[[], Callable[[], None]], phase: list[str]):
+        super().__init__(name=name, daemon=True)
+        self.make = make
+        self.phase = phase
+        self.samples: dict[str, list[float]] = {}
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            ask = self.make()
+            while not self.stop.is_set():
+                t0 = time.perf_counter()
+                ask()
+                ms = (time.perf_counter() - t0) * 1000
+                self.samples.setdefault(self.phase[0], []).append(ms)
+                time.sleep(PAUSE_S)
+        except BaseException as e:  # reported by main
+            self.error = e
+
+
+def sql_probe(srv: BenchServer, sql: str) -> Callable[[], Callable[[], None]]:
+    def make() -> Callable[[], None]:
+        c = srv.connect()
+
+        def ask() -> None:
+            c.execute(sql).fetchall()
+
+        return ask
+
+    return make
+
+
+def webhook_probe(srv: BenchServer, table: str) -> Callable[[], Callable[[], None]]:
+    def make() -> Callable[[], None]:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.webhook_port, timeout=60)
+        body = json.dumps({"k": 1}).encode()
+        path = f"/webhook/dev/public/{table}"
+
+        def ask() -> None:
+            conn.request("POST", path, body, {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                raise RuntimeError(f"webhook answered {r.status}")
+
+        return ask
+
+    return make
+
+
+def copy_data(rows: int) -> bytes:
+    ids = np.arange(rows)
+    lines = np.char.add(np.char.add(ids.astype(str), ","), (ids % 1000).astype(str))
+    return ("\n".join(lines.tolist()) + "\n").encode()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--epoch-rows", type=int, default=100_000)
+    ap.add_argument("--copy-rows", type=int, default=1_000_000)
+    ap.add_argument("--phases", default="idle,epochs,copy,backfill")
+    ap.add_argument("--profile", action="store_true", help="py-spy the server meanwhile")
+    args = ap.parse_args()
+    phases = [p for p in args.phases.split(",") if p]
+    with BenchServer(barrier_ms=1000) as srv:
+        with srv.connect() as c:
+            c.execute("CREATE TABLE lb_src (id BIGINT PRIMARY KEY, g INT, v BIGINT)")
+            c.execute("CREATE TABLE lb_dim (g INT PRIMARY KEY, name VARCHAR)")
+            c.execute(
+                "INSERT INTO lb_dim SELECT g, 'g' || g::varchar FROM generate_series(0, 999) g"
+            )
+            c.execute(
+                "CREATE MATERIALIZED VIEW lb_agg AS "
+                "SELECT g, count(*) AS n, sum(v) AS s FROM lb_src GROUP BY g"
+            )
+            c.execute(
+                "CREATE MATERIALIZED VIEW lb_join AS SELECT d.name, count(*) AS n "
+                "FROM lb_src s JOIN lb_dim d ON s.g = d.g GROUP BY d.name"
+            )
+            c.execute("CREATE TABLE lb_copy (id BIGINT, g INT)")
+            c.execute("CREATE TABLE lb_w (data JSONB) WITH (connector = 'webhook')")
+            c.execute("INSERT INTO lb_src VALUES (0, 7, 1)")
+            c.execute("FLUSH")
+        phase = ["warmup"]
+        probes = [
+            Probe("SELECT 1", sql_probe(srv, "SELECT 1"), phase),
+            Probe(
+                "point SELECT on a view", sql_probe(srv, "SELECT * FROM lb_agg WHERE g = 7"), phase
+            ),
+            Probe("webhook ack", webhook_probe(srv, "lb_w"), phase),
+        ]
+        for p in probes:
+            p.start()
+        time.sleep(1.0)
+        flushes: list[float] = []
+        next_id = [1]
+        loader = srv.connect()
+
+        def epochs() -> None:
+            n, start = args.epoch_rows, next_id[0]
+            next_id[0] += n
+            loader.execute(
+                f"INSERT INTO lb_src SELECT g, g % 1000, g FROM "
+                f"generate_series({start}, {start + n - 1}) AS g"
+            )
+            t0 = time.perf_counter()
+            loader.execute("FLUSH")
+            flushes.append((time.perf_counter() - t0) * 1000)
+
+        data = copy_data(args.copy_rows) if "copy" in phases else b""
+
+        def copy() -> None:
+            with loader.cursor().copy("COPY lb_copy FROM STDIN WITH (FORMAT csv)") as cp:
+                for i in range(0, len(data), 1 << 20):
+                    cp.write(data[i : i + (1 << 20)])
+
+        def backfill() -> None:
+            loader.execute(
+                "CREATE MATERIALIZED VIEW lb_bf AS SELECT g, count(*) AS n, max(v) AS m "
+                "FROM lb_src GROUP BY g"
+            )
+            loader.execute("DROP MATERIALIZED VIEW lb_bf")
+
+        def idle() -> None:
+            time.sleep(0.1)
+
+        work = {"idle": idle, "epochs": epochs, "copy": copy, "backfill": backfill}
+        rounds: dict[str, int] = {}
+        spy = args.profile and srv.profile_start(srv.dir / "profile.txt")
+        for name in phases:
+            phase[0] = name
+            end = time.monotonic() + args.seconds
+            while time.monotonic() < end:
+                work[name]()
+                rounds[name] = rounds.get(name, 0) + 1
+        phase[0] = "done"
+        if spy:
+            srv.profile_stop()
+        for p in probes:
+            p.stop.set()
+        for p in probes:
+            p.join(timeout=120)
+        loader.close()
+        for p in probes:
+            if p.error is not None:
+                raise RuntimeError(f"probe {p.name} failed") from p.error
+        rows_in = {"epochs": args.epoch_rows, "copy": args.copy_rows, "backfill": next_id[0]}
+        for name in phases:
+            note = (
+                f"{rounds.get(name, 0)} rounds of {rows_in[name]:,} rows" if name != "idle" else ""
+            )
+            for p in probes:
+                lat = np.array(p.samples.get(name, [0.0]))
+                for q in (50, 99):
+                    report(
+                        "read_latency",
+                        f"{p.name}, during {name}, p{q}",
+                        float(np.percentile(lat, q)),
+                        "ms",
+                        mode="e2e",
+                        target=TARGET_MS if q == 99 else None,
+                        note=f"{len(lat)} requests; {note}".rstrip("; "),
+                    )
+        if flushes:
+            f = np.array(flushes)
+            report(
+                "read_latency",
+                f"FLUSH of a {args.epoch_rows:,}-row epoch (the barrier), p50",
+                float(np.percentile(f, 50)),
+                "ms",
+                mode="e2e",
+                note=f"{len(f)} barriers; the probes above do not wait for it",
+            )
+
+
+if __name__ == "__main__":
+    main()
