@@ -34,7 +34,9 @@ process started (DDL runs barriers too). The points, in barrier order (`POINTS`)
 | `post_committed` | every sink's post-commit ran (the barrier is complete) |
 
 Outside the barrier (`OTHER_POINTS`): `recovery`, in `Runtime.recover` once the old flows
-are gone and before the checkpoint is read (at startup and after a failed epoch).
+are gone and before the checkpoint is read (at startup and after a failed epoch);
+`copy_queued`, in COPY FROM STDIN once its rows are in the WAL and the table's queue
+(before the WAL fsync is awaited; a table with a primary key still holds its DML lock).
 
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
@@ -64,7 +66,7 @@ POINTS = (
     "post_committed",
 )
 
-OTHER_POINTS = ("recovery",)
+OTHER_POINTS = ("recovery", "copy_queued")
 
 
 class InjectedFailure(RuntimeError):

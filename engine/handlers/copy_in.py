@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from engine import faults
 from engine.api import QueryResult
 from engine.errors import InvalidTransactionState, UndefinedColumn, UndefinedTable
 from engine.sql.parser import Statement
@@ -73,6 +74,7 @@ def insert_columns(session: Any, columns: list[pa.Array]) -> QueryResult:
         arrays[c] = col if col.type == want else col.cast(want)
     with insert_lock(rt, rel):  # never waits for a barrier: WAL append + queue
         seq = write_inserts(rt, rel, arrays, n)
+        faults.hit("copy_queued")
     # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
     result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))
     return result

@@ -818,8 +818,8 @@ class Runtime:
                 raise EpochFailed("the table's rows are being recovered; retry the statement")
             time.sleep(0.005)
         if not chunks:
-            return flow.mat.snapshot()  # type: ignore[attr-defined, no-any-return]
-        return flow.mat.apply_preview(chunks)  # type: ignore[attr-defined, no-any-return]
+            return flow.mat.snapshot()  # type: ignore[attr-defined]
+        return flow.mat.apply_preview(chunks)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------------------------
     # writes
@@ -838,7 +838,7 @@ class Runtime:
                 from engine.errors import UndefinedTable
 
                 raise UndefinedTable(f"relation with id {rel_id} does not exist")
-            seq = self.wal.append(payload)
+            seq: int = self.wal.append(payload)
             flow.pending.append(chunk)
             self.wal_seq = max(self.wal_seq, seq)
             if self._oldest_write is None:

@@ -5,8 +5,9 @@ A barrier is held still in the middle of its step with `SWELL_PAUSE_AT` (the ser
 sessions get answers: `SELECT 1`, a point SELECT on a materialized view (the last
 committed epoch), a psql `\\d`-style catalog query, an UPDATE and a webhook write (both
 acknowledged once durable in the WAL). Only then is the barrier released, and the log
-shows it resumed after all of them. Then two sessions increment one row concurrently
-while timer barriers run: no increment is lost. No assertion depends on a duration.
+shows it resumed after all of them. The same while a 1,000,000-row COPY is held after
+queueing its rows. Then two sessions increment one row concurrently while timer barriers
+run: no increment is lost. No assertion depends on a duration.
 """
 
 from __future__ import annotations
@@ -143,3 +144,46 @@ def test_concurrent_increments_of_one_row_are_never_lost(
         assert one(c, "SELECT v FROM nw_c WHERE id = 1") == 2 * n
         assert one(c, "SELECT v FROM nw_c WHERE id = 2") == 0
         assert one(c, "SELECT s FROM nw_cv") == 2 * n
+
+
+def test_reads_answer_while_a_million_row_copy_is_held(
+    make_server: Callable[..., SwellServer], tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold-copy"
+    srv = make_server(
+        barrier_interval_ms=3_600_000,
+        env={faults.PAUSE_ENV: "copy_queued:1+", faults.PAUSE_FILE_ENV: str(hold)},
+    )
+    with srv.connect() as c:
+        c.execute("CREATE TABLE nw_k (id BIGINT PRIMARY KEY, g INT)")
+        c.execute("CREATE MATERIALIZED VIEW nw_kv AS SELECT g, count(*) AS n FROM nw_k GROUP BY g")
+        c.execute("INSERT INTO nw_k VALUES (0, 7)")
+        c.execute("FLUSH")
+    data = "".join(f"{i},{i % 10}\n" for i in range(1, 1_000_001)).encode()
+    hold.touch()
+    copied: list[str] = []
+
+    def copy() -> None:
+        with srv.connect() as c, c.cursor().copy("COPY nw_k FROM STDIN WITH (FORMAT csv)") as cp:
+            for i in range(0, len(data), 1 << 20):
+                cp.write(data[i : i + (1 << 20)])
+        copied.append("COPY returned")
+
+    copier = threading.Thread(target=copy)
+    copier.start()
+    try:
+        wait_for_log(srv, "SWELL_PAUSE_AT: paused at copy_queued")
+        with srv.connect() as c:
+            assert one(c, "SELECT 1") == 1
+            assert one(c, "SELECT n FROM nw_kv WHERE g = 7") == 1
+            assert [r[1] for r in c.execute(PSQL_D).fetchall()] == ["nw_k", "nw_kv"]
+        assert "resumed at" not in srv.log_text()
+        assert copier.is_alive() and not copied
+    finally:
+        hold.unlink()
+        copier.join(timeout=120)
+    assert copied == ["COPY returned"]
+    with srv.connect() as c:
+        c.execute("FLUSH")
+        assert one(c, "SELECT count(*) FROM nw_k") == 1_000_001
+        assert one(c, "SELECT sum(n) FROM nw_kv") == 1_000_001
