@@ -141,6 +141,7 @@ class Runtime:
         self.lock = threading.RLock()
         self.queue_lock = threading.RLock()  # WAL order = queue order (module docstring)
         self._dml_locks: dict[int, threading.RLock] = {}  # per table, kept across recovery
+        self._frozen: set[int] = set()  # tables whose column layout is changing (no writes)
         self.tables: dict[int, TableFlow] = {}
         self.views: dict[int, ViewFlow] = {}
         self.sinks: dict[int, SinkFlow] = {}
@@ -600,22 +601,28 @@ class Runtime:
         state tables, the old ones deleted by the checkpoint this ends with (one atomic
         commit with the catalog). Nothing is emitted downstream (no row changed); jobs
         reading the table are fed the columns they were planned with from then on."""
-        with self.lock:
-            self.barrier(force=True)
-            old = self.tables[rel.id]
-            rows = old.mat.snapshot()  # type: ignore[attr-defined]
-            rows = change(rows)
-            self.tables.pop(rel.id)
-            self._dropped.extend(old.tables)
-            for name in [n for n in rel.state_tables if n.startswith("mat.")]:
-                rel.state_tables.pop(name)
-            flow = self._add_table(rel, load=False)
-            if rows.num_rows:
-                flow.mat.step([StreamChunk.inserts(rows)])
-            for job in [*self.views.values(), *(s.graph for s in self.sinks.values())]:
-                job.bind_scans(self.catalog.relations)
-            self.catalog.version += 1
-            self._dirty_catalog = True
+        with self.lock, self.dml_lock(rel.id):  # DML on the table waits for the change
+            with self.queue_lock:  # writes into it wait too (`write`), then see the new layout
+                self._frozen.add(rel.id)
+            try:
+                self.barrier(force=True)
+                old = self.tables[rel.id]
+                rows = old.mat.snapshot()  # type: ignore[attr-defined]
+                rows = change(rows)
+                self.tables.pop(rel.id)
+                self._dropped.extend(old.tables)
+                for name in [n for n in rel.state_tables if n.startswith("mat.")]:
+                    rel.state_tables.pop(name)
+                flow = self._add_table(rel, load=False)
+                if rows.num_rows:
+                    flow.mat.step([StreamChunk.inserts(rows)])
+                for job in [*self.views.values(), *(s.graph for s in self.sinks.values())]:
+                    job.bind_scans(self.catalog.relations)
+                self.catalog.version += 1
+                self._dirty_catalog = True
+            finally:
+                with self.queue_lock:
+                    self._frozen.discard(rel.id)
             self.barrier(force=True)
 
     def create_sink(self, rel: Relation, plan: StreamPlan, snapshot: bool) -> None:
@@ -832,18 +839,28 @@ class Runtime:
         chunk was computed from the table's rows (UPDATE, DELETE, INSERT on a primary key).
         """
         payload = encode_wal_record(rel_id, chunk)
-        with self.queue_lock:
-            flow = self.tables.get(rel_id)
-            if flow is None:
-                from engine.errors import UndefinedTable
+        while True:
+            with self.queue_lock:
+                flow = self.tables.get(rel_id)
+                if flow is None:
+                    from engine.errors import UndefinedTable
 
-                raise UndefinedTable(f"relation with id {rel_id} does not exist")
-            seq: int = self.wal.append(payload)
-            flow.pending.append(chunk)
-            self.wal_seq = max(self.wal_seq, seq)
-            if self._oldest_write is None:
-                self._oldest_write = time.monotonic()
-            return seq
+                    raise UndefinedTable(f"relation with id {rel_id} does not exist")
+                if rel_id not in self._frozen:
+                    if chunk.data.num_columns != len(flow.rel.fields):
+                        from engine.errors import ObjectNotInPrerequisiteState
+
+                        raise ObjectNotInPrerequisiteState(
+                            f'table "{flow.rel.name}" was altered while the statement ran',
+                            hint="Run the statement again.",
+                        )
+                    seq: int = self.wal.append(payload)
+                    flow.pending.append(chunk)
+                    self.wal_seq = max(self.wal_seq, seq)
+                    if self._oldest_write is None:
+                        self._oldest_write = time.monotonic()
+                    return seq
+            time.sleep(0.002)  # ALTER TABLE is changing the layout (`rebuild_table`)
 
     def enqueue(self, rel_id: int, chunks: list[StreamChunk]) -> bool:
         """Queue chunks that are not WAL records (a source's rows, rows sunk INTO a table,
