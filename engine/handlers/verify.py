@@ -6,7 +6,8 @@ gives. This statement lets a user check any view at any time, without stopping a
 
 How: without any lock the statement takes the last committed epoch's snapshot
 (`Runtime.committed()`: every table's and view's rows as of one epoch E) and plans the
-view's query ad hoc (the batch planner, with the view owner's rights). Then the query runs over the relations' rows of that same snapshot, with the streaming jobs'
+view's query ad hoc (the batch planner, with the view owner's rights). Then the query
+runs over the relations' rows of that same snapshot, with the streaming jobs'
 NULL-on-error semantics (a failing expression yields NULL for its row, as in the view),
 and both row multisets are compared on the view's visible columns (floating-point values
 to 12 significant digits, since an incremental sum adds in another order).
