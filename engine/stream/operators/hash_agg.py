@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
@@ -62,7 +63,7 @@ from engine.stream.operators.frames import (
     polars_frame,
     py_values,
 )
-from engine.types import Field, arrow_schema
+from engine.types import Field, TypeKind, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,12 @@ def _objects(values: list[Any]) -> np.ndarray:
     return arr
 
 Key = tuple[Any, ...]
+_SAFE_SUM = 1.5e28
+"""A chunk whose numeric magnitudes add up below this cannot overflow a delta sum (the
+vectorised sums hold 38 digits: up to about 1.7e28 with numeric's 10 decimals)."""
+_PART_SUM = 6e27
+"""Magnitude per part of a split chunk: with single values below 1e28, a part sums below
+1.6e28."""
 _COUNT = "__cnt"
 
 
@@ -207,7 +214,76 @@ class HashAggOp(Operator):
                 if self._global and () not in self._groups:
                     return self._emit_initial()
                 return None
-            return self._apply(chunk)
+            cuts = self._decimal_cuts(chunk)
+            if cuts is None:
+                return self._apply(chunk)
+            return self._apply_in_parts(chunk, cuts)
+
+    def _decimal_cuts(self, chunk: StreamChunk) -> list[int] | None:
+        """Row offsets splitting `chunk` so that no numeric sum of one part can pass the
+        128-bit range the vectorised delta sums in (polars wraps silently past it), or
+        None when the whole chunk is safe (the common case: one float sum per column)."""
+        risky = [
+            a.arg
+            for a in self.aggs
+            if a.arg is not None
+            and a.kind in ("sum", "avg")
+            and self.input_schema[a.arg].type.kind is TypeKind.NUMERIC
+        ]
+        if not risky:
+            return None
+        change = np.zeros(len(chunk), dtype=bool)
+        split = False
+        for arg in dict.fromkeys(risky):
+            mag = pc.abs(chunk.data.column(arg).cast(pa.float64()))
+            mag = pc.fill_null(mag, 0.0).to_numpy(zero_copy_only=False)
+            if float(mag.sum()) < _SAFE_SUM:
+                continue
+            split = True
+            part = np.floor(np.cumsum(mag) / _PART_SUM)
+            change[1:] |= part[1:] != part[:-1]
+        if not split:
+            return None
+        return [0, *np.flatnonzero(change).tolist(), len(chunk)]
+
+    def _apply_in_parts(self, chunk: StreamChunk, cuts: list[int]) -> StreamChunk | None:
+        """`_apply` part after part (the state stays exact between them), the outputs merged
+        into one change per group: its value before the chunk and after it."""
+        outs = [
+            self._apply(StreamChunk(chunk.ops.slice(a, b - a), chunk.data.slice(a, b - a)))
+            for a, b in zip(cuts, cuts[1:], strict=False)
+            if b > a
+        ]
+        out = StreamChunk.concat([o for o in outs if o is not None])
+        if out is None:
+            return None
+        nk = len(self.group_keys)
+        keys = list(zip(*[out.data.column(i).to_pylist() for i in range(nk)], strict=True))
+        if nk == 0:
+            keys = [()] * len(out)
+        ops = out.ops.to_pylist()
+        first_old: dict[Any, int] = {}
+        last: dict[Any, tuple[int, int]] = {}
+        for i, (k, op) in enumerate(zip(keys, ops, strict=True)):
+            if op in (Op.DELETE, Op.UPDATE_DELETE):
+                first_old.setdefault(k, i)
+            last[k] = (i, op)
+        take: list[int] = []
+        new_ops: list[int] = []
+        for k, (i, op) in last.items():
+            old = first_old.get(k)
+            if op in (Op.INSERT, Op.UPDATE_INSERT):
+                if old is None:
+                    take.append(i)
+                    new_ops.append(Op.INSERT)
+                else:
+                    take.extend((old, i))
+                    new_ops.extend((Op.UPDATE_DELETE, Op.UPDATE_INSERT))
+            elif old is not None:
+                take.append(old)
+                new_ops.append(Op.DELETE)
+        idx = pa.array(take, pa.int64())
+        return StreamChunk(pa.array(new_ops, pa.int8()), out.data.take(idx))
 
     def _emit_initial(self) -> StreamChunk:
         init = self._init_state
