@@ -38,6 +38,7 @@ from typing import Any
 from engine.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options, redact_validate
 from engine.catalog.system import relation_oid
+from engine.latency import Histogram
 from engine.plan.stream_codec import decode_node
 from engine.state import codec
 
@@ -83,10 +84,22 @@ def overview(runtime: Any) -> dict[str, Any]:
         "barrier_interval_ms": runtime.barrier_interval * 1000,
         "last_barrier_ms": runtime.last_barrier_ms,
         "failure": None if failure is None else failure.message,
+        # means since start (engine.latency histograms): write -> visible, checkpoint commit
+        "freshness_mean_ms": _mean_ms(getattr(runtime, "freshness_seconds", None)),
+        "checkpoint_mean_ms": _mean_ms(
+            getattr(getattr(runtime, "checkpointer", None), "duration_seconds", None)
+        ),
         "barrier_log": [list(b) for b in list(getattr(runtime, "barrier_log", ()))],
         "relations": relations,
         "jobs": jobs,
     }
+
+
+def _mean_ms(h: Any) -> float | None:
+    if not isinstance(h, Histogram):
+        return None
+    _, total, count = h.snapshot()
+    return total / count * 1000 if count else None
 
 
 def _relation(

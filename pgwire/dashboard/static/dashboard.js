@@ -45,6 +45,12 @@
     kv(box, "barriers", d.barriers);
     kv(box, "last barrier", d.last_barrier_ms.toFixed(1) + " ms");
     kv(box, "barrier interval", d.barrier_interval_ms + " ms");
+    if (d.freshness_mean_ms !== null) {
+      kv(box, "freshness (mean)", d.freshness_mean_ms.toFixed(1) + " ms");
+    }
+    if (d.checkpoint_mean_ms !== null) {
+      kv(box, "checkpoint (mean)", d.checkpoint_mean_ms.toFixed(1) + " ms");
+    }
     kv(box, "relations", d.relations.length);
     kv(box, "streaming jobs", d.jobs.length);
     if (d.failure) box.append(el("p", "last epoch failed: " + d.failure, "error"));

@@ -97,6 +97,7 @@ def test_overview_lists_relations_jobs_operators_and_state_tables(db: Any) -> No
     assert 'data-operator="HashAggOp"' in mv["svg"]
     assert doc["barrier_log"] and doc["barrier_log"][-1][1] == doc["epoch"]
     assert "<svg" in doc["latency_svg"]
+    assert doc["freshness_mean_ms"] > 0 and doc["checkpoint_mean_ms"] > 0
     # no credential anywhere in the document
     assert "hunter2-sink-pw" not in json.dumps(doc)
 
