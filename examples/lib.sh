@@ -40,17 +40,19 @@ wait_port() {  # wait_port PORT [what]
   fail "${2:-port $1} did not start listening"
 }
 
-# A Swell server: sets PG_PORT, WEBHOOK_PORT, METRICS_PORT.
+# A Swell server: sets PG_PORT, WEBHOOK_PORT, METRICS_PORT, DASHBOARD_PORT.
 start_swell() {
   PG_PORT=$(free_port); WEBHOOK_PORT=$(free_port); METRICS_PORT=$(free_port)
+  DASHBOARD_PORT=$(free_port)
   "$PY" -m pgwire.cli playground --listen-addr "127.0.0.1:$PG_PORT" \
     --webhook-listen-addr "127.0.0.1:$WEBHOOK_PORT" \
     --prometheus-listener-addr "127.0.0.1:$METRICS_PORT" \
+    --dashboard-listen-addr "127.0.0.1:$DASHBOARD_PORT" \
     --data-dir "$WORK/swell-data" --barrier-interval-ms 200 >"$WORK/swell.log" 2>&1 &
   PIDS+=($!)
   wait_port "$PG_PORT" "swell (pgwire)"
   wait_port "$WEBHOOK_PORT" "swell (webhook)"
-  say "swell listening on 127.0.0.1:$PG_PORT (webhooks on $WEBHOOK_PORT)"
+  say "swell listening on 127.0.0.1:$PG_PORT (webhooks on $WEBHOOK_PORT, dashboard on http://127.0.0.1:$DASHBOARD_PORT/)"
 }
 
 # Run SQL against the server, printing rows as `psql -At` does (columns joined by `|`).
