@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from engine.catalog import Relation, RelationKind
-from engine.catalog.credentials import redact_options, redact_validate
+from engine.catalog.credentials import option_credentials, redact_options, redact_validate, scrub
 from engine.catalog.system import relation_oid
 from engine.latency import Histogram
 from engine.plan.stream_codec import decode_node
@@ -68,6 +68,8 @@ def overview(runtime: Any) -> dict[str, Any]:
         if err is not None:
             entry["errors"] = entry.get("errors", 0) + err[0]
             entry["last_error"] = entry.get("last_error") or err[1]
+        # a connector's message might echo a credential option's value: never shown
+        entry["last_error"] = scrub(entry["last_error"], option_credentials(rel.options))
         relations.append(entry)
         if rel.id in views:
             jobs.append(job_graph(rel, views[rel.id], rels, stored_rows=entry["rows"]))

@@ -100,6 +100,11 @@ def test_overview_lists_relations_jobs_operators_and_state_tables(db: Any) -> No
     assert doc["freshness_mean_ms"] > 0 and doc["checkpoint_mean_ms"] > 0
     # no credential anywhere in the document
     assert "hunter2-sink-pw" not in json.dumps(doc)
+    # not even when a connector's error message echoes it
+    db.runtime.sinks[rels["sk"]["id"]].status.last_error = "auth failed with hunter2-sink-pw"
+    doc = api_overview(db, Rates())
+    (sk,) = [r for r in doc["relations"] if r["name"] == "sk"]
+    assert sk["last_error"] == "auth failed with [REDACTED]"
 
 
 def test_rates_and_job_errors_show_up_after_more_work(db: Any) -> None:
