@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from engine import expr as ex
-from engine.errors import not_supported
+from engine.errors import NumericValueOutOfRange, not_supported
 from engine.expr.nonstrict import ErrorSink
 from engine.plan.logical import Agg, AggSpec
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
@@ -149,10 +149,36 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     return pl.when(ok_nn.any()).then(fn).otherwise(None).alias(f"a{i}")
 
 
+def _check_numeric_sums(p: Agg, t: pa.Table) -> None:
+    """polars sums numerics in 128 bits and wraps silently past about 1.7e28: refuse an
+    input where one group's numeric magnitudes add up to 1.5e28 or more (22003) rather
+    than answer a wrapped sum. (`HashAggOp`, which serves plain aggregations, splits such
+    input instead.)"""
+    for spec in p.aggs:
+        if spec.kind not in ("sum", "avg") or spec.arg is None:
+            continue
+        col = t.column(spec.arg)
+        if not pa.types.is_decimal(col.type):
+            continue
+        mag = pc.abs(col.cast(pa.float64()))
+        total = pc.sum(mag).as_py()
+        if total is not None and total >= 1.5e28 and p.group_keys:
+            keys = {f"k{i}": t.column(k) for i, k in enumerate(p.group_keys)}
+            per = pa.table({**keys, "m": mag}).group_by(list(keys)).aggregate([("m", "sum")])
+            total = pc.max(per.column("m_sum")).as_py()
+        if total is not None and total >= 1.5e28:
+            raise NumericValueOutOfRange(
+                "numeric field overflow",
+                detail="The sum can exceed Swell's numeric range (28 digits before the "
+                "decimal point) together with string_agg, array_agg or jsonb_agg.",
+            )
+
+
 def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Table:
     """The aggregation of `t`; `errors` (streaming jobs) makes a failing user-defined
     aggregate NULL for its group and reports it instead of raising."""
     schema = arrow_schema(p.schema)
+    _check_numeric_sums(p, t)
     cols: dict[str, Any] = {}
     for k in p.group_keys:
         cols[f"k{k}"] = t.column(k)

@@ -32,7 +32,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import WindowingError, not_supported
+from engine.errors import NumericValueOutOfRange, WindowingError, not_supported
 from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
 
@@ -342,7 +342,10 @@ def _sum_avg(
     if call.kind == "sum":
         if exact:
             out = [_q(x) if h else None for x, h in zip(tot.tolist(), has.tolist(), strict=True)]
-            return pa.array(out, t.arrow)
+            try:
+                return pa.array(out, t.arrow)
+            except pa.ArrowInvalid:  # an exact sum past numeric's 28 integer digits
+                raise NumericValueOutOfRange("numeric field overflow") from None
         return pa.array(tot, mask=~has).cast(t.arrow)
     if t.kind is TypeKind.NUMERIC:
         out = [
