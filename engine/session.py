@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,7 @@ DEFAULT_VARS: dict[str, str] = {
     "rw_implicit_flush": "false",
     "implicit_flush": "false",
     "background_ddl": "false",
+    "backfill_rate_limit": "-1",
     "streaming_parallelism": "adaptive",
     "query_mode": "auto",
     "max_split_range_gap": "8",
@@ -173,6 +175,9 @@ class SwellSession:
         # the token of a COPY FROM STDIN whose rows are still arriving (pgwire's data phase)
         self._copy_token: cancellation.CancelToken | None = None
         self.closed = False
+        # sends a NOTICE to the client while a statement runs (set by pgwire; None: the
+        # notices go with the statement's result), e.g. a waiting CREATE's progress
+        self.notify: Callable[[Notice], bool] | None = None
         # streaming data errors already reported to this session (its last FLUSH warns
         # about the ones after it; engine.stream.event_log)
         self._errors_seen = self._errors_total()
@@ -432,6 +437,12 @@ class SwellSession:
             if uploader is not None:  # --state-store: FLUSH returns once its epoch is on S3
                 uploader.wait_uploaded(epoch, check=cancellation.check)  # cancel, timeout
             return self._flushed()
+        if k in ("cancel_jobs", "wait"):
+            from engine.handlers import jobs
+
+            if k == "wait":
+                return jobs.wait_all(self)
+            return jobs.cancel_jobs(self, st.args["ids"])
         if k == "explain":
             return query.explain(self, st)
         if k in ("show_objects", "describe", "show_create", "show_special"):
@@ -513,6 +524,10 @@ class SwellSession:
             value = show_time_ms(parse_time_ms(name, value))
         if name == MEMORY_SETTING:
             value = show_bytes(parse_bytes(name, value))
+        if name == "backfill_rate_limit":
+            from engine.handlers.jobs import parse_rate_limit
+
+            value = parse_rate_limit(value)
         if name in ("rw_implicit_flush", "implicit_flush", "background_ddl"):
             low = value.lower()
             if low not in ("true", "false", "on", "off", "1", "0", "t", "f"):

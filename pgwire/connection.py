@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from engine.api import QueryResult, Session
+from engine.api import Notice, QueryResult, Session
 from engine.errors import (
     EngineError,
     FeatureNotSupported,
@@ -187,6 +187,21 @@ class Connection:
             self.out.clear()
         await self.writer.drain()
 
+    def _notifier(self, loop: asyncio.AbstractEventLoop) -> Callable[[Notice], bool]:
+        """`Session.notify`: a NOTICE sent while a statement runs (a waiting CREATE's
+        progress), from the worker thread, written with whatever is buffered before it."""
+
+        def send_now(data: bytes) -> None:
+            self.send(data)
+            self.writer.write(bytes(self.out))
+            self.out.clear()
+
+        def notify(notice: Notice) -> bool:
+            loop.call_soon_threadsafe(send_now, notice_response(notice))
+            return True
+
+        return notify
+
     def timezone(self) -> tzinfo:
         assert self.session is not None
         return zone(self.session.timezone)
@@ -297,6 +312,7 @@ class Connection:
         try:
             await authenticate(self, user)
             self.session = await self.call(self.server.db.connect, user, database, options)
+            self.session.notify = self._notifier(asyncio.get_running_loop())
         except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
             if isinstance(exc, (InvalidAuthorization, InvalidPassword)):
                 self.server.auth_failures += 1

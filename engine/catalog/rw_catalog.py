@@ -13,6 +13,7 @@ connectors add their own status relations (rw_sink_status, rw_iceberg_sinks...).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.catalog.catalog import Relation, RelationKind
@@ -25,7 +26,7 @@ from engine.catalog.system import (
     register_system_relation,
     relation_oid,
 )
-from engine.types import BIGINT, BOOLEAN, INT, VARCHAR, Field, list_of
+from engine.types import BIGINT, BOOLEAN, DOUBLE, INT, TIMESTAMPTZ, VARCHAR, Field, list_of
 
 _BASE = [
     Field("id", INT),
@@ -162,7 +163,9 @@ def streaming_jobs(ctx: SystemContext) -> list[tuple[Any, ...]]:
             continue
         status = "RUNNING"
         flow = sinks.get(r.id)
-        if flow is not None:
+        if r.extra.get("creating"):  # backfilling (engine.stream.backfill)
+            status = "CREATING"
+        elif flow is not None:
             state = getattr(getattr(flow, "status", None), "state", "running")
             status = str(state).upper()
         out.append((relation_oid(r), r.name, r.kind.value.upper(), status, _definition(ctx, r)))
@@ -255,14 +258,38 @@ _register(
     streaming_jobs,
 )
 
+
+def _ddl_progress(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    """rw_ddl_progress: one row per creating job (RisingWave's columns, then Swell's
+    rows done / total and rate)."""
+    backfill = getattr(ctx.db.runtime, "backfill", None)
+    if backfill is None:
+        return []
+    out = []
+    for job, stmt, create_type, progress, started, done, total, rate in backfill.progress_rows():
+        out.append((
+            relation_oid(job.rel), stmt, create_type, progress,
+            datetime.fromtimestamp(started, UTC), False, "ARRANGEMENT",
+            done, total, float(rate),
+        ))  # fmt: skip
+    return out
+
+
+_register(
+    "rw_ddl_progress",
+    [
+        Field("ddl_id", BIGINT),
+        Field("ddl_statement", VARCHAR),
+        Field("create_type", VARCHAR),
+        Field("progress", VARCHAR),
+        Field("initialized_at", TIMESTAMPTZ),
+        Field("is_serverless_backfill", BOOLEAN),
+        Field("backfill_type", VARCHAR),
+        Field("rows_done", BIGINT),
+        Field("rows_total", BIGINT),
+        Field("rows_per_second", DOUBLE),
+    ],
+    _ddl_progress,
+)
+
 _ = NAMESPACE_OIDS
-
-
-def show_jobs(session: Any) -> Any:
-    """SHOW JOBS: every streaming job with its status (DDL here completes synchronously,
-    so there is no creation progress to show)."""
-    from engine.api import QueryResult
-
-    rows = [(j[0], j[4], j[3]) for j in streaming_jobs(SystemContext(session.db, session))]
-    fields = [Field("Id", INT), Field("Statement", VARCHAR), Field("Status", VARCHAR)]
-    return QueryResult(f"SHOW {len(rows)}", fields, rows)

@@ -23,6 +23,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.handlers.column_defs import column_field, key_names
+from engine.handlers.jobs import job_options, wait_for_job
 from engine.plan.logical import PlanNode
 from engine.plan.plan_udf import functions_used
 from engine.plan.planner import Planner, check_unique_names
@@ -325,8 +326,8 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
         splan = None
         if materialized:
             splan = lower_stream_plan(plan, state_ids(rel, cat))
-        rt.create_view(rel, splan)
-    return QueryResult(f"CREATE_{kind.tag_name}")
+        job = rt.create_view(rel, splan, job_options(session, st.sql.strip()))
+    return wait_for_job(session, job, f"CREATE_{kind.tag_name}")
 
 
 def _column_list(ast: exp.Create) -> list[str]:

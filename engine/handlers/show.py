@@ -81,7 +81,7 @@ def run(session: Any, st: Statement) -> QueryResult:
         if what == "all":
             return session._show("all")
         if what == "jobs":
-            from engine.catalog.rw_catalog import show_jobs
+            from engine.handlers.jobs import show_jobs
 
             return show_jobs(session)
     raise EngineError(f"unsupported SHOW {st.sql}")

@@ -32,6 +32,7 @@ from engine.errors import (
     WrongObjectType,
     not_supported,
 )
+from engine.handlers.jobs import job_options, wait_for_job
 from engine.plan.logical import Filter as PlanFilter
 from engine.plan.logical import Join, PlanNode, Project, Scan, UnionAll
 from engine.plan.plan_udf import functions_used
@@ -232,9 +233,13 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         used = functions_used(cat, query_sql)  # DROP FUNCTION refuses while they exist
         if used:
             rel.extra["functions"] = used
-        rt.create_sink(rel, lower_stream_plan(plan, state_ids(rel, cat), materialize=False),
-                       snapshot)
-    return QueryResult("CREATE_SINK")
+        job = rt.create_sink(
+            rel,
+            lower_stream_plan(plan, state_ids(rel, cat), materialize=False),
+            snapshot,
+            job_options(session, st.sql.strip()),
+        )
+    return wait_for_job(session, job, "CREATE_SINK")
 
 
 def interrupt_sinks(session: Any, names: list[tuple[str, str | None]]) -> None:

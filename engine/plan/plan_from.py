@@ -17,6 +17,7 @@ from engine.catalog.privileges import check_read, reading_as_owner
 from engine.errors import (
     InvalidColumnReference,
     SqlSyntaxError,
+    UndefinedTable,
     not_supported,
 )
 from engine.plan.helpers import (
@@ -71,6 +72,9 @@ class FromPlannerMixin:
             if sys_node is not None:
                 return sys_node
             rel = self.catalog.get(name, schema_name, position=_pos(item))
+            if rel.extra.get("creating"):  # still backfilling: not readable (RisingWave)
+                shown = f"{schema_name}.{name}" if schema_name else name
+                raise UndefinedTable(f'relation "{shown}" does not exist', position=_pos(item))
             check_read(rel)  # 42501 without SELECT (engine/catalog/privileges.py)
             if rel.kind is RelationKind.VIEW:
                 from engine.sql.parser import parse_one

@@ -390,6 +390,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         return Statement("verify", text, args=parse_verify(body))
     if head == "FLUSH" and len(words) == 1:
         return Statement("flush", text)
+    if head == "WAIT" and len(words) == 1:
+        return Statement("wait", text)
+    if head == "CANCEL" and words[1:2] in (["JOBS"], ["JOB"]):
+        return Statement("cancel_jobs", text, args={"ids": _job_ids(body)})
     if head in ("BEGIN", "START"):
         return Statement("begin", text)
     if head in ("COMMIT", "END"):
@@ -510,3 +514,11 @@ def _parse_show(words: list[str], body: str, text: str) -> Statement:
     if name == "time zone":
         name = "timezone"
     return Statement("show", text, args={"name": name})
+
+
+def _job_ids(body: str) -> list[int]:
+    """The ids of `CANCEL JOBS 1, 2`."""
+    m = re.match(r"^CANCEL\s+JOBS?\s+(\d+(?:\s*,\s*\d+)*)\s*;?\s*$", body, re.I | re.S)
+    if m is None:
+        raise SqlSyntaxError('syntax error at or near "CANCEL"', hint="CANCEL JOBS id [, id ...]")
+    return [int(x) for x in m[1].split(",")]

@@ -3,9 +3,11 @@
 Threading: three kinds of locks, always taken in this order (never the other way):
 
 * `lock` (the epoch lock, an RLock) guards the flows and the stepping of the dataflow:
-  the barrier thread takes it for one whole step + commit, DDL for the whole change
-  (backfill included, ending with a checkpoint), recovery for the rebuild. Nothing a
-  client reads or writes takes it:
+  the barrier thread takes it for one whole step + commit, DDL for the catalog change
+  (ending with a checkpoint), recovery for the rebuild, and the backfill of a new
+  materialized view or sink one bounded slice at a time between barriers
+  (`engine.stream.backfill`; its CREATE waits without it). Nothing a client reads or
+  writes takes it:
 * `dml_lock(table_id)` serialises the DML of one table: a statement holds it while it
   evaluates against the table's latest rows (`live_rows`: stored rows plus the chunks
   queued or being drained) and queues its chunk, so two concurrent `UPDATE t SET v = v +
@@ -64,7 +66,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine import cancel as cancellation
 from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
@@ -76,6 +77,7 @@ from engine.latency import Histogram
 from engine.plan.logical import PlanNode
 from engine.plan.stream_plan import StreamPlan
 from engine.state.table import StateTable
+from engine.stream.backfill import PROGRESS_TABLE, Backfiller, BackfillJob, UpstreamState
 from engine.stream.build import build_plan
 from engine.stream.cpu import StreamCpu
 from engine.stream.event_log import EventLog
@@ -185,6 +187,7 @@ class Runtime:
         self.rows_in = 0
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
         self._published = EpochSnapshot(-1)  # the last committed epoch's rows (committed())
+        self.backfill = Backfiller(self)  # creating jobs (engine.stream.backfill)
 
     # ------------------------------------------------------------------------------------
     # lifecycle
@@ -194,9 +197,11 @@ class Runtime:
             self._publish()  # the recovered (checkpointed) state is a committed epoch
         self._thread = threading.Thread(target=self._loop, name="swell-barrier", daemon=True)
         self._thread.start()
+        self.backfill.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self.backfill.stop()
         if self._thread is not None:
             self._thread.join(timeout=30)
         try:
@@ -259,6 +264,7 @@ class Runtime:
             or any(s.backlog or s.wants_checkpoint() for s in self.sinks.values())
             or any(v.time_driven for v in self.views.values())
             or any(s.has_data() for s in self.sources.values())
+            or self.backfill.dirty
         )
         if not has_work and not force and not self._dirty_catalog and not self._dropped:
             return self.epoch
@@ -293,16 +299,25 @@ class Runtime:
             self.watermarks.on_relation_delta(flow.rel, d, self.job_ctx(flow.rel))
         faults.hit("tables_drained")
         c = cpu.lap("tables", c)
+        jobs = self.backfill.jobs
         for vid in sorted(self.views):
             view = self.views[vid]
             self._where = f'materialized view "{view.rel.name}"'
-            deltas[vid] = view.step(deltas, watermarks=self.watermarks.current, cpu=cpu)
-            self.watermarks.set_view(vid, view.out_watermarks)
+            job = jobs.get(vid)
+            if job is not None:  # creating: the position rule, watermarks withheld
+                deltas[vid] = view.step(job.forward(deltas), cpu=cpu)
+            else:
+                deltas[vid] = view.step(deltas, watermarks=self.watermarks.current, cpu=cpu)
+                self.watermarks.set_view(vid, view.out_watermarks)
             faults.hit("view_stepped", view.rel.name)
         c = cpu.lap("views", c)
         for sid in sorted(self.sinks):
             self._where = f'sink "{self.sinks[sid].spec.name}"'
-            self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
+            job = jobs.get(sid)
+            if job is not None:
+                self.sinks[sid].step(job.forward(deltas), self.epoch + 1)
+            else:
+                self.sinks[sid].step(deltas, self.epoch + 1, watermarks=self.watermarks.current)
         faults.hit("sinks_stepped")
         c = cpu.lap("sinks", c)
         self._where = "the TTL cleanup"
@@ -360,6 +375,7 @@ class Runtime:
             if sink_state[sid] is not None:
                 extra[f"sink.{sid}"] = sink_state[sid]  # type: ignore[assignment]
         self.checkpointer.commit(self.epoch, wal_cut, tables, extra, self._dropped)
+        self.backfill.committed()
         self._publish()
         self._dropped = []
         self._dirty_catalog = False
@@ -447,6 +463,7 @@ class Runtime:
             # rw_sink_status / rw_source_* counters carry over to the rebuilt flows
             self._carried = {k: sk.status for k, sk in self.sinks.items()}
             self._carried_sources = {k: sf.status for k, sf in self.sources.items()}
+            self.backfill.clear()  # creating jobs resume from their committed positions
             rollback = bool(self.tables or self.views or self.sinks or self.sources)
             self.tables = {}
             self.views = {}
@@ -524,11 +541,15 @@ class Runtime:
             self._add_table(rel, load=True)
         elif rel.kind is RelationKind.MATERIALIZED_VIEW:
             assert splan is not None
-            self._add_view(rel, splan, load=True)
+            view = self._add_view(rel, splan, load=True)
+            if rel.extra.get("creating"):
+                self._start_backfill(rel, view, load=True)
         elif rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION):
             assert splan is not None
             flow = self._add_sink(rel, splan, load=True)
             flow.reopen(self.epoch, self._meta_extra.get(f"sink.{rel.id}"))
+            if rel.extra.get("creating"):
+                self._start_backfill(rel, flow, load=True)
         if is_connector_relation(rel):
             self._add_source(rel, self._source_positions.pop(rel.id, None))
         self._start_sources(rel)
@@ -625,11 +646,20 @@ class Runtime:
                     self._frozen.discard(rel.id)
             self.barrier(force=True)
 
-    def create_sink(self, rel: Relation, plan: StreamPlan, snapshot: bool) -> None:
-        """Add a sink: validate + open its writer, backfill (unless snapshot=false), commit."""
+    def create_sink(
+        self, rel: Relation, plan: StreamPlan, snapshot: bool, job: dict[str, Any] | None = None
+    ) -> BackfillJob | None:
+        """Add a sink: validate + open its writer, then fill it from the existing data.
+
+        With `snapshot = 'false'` the operators step over the existing rows at once (their
+        state must be right) without handing the output to the writer. Otherwise the sink
+        is created as a backfilling job (`engine.stream.backfill`; `job` holds its
+        statement, background flag and rate limit) and returned; the caller waits for it.
+        """
         with self.lock:
             self.barrier()  # acknowledged DML counts as existing data (snapshot = 'false')
             flow: SinkFlow | None = None
+            bf: BackfillJob | None = None
             try:
                 flow = build_sink_flow(
                     rel,
@@ -643,25 +673,31 @@ class Runtime:
                 flow.writer.validate()
                 flow.writer.open()
                 flow.stopping = self._stop
+                if snapshot and flow.upstream():
+                    rel.extra["creating"] = True
                 self.catalog.add(rel)
                 self.sinks[rel.id] = flow
-                snap: dict[int, StreamChunk | None] = {}
-                for rid in flow.upstream():
-                    if rid in self.tables or rid in self.views or rid in self.sources:
-                        t = self.snapshot(rid)
-                        snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
-                # operators always see the snapshot (their state must be right); the writer
-                # only with snapshot = 'true'
-                flow.step(snap, self.epoch + 1, force=True, emit=snapshot)
+                if rel.extra.get("creating"):
+                    flow.step({}, self.epoch + 1, force=True)
+                    bf = self._start_backfill(rel, flow, load=False, **(job or {}))
+                else:
+                    snap: dict[int, StreamChunk | None] = {}
+                    for rid in flow.upstream():
+                        if rid in self.tables or rid in self.views or rid in self.sources:
+                            t = self.snapshot(rid)
+                            snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
+                    flow.step(snap, self.epoch + 1, force=True, emit=snapshot)
                 self._start_sources(rel)
             except BaseException:
                 self.catalog.discard(rel.id)
                 self.sinks.pop(rel.id, None)
+                self.backfill.forget(rel.id)
                 if flow is not None:
                     flow.close()
                 raise
             self._dirty_catalog = True
             self.barrier(force=True)
+            return bf
 
     def mark_catalog_dirty(self) -> None:
         """A catalog entry changed in place (ALTER): the next checkpoint stores the catalog."""
@@ -708,29 +744,108 @@ class Runtime:
             self._dirty_catalog = True
             self.barrier(force=True)
 
-    def create_view(self, rel: Relation, plan: StreamPlan | None) -> None:
-        """Add a view; for a materialized view (with its stored stream plan, see
-        `engine.stream.job_plan`), backfill from the upstream snapshots."""
+    def create_view(
+        self, rel: Relation, plan: StreamPlan | None, job: dict[str, Any] | None = None
+    ) -> BackfillJob | None:
+        """Add a view; a materialized view (with its stored stream plan, see
+        `engine.stream.job_plan`) is created as a backfilling job over its upstreams
+        (`engine.stream.backfill`; `job`: statement, background flag, rate limit), which
+        is returned for the caller to wait on. Ends with a checkpoint."""
         with self.lock:
+            bf: BackfillJob | None = None
             self.catalog.add(rel)
             try:
                 if plan is not None:
                     flow = self._add_view(rel, store_plan(rel, plan), load=False)
-                    snap: dict[int, StreamChunk | None] = {}
-                    for rid in flow.upstream():
-                        t = self.snapshot(rid)
-                        snap[rid] = StreamChunk.inserts(t) if t.num_rows else None
-                    cancellation.check()  # a cancel or statement_timeout: no view
-                    flow.step(snap, force=True, watermarks=self.watermarks.current)
-                    cancellation.check()
-                    self.watermarks.set_view(rel.id, flow.out_watermarks)
+                    # operators see an empty start first (a global aggregate's first row)
+                    flow.step({}, force=True)
+                    if flow.upstream():
+                        rel.extra["creating"] = True
+                        bf = self._start_backfill(rel, flow, load=False, **(job or {}))
+                    else:
+                        self.watermarks.set_view(rel.id, flow.out_watermarks)
                     self._start_sources(rel)
             except BaseException:
                 self.catalog.remove(rel.id)
                 self.views.pop(rel.id, None)
+                self.backfill.forget(rel.id)
                 raise
             self._dirty_catalog = True
             self.barrier(force=True)
+            return bf
+
+    # ------------------------------------------------------------------------------------
+    # backfill (engine.stream.backfill)
+    # ------------------------------------------------------------------------------------
+    def _start_backfill(
+        self,
+        rel: Relation,
+        flow: ViewFlow | SinkFlow,
+        load: bool,
+        statement: str = "",
+        background: bool = False,
+        rate_limit: int | None = None,
+    ) -> BackfillJob:
+        """Track a creating job: its progress table (loaded on recovery) and upstreams."""
+        tid = rel.state_tables.get(PROGRESS_TABLE)
+        if tid is None:
+            tid = rel.state_tables[PROGRESS_TABLE] = self.catalog.allocate_state_table_id()
+        table = StateTable(tid, f"{rel.name}.{PROGRESS_TABLE}")
+        if load:
+            table.load(self.store)
+        flow.tables.append(table)
+        ups: dict[int, UpstreamState] = {}
+        for rid in sorted(flow.upstream()):
+            up = self.tables.get(rid) or self.views.get(rid)
+            keys = list(up.mat.pk) if up is not None else None  # type: ignore[attr-defined]
+            ups[rid] = UpstreamState(rid, keys)
+        if isinstance(flow, SinkFlow):
+
+            def step(d: dict[int, StreamChunk | None], f: SinkFlow = flow) -> None:
+                f.step(d, self.epoch + 1)
+        else:
+
+            def step(d: dict[int, StreamChunk | None], f: ViewFlow = flow) -> None:
+                f.step(d)
+
+        job = BackfillJob(
+            rel, ups, table, step, statement or rel.definition, background, rate_limit
+        )
+        if load:
+            job.load()
+        else:
+            job.save()
+        self.backfill.add(job)
+        return job
+
+    def upstream_pin(self, rel_id: int) -> Pinned:
+        """An upstream's rows now (a source: read up to the reader's position)."""
+        return self.pin(rel_id)
+
+    def finish_backfill(self, job: BackfillJob) -> None:
+        """Every upstream is read: the job is created; commit (under the lock)."""
+        rel = job.rel
+        rel.extra.pop("creating", None)
+        flow: Any = self.views.get(rel.id) or self.sinks.get(rel.id)
+        if flow is not None and job.table in flow.tables:
+            flow.tables.remove(job.table)
+        rel.state_tables.pop(PROGRESS_TABLE, None)
+        self._dropped.append(job.table)
+        self._dirty_catalog = True
+        log.info("backfill finished job=%s rows=%d", rel.name, job.rows_done())
+        self.barrier(force=True)
+        self.backfill.forget(rel.id)
+
+    def cancel_job(self, rel_id: int) -> bool:
+        """Drop a creating job (CANCEL JOBS, a cancelled CREATE): no catalog entry, no
+        state left. False if no such job is creating."""
+        with self.lock:
+            job = self.backfill.jobs.get(rel_id)
+            if job is None:
+                return False
+            log.info("backfill cancelled job=%s", job.rel.name)
+            self.drop([job.rel])
+            return True
 
     def drop(self, rels: list[Relation]) -> None:
         with self.lock:
@@ -745,6 +860,7 @@ class Runtime:
                 if flow is not None:
                     self._dropped.extend(flow.tables)
                 self.watermarks.forget(rel.id)
+                self.backfill.forget(rel.id)
                 self.catalog.remove(rel.id)
                 sf = self.sources.pop(rel.id, None)
                 if sf is not None:

@@ -1,0 +1,345 @@
+"""Background backfill: new materialized views and sinks fill from existing data while
+the dataflow keeps running (RisingWave's arrangement backfill).
+
+Why: filling a new job from its upstreams' whole snapshot in one step holds the runtime
+lock for as long as that takes, so every other session, view and barrier waits. Instead:
+
+* `CREATE MATERIALIZED VIEW` / `CREATE SINK` adds the job as *creating*
+  (`Relation.extra["creating"]`): its flow is in the runtime, its catalog entry exists
+  (the name is taken, SELECT and new views cannot bind it yet, as in RisingWave) and a
+  `BackfillJob` tracks it here.
+* At every barrier the job's operators get its upstreams' deltas through the position
+  rule (`BackfillJob.forward`): per upstream, rows whose key is at or before the
+  backfill position pass, the others are dropped; a finished upstream passes everything,
+  one not started yet nothing. Watermarks are withheld until the job is done, so
+  watermark-driven operators (EMIT ON WINDOW CLOSE, interval-join expiry) never treat
+  snapshot rows read later as late.
+* Between barriers the backfill thread (`Backfiller`) takes the lock for one bounded slice
+  per job (`SLICE_SECONDS` of work, sized from the job's measured rate and its
+  `backfill_rate_limit`), reads the next key range of the current upstream with
+  `engine.stream.backfill_cursor.SnapshotCursor` and steps the job with those rows as
+  inserts, then releases the lock, so other sessions and barriers run in between.
+  Upstreams are filled one after another (a join's sides each have their own position).
+  A source (Kafka) upstream is read once, up to the reader's committed position.
+* The positions, rows done and the job's settings are a state table of the job
+  (`backfill.progress` in `Relation.state_tables`), committed with the job's operator
+  state in each checkpoint: after a crash the job is rebuilt as creating and resumes from
+  the last committed positions.
+* When every upstream is done, the job's `creating` mark is removed and a checkpoint
+  commits it; the waiting CREATE (unless `background_ddl`) returns. `CANCEL JOBS` and a
+  cancelled CREATE drop the creating job like DROP does: no catalog entry, no state.
+
+Progress (`progress_rows`) is shown by `rw_catalog.rw_ddl_progress` and SHOW JOBS.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.chunk import StreamChunk
+from engine.state.table import StateTable
+from engine.stream.backfill_cursor import Key, SnapshotCursor, key_le
+
+log = logging.getLogger("swell.backfill")
+
+PROGRESS_TABLE = "backfill.progress"
+"""The job's state table of positions (a name in `Relation.state_tables`)."""
+SLICE_SECONDS = 0.05
+"""Target lock hold of one backfill slice; slices are sized from the measured rate."""
+MIN_SLICE_ROWS = 256
+MAX_SLICE_ROWS = 1 << 18
+
+NOT_STARTED, RUNNING, DONE = 0, 1, 2
+
+
+@dataclass
+class UpstreamState:
+    """One upstream's backfill: position rule and snapshot cursor."""
+
+    rel_id: int
+    key_cols: list[int] | None  # None: a source, read once
+    status: int = NOT_STARTED
+    pos: Key | None = None
+    rows_done: int = 0
+    cursor: SnapshotCursor | None = None
+    preparing: bool = False
+
+    def forward(self, chunk: StreamChunk | None) -> StreamChunk | None:
+        """The part of an upstream delta the job takes now (the position rule)."""
+        if chunk is None or len(chunk) == 0 or self.status == DONE:
+            return chunk
+        if self.status == NOT_STARTED or self.key_cols is None:
+            return None
+        assert self.pos is not None
+        keep = key_le(chunk.data, self.key_cols, self.pos)
+        if keep.all():
+            return chunk
+        if not keep.any():
+            return None
+        m = pa.array(keep)
+        return StreamChunk(chunk.ops.filter(m), chunk.data.filter(m))
+
+
+@dataclass
+class BackfillJob:
+    """A creating materialized view or sink and its upstreams' backfill state."""
+
+    rel: Any  # engine.catalog.Relation
+    upstreams: dict[int, UpstreamState]
+    table: StateTable
+    step: Callable[[dict[int, StreamChunk | None]], None]  # steps the job's operators
+    statement: str = ""
+    background: bool = False
+    rate_limit: int | None = None  # rows/s; 0 pauses; None: unlimited
+    initialized_at: float = field(default_factory=time.time)
+    slice_rows: int = 4096
+    rate: float = 0.0  # measured rows/s of the last slices
+    _allowance: float = 0.0
+    _last: float = field(default_factory=time.monotonic)
+    dirty: bool = False  # progress not yet committed
+    finishing: bool = False
+
+    # -- persistence ---------------------------------------------------------------------
+    def save(self) -> None:
+        self.table.put(
+            ("job",),
+            (self.initialized_at, self.rate_limit, self.background, self.statement),
+        )
+        for u in self.upstreams.values():
+            self.table.put(("up", u.rel_id), (u.status, u.rows_done, u.pos))
+        self.dirty = True
+
+    def load(self) -> None:
+        job = self.table.get(("job",))
+        if job is not None:
+            self.initialized_at, self.rate_limit, self.background, self.statement = job
+        for u in self.upstreams.values():
+            v = self.table.get(("up", u.rel_id))
+            if v is not None:
+                u.status, u.rows_done, pos = v
+                u.pos = tuple(pos) if pos is not None else None
+
+    # -- barrier side --------------------------------------------------------------------
+    def forward(self, deltas: dict[int, StreamChunk | None]) -> dict[int, StreamChunk | None]:
+        out = dict(deltas)
+        for rid, u in self.upstreams.items():
+            if rid in out:
+                out[rid] = u.forward(out[rid])
+        return out
+
+    @property
+    def done(self) -> bool:
+        return all(u.status == DONE for u in self.upstreams.values())
+
+    def rows_done(self) -> int:
+        return sum(u.rows_done for u in self.upstreams.values())
+
+    # -- slices --------------------------------------------------------------------------
+    def budget(self, now: float) -> int:
+        """Rows the next slice may read (0: wait)."""
+        n = self.slice_rows
+        if self.rate_limit is not None:
+            elapsed = now - self._last
+            self._allowance = min(
+                self._allowance + elapsed * self.rate_limit, max(self.rate_limit, 1)
+            )
+            self._last = now
+            n = min(n, int(self._allowance))
+        return max(n, 0)
+
+    def took(self, rows: int, seconds: float) -> None:
+        """Size the next slice from this one's rate."""
+        if self.rate_limit is not None:
+            self._allowance = max(0.0, self._allowance - rows)
+        if rows and seconds > 0:
+            r = rows / seconds
+            self.rate = r if self.rate == 0 else 0.7 * self.rate + 0.3 * r
+            self.slice_rows = int(
+                np.clip(self.rate * SLICE_SECONDS, MIN_SLICE_ROWS, MAX_SLICE_ROWS)
+            )
+
+
+class Backfiller:
+    """The runtime's creating jobs and the thread that backfills them (see the module
+    docstring). Every method that touches jobs runs under the runtime lock, except
+    the cursors' sorting, which reads immutable pins."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.rt = runtime
+        self.jobs: dict[int, BackfillJob] = {}
+        self.changed = threading.Condition()  # notified when a job finishes or goes away
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.failed: dict[int, Exception] = {}  # job relation id -> why it was dropped
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="swell-backfill", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def add(self, job: BackfillJob) -> None:
+        self.jobs[job.rel.id] = job
+        self._wake.set()
+
+    def forget(self, rel_id: int) -> None:
+        if self.jobs.pop(rel_id, None) is not None:
+            self._notify()
+
+    def clear(self) -> None:
+        """All jobs go (a rollback rebuilds them from the checkpoint; waiters keep
+        waiting, so they are not told)."""
+        self.jobs = {}
+
+    def _notify(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
+
+    @property
+    def dirty(self) -> bool:
+        return any(j.dirty for j in self.jobs.values())
+
+    def committed(self) -> None:
+        """The checkpoint holds every job's progress (called after each commit)."""
+        for j in self.jobs.values():
+            j.dirty = False
+        self._notify()
+
+    # -- the thread ----------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if not self.jobs:
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            try:
+                waited = self._round()
+            except Exception:  # keep the thread alive; the barrier's rollback rebuilds jobs
+                log.exception("backfill slice failed")
+                waited = 0.5
+            # let other threads take the lock between slices
+            self._stop.wait(max(waited, 0.002))
+
+    def _round(self) -> float:
+        """One slice of every job that can proceed; returns how long to pause after."""
+        pause = 0.2
+        for job in list(self.jobs.values()):
+            u = next((u for u in job.upstreams.values() if u.status != DONE), None)
+            if u is None:
+                self._finish(job)
+                continue
+            if u.key_cols is not None and (u.cursor is None or not u.cursor.prepared):
+                self._prepare(job, u)
+                pause = 0.0
+                continue
+            n = job.budget(time.monotonic())
+            if n <= 0:
+                continue
+            self._slice(job, u, n)
+            pause = 0.0
+        return pause
+
+    def _prepare(self, job: BackfillJob, u: UpstreamState) -> None:
+        """Pin the upstream under the lock, sort outside it."""
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is not job:
+                return
+            pin = self.rt.upstream_pin(u.rel_id)
+            cursor = SnapshotCursor(u.key_cols or [], u.pos if u.status == RUNNING else None)
+        cursor.prepare(pin)
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is job:
+                u.cursor = cursor
+
+    def _slice(self, job: BackfillJob, u: UpstreamState, n: int) -> None:
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is not job:
+                return
+            t0 = time.perf_counter()
+            if u.key_cols is None:  # a source: everything up to the reader's position
+                rows, final = self.rt.upstream_pin(u.rel_id).table(), True
+            else:
+                assert u.cursor is not None
+                rows, final = u.cursor.next_slice(self.rt.upstream_pin(u.rel_id), n)
+            got = rows.num_rows if rows.num_columns else 0
+            if got:
+                try:
+                    job.step({u.rel_id: StreamChunk.inserts(rows)})
+                except Exception as e:  # the half-stepped job cannot go on: drop it
+                    self._fail(job, e)
+                    return
+            u.rows_done += got
+            if final:
+                u.status, u.pos, u.cursor = DONE, None, None
+            else:
+                assert u.cursor is not None
+                u.status, u.pos = RUNNING, u.cursor.pos
+            job.save()
+            job.took(got, time.perf_counter() - t0)
+            if job.done:
+                self._finish(job)
+
+    def _fail(self, job: BackfillJob, e: Exception) -> None:
+        log.error("backfill of %s failed; the job is dropped", job.rel.name, exc_info=e)
+        self.failed[job.rel.id] = e
+        self.rt.cancel_job(job.rel.id)
+
+    def _finish(self, job: BackfillJob) -> None:
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is not job:
+                return
+            self.rt.finish_backfill(job)
+
+    # -- waiting -------------------------------------------------------------------------
+    def wait(self, rel_id: int, timeout: float) -> bool:
+        """Wait until the job is gone (finished, cancelled or failed); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while rel_id in self.jobs:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.5))
+        return True
+
+    # -- progress ------------------------------------------------------------------------
+    def progress_rows(self) -> list[tuple[Any, ...]]:
+        """(job, statement, create type, progress, initialized_at, rows done, rows total,
+        rows/s) per creating job, in RisingWave's progress format."""
+        out = []
+        for job in list(self.jobs.values()):
+            done = job.rows_done()
+            total = done
+            for u in job.upstreams.values():
+                if u.status == DONE:
+                    continue
+                # the last committed epoch's count: no lock (catalog reads never wait)
+                upstream = (self.rt.row_count(u.rel_id) or 0) if u.key_cols else 0
+                left = u.cursor.remaining() if u.cursor is not None else upstream
+                total += left if u.cursor is not None else max(upstream - u.rows_done, 0)
+            if total == 0:
+                text = "99.99%"
+            else:
+                frac = min(done / total, 0.9999)
+                text = f"{frac * 100:.2f}% ({done}/{total})"
+            out.append((
+                job, job.statement, "BACKGROUND" if job.background else "FOREGROUND", text,
+                job.initialized_at, done, total, job.rate,
+            ))  # fmt: skip
+        return out
