@@ -1,7 +1,9 @@
 """CREATE TABLE / MATERIALIZED VIEW / VIEW and DROP.
 
 Every DDL runs under the runtime lock and ends with a checkpoint, so when the statement
-returns the catalog change (and a new view's backfilled contents) is durable.
+returns the catalog change is durable. A new materialized view then fills in the
+background (`engine.stream.backfill`); CREATE waits for it outside the lock
+(`engine.handlers.jobs.wait_for_job`) unless `background_ddl` is set.
 """
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +56,8 @@ PROGRESS_TABLE = "backfill.progress"
 """The job's state table of positions (a name in `Relation.state_tables`)."""
 SLICE_SECONDS = 0.05
 """Target lock hold of one backfill slice; slices are sized from the measured rate."""
+RATE_WINDOW = 5.0
+"""Seconds of progress the shown rate is computed over."""
 MIN_SLICE_ROWS = 256
 MAX_SLICE_ROWS = 1 << 18
 
@@ -101,7 +105,8 @@ class BackfillJob:
     rate_limit: int | None = None  # rows/s; 0 pauses; None: unlimited
     initialized_at: float = field(default_factory=time.time)
     slice_rows: int = 4096
-    rate: float = 0.0  # measured rows/s of the last slices
+    rate: float = 0.0  # rows/s of the slices' own work (sizes the next slice)
+    marks: deque[tuple[float, int]] = field(default_factory=deque)  # (time, rows done)
     _allowance: float = 0.0
     _last: float = field(default_factory=time.monotonic)
     dirty: bool = False  # progress not yet committed
@@ -142,6 +147,13 @@ class BackfillJob:
     def rows_done(self) -> int:
         return sum(u.rows_done for u in self.upstreams.values())
 
+    def wall_rate(self) -> float:
+        """Rows per second over the last `RATE_WINDOW` seconds (what the user sees)."""
+        if len(self.marks) < 2:
+            return 0.0
+        (t0, r0), (t1, r1) = self.marks[0], self.marks[-1]
+        return (r1 - r0) / (t1 - t0) if t1 > t0 else 0.0
+
     # -- slices --------------------------------------------------------------------------
     def budget(self, now: float) -> int:
         """Rows the next slice may read (0: wait)."""
@@ -159,6 +171,10 @@ class BackfillJob:
         """Size the next slice from this one's rate."""
         if self.rate_limit is not None:
             self._allowance = max(0.0, self._allowance - rows)
+        now = time.monotonic()
+        self.marks.append((now, self.rows_done()))
+        while len(self.marks) > 2 and self.marks[0][0] < now - RATE_WINDOW:
+            self.marks.popleft()
         if rows and seconds > 0:
             r = rows / seconds
             self.rate = r if self.rate == 0 else 0.7 * self.rate + 0.3 * r
@@ -180,6 +196,7 @@ class Backfiller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.failed: dict[int, Exception] = {}  # job relation id -> why it was dropped
+        self._finishing: set[int] = set()
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
@@ -197,6 +214,18 @@ class Backfiller:
     def add(self, job: BackfillJob) -> None:
         self.jobs[job.rel.id] = job
         self._wake.set()
+
+    @contextmanager
+    def finishing(self, rel_id: int) -> Iterator[None]:
+        """The job leaves `jobs` (the barrier steps it as a created job) while its
+        waiters keep waiting until the block (the commit) is over."""
+        self._finishing.add(rel_id)
+        self.jobs.pop(rel_id, None)
+        try:
+            yield
+        finally:
+            self._finishing.discard(rel_id)
+            self._notify()
 
     def forget(self, rel_id: int) -> None:
         if self.jobs.pop(rel_id, None) is not None:
@@ -311,7 +340,7 @@ class Backfiller:
         """Wait until the job is gone (finished, cancelled or failed); False on timeout."""
         deadline = time.monotonic() + timeout
         with self.changed:
-            while rel_id in self.jobs:
+            while rel_id in self.jobs or rel_id in self._finishing:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -340,6 +369,6 @@ class Backfiller:
                 text = f"{frac * 100:.2f}% ({done}/{total})"
             out.append((
                 job, job.statement, "BACKGROUND" if job.background else "FOREGROUND", text,
-                job.initialized_at, done, total, job.rate,
+                job.initialized_at, done, total, job.wall_rate(),
             ))  # fmt: skip
         return out

@@ -833,8 +833,9 @@ class Runtime:
         self._dropped.append(job.table)
         self._dirty_catalog = True
         log.info("backfill finished job=%s rows=%d", rel.name, job.rows_done())
-        self.barrier(force=True)
-        self.backfill.forget(rel.id)
+        # this checkpoint already steps it as a created job (watermarks flow again)
+        with self.backfill.finishing(rel.id):
+            self.barrier(force=True)
 
     def cancel_job(self, rel_id: int) -> bool:
         """Drop a creating job (CANCEL JOBS, a cancelled CREATE): no catalog entry, no
