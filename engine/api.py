@@ -11,6 +11,7 @@ per client connection; `db.close()` stops the loop after a final checkpoint.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,6 +73,10 @@ class PreparedStatement(Protocol):
 
 class Session(Protocol):
     """One client connection's view of the database: session variables and statements."""
+
+    # set by the frontend: sends a NOTICE at once while a statement runs (a waiting
+    # CREATE's progress); returns False if it could not
+    notify: Callable[[Notice], bool] | None
 
     def execute_simple(self, sql: str) -> list[QueryResult]:
         """Run every statement in `sql` (simple query protocol).

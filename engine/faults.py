@@ -36,7 +36,9 @@ process started (DDL runs barriers too). The points, in barrier order (`POINTS`)
 Outside the barrier (`OTHER_POINTS`): `recovery`, in `Runtime.recover` once the old flows
 are gone and before the checkpoint is read (at startup and after a failed epoch);
 `copy_queued`, in COPY FROM STDIN once its rows are in the WAL and the table's queue
-(before the WAL fsync is awaited; a table with a primary key still holds its DML lock).
+(before the WAL fsync is awaited; a table with a primary key still holds its DML lock);
+`backfill_sliced`, after each slice of a creating job's backfill (between barriers,
+`engine.stream.backfill`).
 
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
@@ -66,7 +68,7 @@ POINTS = (
     "post_committed",
 )
 
-OTHER_POINTS = ("recovery", "copy_queued")
+OTHER_POINTS = ("recovery", "copy_queued", "backfill_sliced")
 
 
 class InjectedFailure(RuntimeError):

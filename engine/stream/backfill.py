@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine import faults
 from engine.chunk import StreamChunk
 from engine.state.table import StateTable
 from engine.stream.backfill_cursor import Key, SnapshotCursor, key_le
@@ -54,7 +55,7 @@ log = logging.getLogger("swell.backfill")
 
 PROGRESS_TABLE = "backfill.progress"
 """The job's state table of positions (a name in `Relation.state_tables`)."""
-SLICE_SECONDS = 0.05
+SLICE_SECONDS = 0.1
 """Target lock hold of one backfill slice; slices are sized from the measured rate."""
 RATE_WINDOW = 5.0
 """Seconds of progress the shown rate is computed over."""
@@ -321,6 +322,7 @@ class Backfiller:
                 u.status, u.pos = RUNNING, u.cursor.pos
             job.save()
             job.took(got, time.perf_counter() - t0)
+            faults.hit("backfill_sliced", job.rel.name)
             if job.done:
                 self._finish(job)
 

@@ -799,13 +799,11 @@ class Runtime:
             up = self.tables.get(rid) or self.views.get(rid)
             keys = list(up.mat.pk) if up is not None else None  # type: ignore[attr-defined]
             ups[rid] = UpstreamState(rid, keys)
-        if isinstance(flow, SinkFlow):
 
-            def step(d: dict[int, StreamChunk | None], f: SinkFlow = flow) -> None:
-                f.step(d, self.epoch + 1)
-        else:
-
-            def step(d: dict[int, StreamChunk | None], f: ViewFlow = flow) -> None:
+        def step(d: dict[int, StreamChunk | None], f: ViewFlow | SinkFlow = flow) -> None:
+            if isinstance(f, SinkFlow):
+                f.step(d, self.epoch + 1)  # its output goes to the writer with this epoch
+            else:
                 f.step(d)
 
         job = BackfillJob(

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from engine import faults
 from harness.server import SwellServer
 
 ROWS = 6000
@@ -117,8 +118,10 @@ def test_background_ddl_cancel_and_wait(fresh_server: SwellServer) -> None:
         c.execute("SET background_ddl = true")
         c.execute("SET backfill_rate_limit = 0")  # paused: stays creating
         c.execute("CREATE MATERIALIZED VIEW paused AS SELECT id, v FROM big WHERE g = 3")
+        c.execute("FLUSH")
+        c.execute("FLUSH")
         (job_id, progress, done, total, kind) = _progress(c, "paused")
-        assert kind == "BACKGROUND" and done == 0 and total == ROWS
+        assert kind == "BACKGROUND" and done == 0 and total == ROWS  # the limit holds it
         assert progress.startswith("0.00%")
         with pytest.raises(psycopg.errors.UndefinedTable):
             c.execute("SELECT * FROM paused")
@@ -200,6 +203,33 @@ def test_crash_during_backfill_resumes(fresh_server: SwellServer) -> None:
     fresh_server.restart(crash=True)
     with fresh_server.connect() as c:
         _equal(c, "j", query)
+
+
+def test_crash_at_a_backfill_slice_resumes(make_server: Callable[..., SwellServer]) -> None:
+    """SWELL_CRASH_AT exits between two slices of a foreground CREATE; after the
+    restart the job goes on by itself and the view equals its query."""
+    query = "SELECT g, count(*) AS n, min(v) AS lo FROM big GROUP BY g"
+    srv = make_server()
+    with srv.connect() as c:
+        c.execute("CREATE TABLE big (id INT PRIMARY KEY, g INT, v BIGINT)")
+        _fill(c, "big")
+    srv.stop()
+    srv.env[faults.CRASH_ENV] = "backfill_sliced:3"
+    srv.start()
+    with srv.connect() as c:
+        c.execute(f"SET backfill_rate_limit = {RATE}")
+        with pytest.raises(psycopg.OperationalError):
+            c.execute(f"CREATE MATERIALIZED VIEW crashed AS {query}")
+    _wait(lambda: srv.returncode is not None, "the crash")
+    assert srv.returncode == faults.CRASH_EXIT_CODE, srv.log_tail()
+    srv.kill9()  # reap
+    srv.env.pop(faults.CRASH_ENV)
+    srv.start()
+    with srv.connect() as c:
+        c.execute("DELETE FROM big WHERE id % 10 = 3")
+        c.execute("WAIT")
+        c.execute("FLUSH")
+        _equal(c, "crashed", query)
 
 
 def test_views_on_views_and_sinks_backfill(fresh_server: SwellServer) -> None:
