@@ -206,9 +206,12 @@ class JoinSide:
 
     # -- reads ----------------------------------------------------------------------------
     def grow(self, n_keys: int) -> None:
-        """Make `tot` cover `n_keys` join-key ids."""
+        """Make `tot` cover `n_keys` join-key ids (capacity doubles: many small steps that
+        each add a few keys, as a backfill's slices, do not copy the array every time)."""
         if len(self.tot) < n_keys:
-            self.tot = np.concatenate([self.tot, np.zeros(n_keys - len(self.tot), np.int64)])
+            grown = np.zeros(max(n_keys, 2 * len(self.tot)), np.int64)
+            grown[: len(self.tot)] = self.tot
+            self.tot = grown
 
     def mark_used_keys(self, used: np.ndarray) -> None:
         """Set `used[id]` for every join-key id a stored row (live or dead) holds."""
