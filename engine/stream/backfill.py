@@ -105,7 +105,7 @@ class BackfillJob:
     background: bool = False
     rate_limit: int | None = None  # rows/s; 0 pauses; None: unlimited
     initialized_at: float = field(default_factory=time.time)
-    slice_rows: int = 4096
+    slice_rows: int = MIN_SLICE_ROWS  # grows with the measured rate
     rate: float = 0.0  # rows/s of the slices' own work (sizes the next slice)
     marks: deque[tuple[float, int]] = field(default_factory=deque)  # (time, rows done)
     _allowance: float = 0.0
