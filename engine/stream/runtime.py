@@ -70,7 +70,7 @@ from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
 from engine.chunk import StreamChunk
-from engine.errors import EngineError, EpochFailed
+from engine.errors import EngineError, EpochFailed, not_supported
 from engine.expr import EvalContext
 from engine.expr.core import job_context
 from engine.latency import Histogram
@@ -622,6 +622,12 @@ class Runtime:
         state tables, the old ones deleted by the checkpoint this ends with (one atomic
         commit with the catalog). Nothing is emitted downstream (no row changed); jobs
         reading the table are fed the columns they were planned with from then on."""
+        creating = [j.rel.name for j in self.backfill.jobs.values() if rel.id in j.upstreams]
+        if creating:  # its key positions are over the current layout
+            raise not_supported(
+                f'ALTER TABLE "{rel.name}" while "{creating[0]}" is being created from it',
+                hint="Wait for the job (WAIT) or cancel it (CANCEL JOBS), then alter.",
+            )
         with self.lock, self.dml_lock(rel.id):  # DML on the table waits for the change
             with self.queue_lock:  # writes into it wait too (`write`), then see the new layout
                 self._frozen.add(rel.id)
