@@ -245,7 +245,18 @@ def text_to_float(a: pa.Array, dst: SqlType) -> pa.Array:
     return out
 
 
+_NUMERIC_SPECIAL_RE = r"(?i)^\s*[+-]?(nan|inf|infinity)\s*$"
+
+
 def text_to_numeric(a: pa.Array) -> pa.Array:
+    special = pc.fill_null(pc.match_substring_regex(a, _NUMERIC_SPECIAL_RE), False)
+    if pc.any(special).as_py():
+        v = a.filter(special)[0].as_py()
+        raise InvalidTextRepresentation(
+            f'invalid input syntax for type numeric: "{v}"',
+            detail="Swell's numeric has no NaN or Infinity values.",
+            hint="Use double precision for NaN and Infinity.",
+        )
     _first_bad(a, pc.match_substring_regex(a, _NUMERIC_RE), "numeric")
     t = pc.utf8_trim_whitespace(a)
     try:
