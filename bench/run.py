@@ -128,6 +128,14 @@ BENCHES = [
     ),
     Bench("state", "state_bench.py", "in-process", ["--keys", "50000"], []),
     Bench("udf", "udf_bench.py", "in-process", ["--rows", "200000"], []),
+    Bench(
+        "state_scale",
+        "state_scale_bench.py",
+        "e2e",
+        ["--keys", "500000", "--batch", "250000", "--budget-mb", "256"],
+        ["--full"],
+        timeout_s=3600,
+    ),
     Bench("kafka_sink", "kafka_sink_bench.py", "in-process", ["100000", "20000"], []),
     Bench("iceberg_sink", "iceberg_sink_bench.py", "in-process", ["100000"], []),
 ]

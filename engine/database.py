@@ -40,7 +40,9 @@ from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
 from engine.state import format as data_format
 from engine.state import restore as remote_restore
+from engine.state.budget import StateBudget
 from engine.state.checkpoint import Checkpointer
+from engine.state.disk_table import DiskTables, HotCache
 from engine.state.s3 import ObjectStore, parse_store_url
 from engine.state.store import StateStore
 from engine.state.uploader import Uploader
@@ -62,6 +64,8 @@ class Config:
     state_store: str | None = None  # s3://bucket/prefix: checkpoints uploaded there
     upload_interval_s: float = 5.0
     keep_manifests: int = 3  # remote checkpoints retained by the garbage collector
+    state_cache_mb: int | None = None
+    """The state memory budget (`engine.state.budget`); None: derived from the machine."""
 
 
 class SwellDatabase:
@@ -77,7 +81,8 @@ class SwellDatabase:
         if config.state_store:
             remote = ObjectStore(parse_store_url(config.state_store))
             prepared = remote_restore.prepare(data_dir, remote, config.keep_manifests)
-        self.store = StateStore.open(data_dir / "state")
+        self.budget = StateBudget.from_mb(config.state_cache_mb)
+        self.store = StateStore.open(data_dir / "state", self.budget)
         try:
             version = data_format.check(self.store, data_dir)
         except BaseException:
@@ -117,6 +122,9 @@ class SwellDatabase:
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
         )
         self.runtime.data_dir = str(data_dir)
+        self.runtime.disk_tables = DiskTables(
+            self.store, HotCache(self.budget.operator_cache_bytes)
+        )
         if version < data_format.FORMAT_VERSION:
             self._migrate(version)  # the runtime exists (planner use), nothing recovered yet
         # the same recovery rolls a failed epoch back in process (Runtime.recover)

@@ -128,6 +128,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="remote checkpoints kept by the state store's garbage collector (default 3)",
     )
     play.add_argument(
+        "--state-cache-mb",
+        type=_positive_int,
+        default=None,
+        help="memory budget for state in MB: RocksDB's block cache and memtables and the "
+        "operators' caches of hot rows; state beyond it lives on disk (default: a quarter "
+        "of the machine's memory, 256 MB to 8 GB)",
+    )
+    play.add_argument(
         "--prometheus-listener-addr",
         type=parse_addr,
         default=parse_addr(DEFAULT_METRICS_ADDR),
@@ -333,6 +341,7 @@ async def playground(args: argparse.Namespace) -> int:
         state_store=args.state_store,
         upload_interval_s=args.upload_interval,
         keep_manifests=args.keep_manifests,
+        state_cache_mb=args.state_cache_mb,
     )
     try:
         db = await asyncio.to_thread(open_database, config)
@@ -346,6 +355,7 @@ async def playground(args: argparse.Namespace) -> int:
             data_dir=data_dir.resolve(),
             barrier_interval_ms=args.barrier_interval_ms,
             **({"state_store": args.state_store} if args.state_store else {}),
+            state_budget=db.budget.describe(),
         ),
     )
     server = None

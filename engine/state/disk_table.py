@@ -567,3 +567,18 @@ class DiskTableSnapshot:
 
     def __repr__(self) -> str:
         return f"DiskTableSnapshot({self.name!r}, epoch={self.epoch})"
+
+
+class DiskTables:
+    """What allocators need to hand out disk tables: the open store and the operator
+    cache budget (one per database; the runtime owns it)."""
+
+    def __init__(self, store: StateStore, cache: HotCache) -> None:
+        self.store = store
+        self.cache = cache
+
+    def table(self, table_id: int, name: str, dist_len: int) -> DiskStateTable:
+        """The table `table_id`, starting from what the store holds."""
+        t = DiskStateTable(table_id, name, self.store, dist_len=dist_len, cache=self.cache)
+        t.load(self.store)
+        return t

@@ -44,12 +44,15 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
 2: catalog entries of views and sinks carry their stream plan (the 1 -> 2 step is
-`engine.stream.job_plan._store_stream_plans`)."""
+`engine.stream.job_plan._store_stream_plans`).
+3: aggregation group tables are RocksDB-first disk tables (`engine.state.disk_table`
+layout: vnode, memcomparable keys; the 2 -> 3 step is
+`engine.stream.job_plan._disk_group_tables`)."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

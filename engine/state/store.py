@@ -37,15 +37,19 @@ from pathlib import Path
 from typing import ClassVar, Protocol
 
 from rocksdict import (
+    BlockBasedOptions,
+    Cache,
     DBCompressionType,
     Options,
     Rdict,
     ReadOptions,
     WriteBatch,
+    WriteBufferManager,
     WriteOptions,
 )
 
 from engine.errors import EngineError
+from engine.state.budget import StateBudget
 
 STATE_SUBDIR = "state"
 
@@ -75,12 +79,30 @@ def state_path(data_dir: Path) -> Path:
     return data_dir / STATE_SUBDIR
 
 
-def _options() -> Options:
+def _options(budget: StateBudget | None = None) -> tuple[Options, Cache | None]:
+    """The database's options; with a budget, RocksDB's memory (block cache, index and
+    filter blocks, memtables) is capped by it (`engine.state.budget`)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     # Checkpoints write an epoch's dirty keys in one batch: a large memtable absorbs a
     # whole epoch without stalling on flushes.
-    opts.set_write_buffer_size(_WRITE_BUFFER_BYTES)
+    write_buffer = _WRITE_BUFFER_BYTES
+    cache = None
+    if budget is not None:
+        cache = Cache(budget.block_cache_bytes)
+        table = BlockBasedOptions()
+        table.set_block_cache(cache)
+        table.set_cache_index_and_filter_blocks(True)
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        table.set_bloom_filter(10, False)  # point reads (multi-get) of absent keys skip files
+        opts.set_block_based_table_factory(table)
+        # memtables are charged to the block cache and flushed at their share
+        wbm = WriteBufferManager.new_write_buffer_manager_with_cache(
+            budget.memtable_bytes, False, cache
+        )
+        opts.set_write_buffer_manager(wbm)
+        write_buffer = max(min(_WRITE_BUFFER_BYTES, budget.memtable_bytes // 2), 4 << 20)
+    opts.set_write_buffer_size(write_buffer)
     opts.set_max_write_buffer_number(_MAX_WRITE_BUFFERS)
     opts.set_target_file_size_base(_TARGET_FILE_BYTES)
     opts.set_level_compaction_dynamic_level_bytes(True)
@@ -90,15 +112,17 @@ def _options() -> Options:
     opts.set_compression_type(DBCompressionType.lz4())
     opts.set_bottommost_compression_type(DBCompressionType.lz4())
     opts.set_keep_log_file_num(3)
-    return opts
+    return opts, cache
 
 
 class StateStore:
     """One open RocksDB database; see the module docstring for the lifecycle."""
 
-    def __init__(self, db: Rdict, path: Path) -> None:
+    def __init__(self, db: Rdict, path: Path, block_cache: Cache | None = None) -> None:
         self._db: Rdict | None = db
         self.path = path
+        self.block_cache = block_cache
+        """The budgeted block cache (None: RocksDB's default), for metrics."""
         self._nosync_opts = WriteOptions()
         self._scans: weakref.WeakSet[Generator[tuple[bytes, bytes], None, None]] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -109,12 +133,14 @@ class StateStore:
         self._synced_logs: list[str] = []  # the log files at the last sync (directory fsync)
 
     @classmethod
-    def open(cls, path: Path) -> StateStore:
-        """Open (creating if missing) the database directory `path` itself."""
+    def open(cls, path: Path, budget: StateBudget | None = None) -> StateStore:
+        """Open (creating if missing) the database directory `path` itself; `budget`
+        caps RocksDB's block cache and memtables (None: RocksDB's defaults)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        opts, cache = _options(budget)
         try:
-            db = Rdict(str(path), _options())
+            db = Rdict(str(path), opts)
         except Exception as e:  # rocksdict raises plain Exception subclasses
             if "lock" in str(e).lower():  # RocksDB's LOCK file is held by another process
                 raise StorageError(
@@ -127,7 +153,7 @@ class StateStore:
                 detail=str(e),
                 hint="Another Swell process may be using the same data directory.",
             ) from e
-        return cls(db, path)
+        return cls(db, path, cache)
 
     # -- reads -----------------------------------------------------------------------------
     @property

@@ -10,7 +10,7 @@ declared table that nobody asked for, is a planner/operator mismatch and fails t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from engine.errors import InternalError
 from engine.expr import EvalContext
@@ -35,6 +35,7 @@ from engine.plan.stream_plan import (
     StreamUnion,
     TableDesc,
 )
+from engine.state.disk_table import DiskTables
 from engine.state.table import StateTable
 from engine.stream.graph import Node
 from engine.stream.operator import Operator
@@ -60,13 +61,18 @@ from engine.stream.operators.time_window import TimeWindowOp
 class PlannedAllocator:
     """Hands an operator the state tables its stream node declared (by local name)."""
 
-    def __init__(self, node: StreamNode, owner: str, store: Any | None) -> None:
+    def __init__(
+        self, node: StreamNode, owner: str, store: Any | None, disk: DiskTables | None = None
+    ) -> None:
         self.by_local: dict[str, TableDesc] = {t.local: t for t in node.tables}
         self.owner = owner
         self.store = store
+        self.disk = disk
         self.made: dict[str, StateTable] = {}
 
-    def table(self, name: str) -> StateTable:
+    def table(self, name: str, *, disk: bool = False) -> StateTable:
+        """The declared table `name`; `disk=True` asks for a RocksDB-first table
+        (`engine.state.disk_table`) when the runtime has a store, else a resident one."""
         t = self.made.get(name)
         if t is not None:
             return t
@@ -75,7 +81,14 @@ class PlannedAllocator:
             raise InternalError(
                 f"operator asked for state table {name!r} that the stream plan did not declare"
             )
-        t = StateTable(desc.id, f"{self.owner}.{desc.name}")
+        full = f"{self.owner}.{desc.name}"
+        if disk and self.disk is not None:
+            # the distribution key as a key prefix decides the vnode (else one vnode)
+            d = len(desc.dist_key) if desc.dist_key == desc.key[: len(desc.dist_key)] else 0
+            t = cast(StateTable, self.disk.table(desc.id, full, d))
+            self.made[name] = t
+            return t
+        t = StateTable(desc.id, full)
         if self.store is not None:
             t.load(self.store)
         self.made[name] = t
@@ -90,14 +103,19 @@ class PlannedAllocator:
 
 
 def build_plan(
-    plan: StreamPlan, owner: str, store: Any | None, ctx: EvalContext
+    plan: StreamPlan,
+    owner: str,
+    store: Any | None,
+    ctx: EvalContext,
+    disk: DiskTables | None = None,
 ) -> tuple[list[Node], list[StateTable]]:
-    """The operator nodes of `plan` and their state tables (loaded from `store` if given);
-    `owner` (the relation's name) prefixes the tables' names in logs."""
+    """The operator nodes of `plan` and their state tables (loaded from `store` if given;
+    disk tables from `disk`, which reads what the store holds); `owner` (the relation's
+    name) prefixes the tables' names in logs."""
     nodes: list[Node] = []
     tables: list[StateTable] = []
     for sn in plan.nodes:
-        alloc = PlannedAllocator(sn, owner, store)
+        alloc = PlannedAllocator(sn, owner, store, disk)
         op = build_op(sn, alloc, ctx)
         alloc.check_used(sn)
         tables.extend(alloc.made.values())

@@ -53,7 +53,7 @@ class Allocator:
         self.tables: list[StateTable] = []
         self.prefix = ""
 
-    def table(self, name: str) -> StateTable:
+    def table(self, name: str, *, disk: bool = False) -> StateTable:
         full = f"{self.prefix}{name}"
         tid = self.rel.state_tables.get(full)
         if tid is None:

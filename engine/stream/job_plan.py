@@ -34,6 +34,7 @@ from engine.plan.stream_codec import decode_plan, encode_plan, funcs_of
 from engine.plan.stream_lower import IdFn, local_ids, lower_stream_plan
 from engine.plan.stream_plan import StreamPlan
 from engine.state import format as data_format
+from engine.state.disk_table import DiskStateTable
 from engine.types import INT, VARCHAR, Field
 
 log = logging.getLogger("swell.stream")
@@ -116,6 +117,35 @@ def _store_stream_plans(ctx: data_format.MigrationContext) -> None:
             n += 1
     ctx.extras["catalog"] = catalog.to_bytes()
     ctx.notes.append(f"stored the stream plans of {n} materialized views and sinks")
+
+
+DISK_TABLES = {("StreamHashAgg", "groups")}
+"""(operator, local table name) of the state tables operators keep as disk tables."""
+
+
+@data_format.migration(2)
+def _disk_group_tables(ctx: data_format.MigrationContext) -> None:
+    """Format 2 -> 3: rewrite every aggregation's group table from the resident table's
+    log/keyed records into the disk-table layout (in the migration's one batch)."""
+    db = ctx.db
+    if db is None or not ctx.extras.get("catalog"):
+        return
+    catalog: Catalog = db.catalog
+    n = 0
+    for rel in catalog.ordered():
+        data = rel.extra.get(PLAN_KEY) if is_job(rel) else None
+        for node in (data or {}).get("nodes", []):
+            for t in node.get("tables", []):
+                if (node.get("node"), t["name"].split(".", 1)[1]) not in DISK_TABLES:
+                    continue
+                key, dist = list(t["key"]), list(t["dist_key"])
+                d = len(dist) if dist == key[: len(dist)] else 0
+                name = f"{rel.name}.{t['name']}"
+                table = DiskStateTable(int(t["id"]), name, ctx.store, dist_len=d)
+                table.load(ctx.store)  # reads the old layout into its overlay
+                table.write_dirty(ctx.batch)  # the new layout, and the old range deleted
+                n += 1
+    ctx.notes.append(f"moved {n} aggregation group tables to the disk-table layout")
 
 
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------

@@ -76,6 +76,8 @@ from engine.expr.core import job_context
 from engine.latency import Histogram
 from engine.plan.logical import PlanNode
 from engine.plan.stream_plan import StreamPlan
+from engine.state.disk_table import DiskTables, HotCache
+from engine.state.store import StateStore
 from engine.state.table import StateTable
 from engine.stream.backfill import PROGRESS_TABLE, Backfiller, BackfillJob, UpstreamState
 from engine.stream.build import build_plan
@@ -148,6 +150,11 @@ class Runtime:
         self.views: dict[int, ViewFlow] = {}
         self.sinks: dict[int, SinkFlow] = {}
         self.data_dir: str | None = None  # set by the database; sinks may keep files there
+        # RocksDB-first operator state (engine.state.disk_table) with the operator-cache
+        # share of the state budget; the database replaces it with its budget's
+        self.disk_tables: DiskTables | None = (
+            DiskTables(store, HotCache(64 << 20)) if isinstance(store, StateStore) else None
+        )
         self._meta_extra: dict[str, bytes] = {}
         self.fed_tables = False  # a sink INTO a table queued rows at the last commit
         self._commit_cut: int | None = None  # WAL cut of a stepped epoch a sink holds back
@@ -591,7 +598,8 @@ class Runtime:
         return job_context(self.ctx, self.events.for_job(relation_oid(rel), rel.name))
 
     def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
-        nodes, tables = build_plan(plan, rel.name, self.store if load else None, self.job_ctx(rel))
+        store = self.store if load else None
+        nodes, tables = build_plan(plan, rel.name, store, self.job_ctx(rel), self.disk_tables)
         flow = ViewFlow(rel, nodes, tables=tables)
         flow.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
         flow.bind_scans(self.catalog.relations)

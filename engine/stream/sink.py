@@ -414,7 +414,8 @@ def build_sink_flow(
         status.state = "running"
         spec.status = status
     factory = sink_connector(spec.connector)
-    nodes, tables = build_plan(plan, rel.name, store, ctx)
+    disk = getattr(runtime, "disk_tables", None)
+    nodes, tables = build_plan(plan, rel.name, store, ctx, disk)
     visible = [i for i, f in enumerate(plan.nodes[-1].schema) if not f.hidden]
     return SinkFlow(spec, ViewFlow(rel, nodes, tables=tables), factory(spec), visible)
 

@@ -25,9 +25,13 @@ from engine.types import SqlType
 
 
 class StateAllocator(Protocol):
-    """Hands out an operator's state tables; the same name yields the same table id."""
+    """Hands out an operator's state tables; the same name yields the same table id.
 
-    def table(self, name: str) -> StateTable: ...
+    `disk=True`: the operator can work with a RocksDB-first table (rows in RocksDB, a
+    bounded cache in memory; `engine.state.disk_table`); allocators without a store
+    hand out a resident `StateTable`, which answers the same interface."""
+
+    def table(self, name: str, *, disk: bool = False) -> StateTable: ...
 
 
 class LocalStateAllocator:
@@ -41,7 +45,7 @@ class LocalStateAllocator:
         self._next = first_id
         self.tables: dict[str, StateTable] = {}
 
-    def table(self, name: str) -> StateTable:
+    def table(self, name: str, *, disk: bool = False) -> StateTable:
         t = self.tables.get(name)
         if t is None:
             t = StateTable(self._next, name)

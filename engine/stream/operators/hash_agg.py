@@ -23,6 +23,12 @@ restart the operator does not emit it again.
 Lifecycle: constructed with a `StateAllocator` (tables are created/looked up by name);
 the runtime loads the tables on recovery; the per-run in-memory multiset index of
 min/max values is rebuilt from the loaded tables on the first step.
+
+Memory: the `groups` table is a disk table (`engine.state.disk_table`) in a running
+server: the group rows live in RocksDB and each step reads the chunk's groups with one
+multi-get and writes them back in the epoch's overlay, so memory per group is the
+bounded cache's, not a Python row per group. The min/max multisets and DISTINCT tables
+are still resident `StateTable`s.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ def _objects(values: list[Any]) -> np.ndarray:
     arr[:] = values
     return arr
 
+
 Key = tuple[Any, ...]
 _SAFE_SUM = 1.5e28
 """A chunk whose numeric magnitudes add up below this cannot overflow a delta sum (the
@@ -143,7 +150,8 @@ class HashAggOp(Operator):
         self._impls: list[AggImpl] = [
             make_impl(a, None if a.arg is None else input_schema[a.arg].type) for a in aggs
         ]
-        self._groups = alloc.table("groups")
+        # one row per group: RocksDB-first (bounded memory) when the runtime has a store
+        self._groups = alloc.table("groups", disk=True)
         # slot layout of the group state row
         self._start: list[int] = []
         pos = 1
@@ -432,11 +440,13 @@ class HashAggOp(Operator):
         if not (ins_i.size or del_i.size or upd_i.size):
             return None
         idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
-        ops = np.concatenate([
-            np.full(ins_i.size, Op.INSERT, dtype=np.int8),
-            np.full(del_i.size, Op.DELETE, dtype=np.int8),
-            np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
-        ])
+        ops = np.concatenate(
+            [
+                np.full(ins_i.size, Op.INSERT, dtype=np.int8),
+                np.full(del_i.size, Op.DELETE, dtype=np.int8),
+                np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
+            ]
+        )
         arrow = arrow_schema(self.schema)
         nk = len(self.group_keys)
         take_idx = pa.array(idx)

@@ -6,7 +6,8 @@ appended in bulk, without a Python tuple or a store key per row. This class is t
 store, built on `segments.SegmentTable` (persistence as few large values):
 
 * rows live in immutable Arrow record batches ("segments") with a numpy live-mask each;
-  a key index (a dict over `segments.key_fn` values) maps each stored key to its
+  a key index (`key_index`: compact numpy arrays for one integer or temporal key
+  column, else a dict; over `segments.key_fn` values) maps each stored key to its
   location `segment_id << 32 | row`. Keys are unique: the owner kills a key's old row
   (`kill`) before appending a new one (`append`);
 * persisted in ONE state table: `(sid,)` -> Arrow IPC bytes (written once),
@@ -34,16 +35,15 @@ readable until `finish`), then calls `finish` once.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from engine.state.table import StateTable
+from engine.stream.operators.key_index import make_index
 from engine.stream.operators.segments import (
     MASK,
     ROW_BITS,
@@ -140,7 +140,7 @@ class KeyedSegments:
         self.key_cols = list(key_cols)
         self.key_fns = [key_fn(schema.field(i).type) for i in self.key_cols]
         self.segments: dict[int, Segment] = {}
-        self.index: dict[Any, int] = {}
+        self.index = make_index([schema.field(i).type for i in self.key_cols])
         self._small: set[int] = set()
         self._table = SegmentTable(table, schema, version, what)
         self._pinned: SegmentSnapshot | None = None  # valid until the rows change
@@ -166,11 +166,11 @@ class KeyedSegments:
 
     def lookup(self, keys: list[Any]) -> np.ndarray:
         """Locations of `keys` (-1 where not stored)."""
-        return np.fromiter(map(self.index.get, keys, repeat(-1)), np.int64, len(keys))
+        return self.index.lookup(keys)
 
     def has_any(self, keys: Any) -> bool:
         """Is any of `keys` (an iterable of index keys) stored?"""
-        return not self.index.keys().isdisjoint(keys)
+        return self.index.has_any(keys)
 
     def row(self, key: Any) -> Row | None:
         """The stored row of one index key as Python values, or None."""
@@ -248,7 +248,7 @@ class KeyedSegments:
                 self._small.add(sid)
             base = sid << SHIFT
             part_keys = keys if rows == n else keys[start : start + rows]
-            self.index.update(zip(part_keys, range(base, base + rows)))
+            self.index.update(part_keys, range(base, base + rows))
             out.append(np.arange(base, base + rows, dtype=np.int64))
         return np.concatenate(out) if len(out) > 1 else (out[0] if out else EMPTY)
 
@@ -266,7 +266,7 @@ class KeyedSegments:
             seg.live -= len(rows)
             touched.add(sid)
         if gone:
-            deque(map(self.index.pop, gone), maxlen=0)
+            self.index.pop_many(gone)
         return touched
 
     def finish(self, touched: set[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -323,4 +323,4 @@ class KeyedSegments:
             if batch.num_rows < SMALL_SEGMENT_ROWS:
                 self._small.add(sid)
             keys = self.keys(seg.live_batch())
-            self.index.update(zip(keys, ((sid << SHIFT) | seg.live_rows()).tolist()))
+            self.index.update(keys, ((sid << SHIFT) | seg.live_rows()).tolist())

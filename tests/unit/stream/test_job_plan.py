@@ -16,9 +16,12 @@ from engine.database import Config, SwellDatabase, open_database
 from engine.errors import InternalError
 from engine.plan.stream_codec import decode_plan, encode_plan
 from engine.plan.stream_plan import explain_lines
+from engine.state import codec
 from engine.state import format as data_format
+from engine.state.disk_table import DiskStateTable
 from engine.state.format import FORMAT_KEY
 from engine.state.store import StateStore
+from engine.state.table import StateTable
 from engine.stream.job_plan import PLAN_KEY
 
 SETUP = [
@@ -145,7 +148,9 @@ def test_jobs_without_a_plan_are_planned_once_with_their_ids(
     ids = _as_format_1(data_dir)
     assert sorted(ids) == sorted(VIEWS)
     if by == "recovery":  # the per-entry fallback, without the format step
-        monkeypatch.setattr(data_format, "MIGRATIONS", {1: lambda ctx: None})
+        monkeypatch.setattr(
+            data_format, "MIGRATIONS", {**data_format.MIGRATIONS, 1: lambda c: None}
+        )
     db = _open(data_dir)
     try:
         for name, before in ids.items():
@@ -158,7 +163,7 @@ def test_jobs_without_a_plan_are_planned_once_with_their_ids(
     finally:
         db.close()
     with StateStore.open(data_dir / "state") as st:
-        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 2
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 3
     _NoPlanning.calls = []
     db = _open(data_dir, _NoPlanning)  # the plans were stored
     try:
@@ -211,3 +216,39 @@ def test_a_plan_that_cannot_be_decoded_names_its_job(data_dir: Path) -> None:
         InternalError, match='materialized view "agg": .*no function no_such_function'
     ):
         _open(data_dir)
+
+
+def test_group_tables_move_to_the_disk_layout(data_dir: Path) -> None:
+    """Format 2 -> 3: an aggregation's group table written as a resident table's log
+    records is rewritten in the disk-table layout; the view answers as before."""
+    db = _open(data_dir)
+    try:
+        rel = db.catalog.find("agg")
+        assert rel is not None
+        gid = rel.state_tables["n2.groups"]
+        want = _rows(db.connect("root", "dev"), QUERIES["agg"])
+    finally:
+        db.close()
+    with StateStore.open(data_dir / "state") as st:  # rewrite it as format 2 had it
+        disk = DiskStateTable(gid, "groups", st, dist_len=1)
+        rows = dict(disk.items())
+        assert rows
+        old = StateTable(gid, "groups")
+        old.put_many(list(rows), list(rows.values()))
+        batch = st.new_batch()
+        disk.drop(batch)
+        old.write_dirty(batch)
+        st.write(batch)
+        st.db.put(FORMAT_KEY, struct.pack(">I", 2))
+    db = _open(data_dir)
+    try:
+        assert _rows(db.connect("root", "dev"), QUERIES["agg"]) == want
+        _check_after_insert(db.connect("root", "dev"))
+    finally:
+        db.close()
+    with StateStore.open(data_dir / "state") as st:
+        assert data_format.stored_version(st) == 3
+        assert (
+            st.last_key_in(codec.table_prefix(gid) + b"\x01", codec.table_prefix(gid + 1)) is None
+        )
+        assert dict(DiskStateTable(gid, "groups", st, dist_len=1).items()).keys() >= rows.keys()

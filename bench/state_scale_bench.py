@@ -1,0 +1,88 @@
+"""Groups per second into a GROUP BY view as distinct keys grow, under a state budget.
+
+Through the real server (`bench/_server.py`), as a user loads data: an APPEND ONLY table,
+`CREATE MATERIALIZED VIEW g AS SELECT k, count(*), sum(v) FROM t GROUP BY k` first, then
+`INSERT INTO t SELECT ... FROM generate_series(...)` batches of new distinct keys, each
+followed by FLUSH. After every batch it prints the keys so far, the batch's groups/s
+(wall clock) and per server CPU-second, the server's RSS and its peak (VmHWM). At the end
+it checks the view against its query (count and sum over the whole view).
+
+    python bench/state_scale_bench.py --keys 2000000 --batch 500000 --budget-mb 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _report import report  # noqa: E402
+from _server import BenchServer  # noqa: E402
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of process `pid` in MB, from /proc."""
+    cur = peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            cur = int(line.split()[1]) / 1024
+        elif line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return cur, peak
+
+
+def run(keys: int, batch: int, budget_mb: int) -> None:
+    args = ["--state-cache-mb", str(budget_mb)]
+    with BenchServer(barrier_ms=1000, extra_args=args) as srv:
+        c = srv.connect()
+        c.execute("CREATE TABLE t (k BIGINT, v BIGINT) APPEND ONLY")
+        c.execute(
+            "CREATE MATERIALIZED VIEW g AS SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k"
+        )
+        done = 0
+        t_all = time.perf_counter()
+        cpu_all = srv.cpu_seconds()
+        while done < keys:
+            n = min(batch, keys - done)
+            t0, c0 = time.perf_counter(), srv.cpu_seconds()
+            c.execute(
+                f"INSERT INTO t SELECT g, g % 7 FROM generate_series({done}, {done + n - 1}) AS g"
+            )
+            c.execute("FLUSH")
+            dt, dc = time.perf_counter() - t0, srv.cpu_seconds() - c0
+            done += n
+            cur, peak = rss_mb(srv.pid)
+            print(
+                f"keys={done:>11,}  {n / dt:>10,.0f} groups/s  {n / max(dc, 1e-9):>10,.0f} "
+                f"groups/CPU-s  rss={cur:,.0f} MB  peak={peak:,.0f} MB",
+                flush=True,
+            )
+        total_s = time.perf_counter() - t_all
+        total_cpu = srv.cpu_seconds() - cpu_all
+        cur, peak = rss_mb(srv.pid)
+        (cnt, tot) = c.execute("SELECT count(*), sum(n) FROM g").fetchone()  # type: ignore[misc]
+        assert cnt == keys and tot == keys, (cnt, tot)
+        case = f"{keys:,} keys, budget {budget_mb} MB"
+        report("state_scale", case, keys / total_s, "groups/s", mode="e2e")
+        report("state_scale", case, keys / total_cpu, "groups/CPU-s", mode="e2e")
+        report("state_scale", case + " peak RSS", peak, "MB", mode="e2e")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--keys", type=int, default=1_000_000)
+    p.add_argument("--batch", type=int, default=500_000)
+    p.add_argument("--budget-mb", type=int, nargs="+", default=[256])
+    p.add_argument("--full", action="store_true", help="10M keys at 256 MB and 2 GB")
+    a = p.parse_args()
+    if a.full:
+        a.keys, a.budget_mb = 10_000_000, [256, 2048]
+    for mb in a.budget_mb:
+        run(a.keys, a.batch, mb)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Key indexes of `KeyedSegments`: stored key -> row location, a dict or compact numpy arrays.
+
+Why: a relation's rows live in Arrow segments (a few bytes per value), but the index from
+each stored key to its row was a Python dict: about 100-150 bytes per row (the entry, a
+key int and a location int), the biggest per-row cost of tables and views once the
+aggregation state moved to RocksDB. `IntIndex` keeps integer keys (integer and temporal
+key columns, by their integer storage) in two sorted numpy arrays, 16 bytes per row,
+answering a chunk's lookups with one `searchsorted`; recent changes sit in a small dict
+that is merged into the arrays once it holds a 16th of the base; chunk-sized updates go
+straight into the arrays (a sorted insert). Keys that are not ints (NULL) stay in the dict.
+`DictIndex` is the dict, for every other key shape.
+
+Both answer: `get(key)` (location or None), `lookup(keys)` (locations, -1 where absent),
+`has_any(keys)`, `update(keys, locs)` (new or moved keys), `pop_many(keys)` (stored keys
+only), `len`.
+
+Lifecycle: owned by one `KeyedSegments` (`make_index` picks the kind from the key
+columns' types); rebuilt from the segments on load; never persisted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+_ABSENT = -2  # "not in the delta" (a location is >= 0, a deleted base key is -1)
+MERGE_MIN = 65_536
+"""The delta is merged into the sorted base once it holds this many keys (and a 16th of
+the base)."""
+DIRECT_MIN = 4096
+"""Updates of at least this many int keys go straight into the sorted arrays (one
+`np.insert`, O(base) bytes moved) instead of through the delta."""
+
+
+class DictIndex:
+    """Any hashable keys, in a dict."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self) -> None:
+        self._d: dict[Any, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def get(self, key: Any) -> int | None:
+        return self._d.get(key)
+
+    def lookup(self, keys: list[Any]) -> np.ndarray:
+        return np.fromiter(map(self._d.get, keys, repeat(-1)), np.int64, len(keys))
+
+    def has_any(self, keys: Iterable[Any]) -> bool:
+        return not self._d.keys().isdisjoint(keys)
+
+    def update(self, keys: Iterable[Any], locs: Iterable[int]) -> None:
+        self._d.update(zip(keys, locs))
+
+    def pop_many(self, keys: Iterable[Any]) -> None:
+        deque(map(self._d.pop, keys), maxlen=0)
+
+
+class IntIndex:
+    """Integer keys in sorted numpy arrays plus a dict of recent changes (module docstring)."""
+
+    __slots__ = ("_bk", "_bl", "_delta", "_n")
+
+    def __init__(self) -> None:
+        self._bk = np.empty(0, np.int64)  # sorted keys
+        self._bl = np.empty(0, np.int64)  # their locations; -1 once deleted
+        self._delta: dict[Any, int] = {}  # key -> location, or -1: deleted from the base
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _base(self, arr: np.ndarray) -> np.ndarray:
+        bk = self._bk
+        if not bk.size:
+            return np.full(arr.size, -1, np.int64)
+        pos = np.searchsorted(bk, arr)
+        np.minimum(pos, bk.size - 1, out=pos)
+        return np.where(bk[pos] == arr, self._bl[pos], -1)
+
+    def get(self, key: Any) -> int | None:
+        loc = self.lookup([key])[0]
+        return None if loc < 0 else int(loc)
+
+    def lookup(self, keys: list[Any]) -> np.ndarray:
+        n = len(keys)
+        nulls = None
+        try:
+            arr = np.fromiter(keys, np.int64, n)
+        except (TypeError, OverflowError):  # NULL keys (kept in the delta)
+            try:
+                a = pa.array(keys, pa.int64())
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return np.fromiter(map(self._one, keys), np.int64, n)
+            nulls = a.is_null().to_numpy(zero_copy_only=False)
+            arr = a.fill_null(0).to_numpy(zero_copy_only=False)
+        out = self._base(arr)
+        if nulls is not None:
+            out[nulls] = -1
+        if self._delta:
+            dv = np.fromiter(map(self._delta.get, keys, repeat(_ABSENT)), np.int64, n)
+            out = np.where(dv != _ABSENT, dv, out)
+        return out
+
+    def _one(self, key: Any) -> int:
+        v = self._delta.get(key, _ABSENT)
+        if v != _ABSENT:
+            return v
+        if not _fits(key):
+            return -1
+        return int(self._base(np.array([key], np.int64))[0])
+
+    def has_any(self, keys: Iterable[Any]) -> bool:
+        ks = keys if isinstance(keys, list) else list(keys)
+        return bool(len(ks)) and bool((self.lookup(ks) >= 0).any())
+
+    def update(self, keys: Iterable[Any], locs: Iterable[int]) -> None:
+        ks = keys if isinstance(keys, list) else list(keys)
+        ls = locs if isinstance(locs, list) else list(locs)
+        if not ks:
+            return
+        if len(ks) >= DIRECT_MIN:
+            try:
+                arr = np.fromiter(ks, np.int64, len(ks))
+            except (TypeError, OverflowError):
+                arr = None
+            if arr is not None:
+                self._insert(arr, np.fromiter(ls, np.int64, len(ls)))
+                return
+        self._n += int((self.lookup(ks) < 0).sum())
+        self._delta.update(zip(ks, ls))
+        if len(self._delta) >= max(MERGE_MIN, self._bk.size // 16):
+            self._merge()
+
+    def _insert(self, arr: np.ndarray, locs: np.ndarray) -> None:
+        """A big batch of distinct int keys straight into the sorted arrays."""
+        if self._delta:
+            self._merge()  # the batch's keys may be in the delta: fold it first
+        bk, bl = self._bk, self._bl
+        if bk.size:
+            pos = np.searchsorted(bk, arr)
+            np.minimum(pos, bk.size - 1, out=pos)
+            hit = bk[pos] == arr
+            self._n += int(arr.size - (hit & (bl[pos] >= 0)).sum())
+            bl[pos[hit]] = locs[hit]  # moved or re-added keys
+            new = ~hit
+            arr, locs = arr[new], locs[new]
+        else:
+            self._n += int(arr.size)
+        if arr.size:
+            order = np.argsort(arr, kind="stable")
+            arr, locs = arr[order], locs[order]
+            at = np.searchsorted(bk, arr)
+            self._bk = np.insert(bk, at, arr)
+            self._bl = np.insert(bl, at, locs)
+
+    def pop_many(self, keys: Iterable[Any]) -> None:
+        ks = keys if isinstance(keys, list) else list(keys)
+        if not ks:
+            return
+        present = self.lookup(ks) >= 0
+        self._n -= int(present.sum())
+        self._delta.update(zip((k for k, p in zip(ks, present.tolist()) if p), repeat(-1)))
+
+    def _merge(self) -> None:
+        """Fold the delta's int keys into the sorted arrays (NULL keys stay in the delta)."""
+        delta = self._delta
+        ints = [k for k in delta if _fits(k)]
+        if not ints:
+            return
+        dk = np.fromiter(ints, np.int64, len(ints))
+        dl = np.fromiter(map(delta.__getitem__, ints), np.int64, len(ints))
+        keys = np.concatenate([self._bk, dk])
+        locs = np.concatenate([self._bl, dl])
+        order = np.argsort(keys, kind="stable")  # a delta entry follows its base entry
+        keys, locs = keys[order], locs[order]
+        last = np.ones(keys.size, bool)
+        last[:-1] = keys[1:] != keys[:-1]  # keep the last (newest) entry of each key
+        keep = last & (locs >= 0)
+        self._bk, self._bl = keys[keep], locs[keep]
+        self._delta = {k: v for k, v in delta.items() if not _fits(k)}
+
+
+def _fits(k: Any) -> bool:
+    return type(k) is int and -(1 << 63) <= k < (1 << 63)
+
+
+def make_index(types: list[pa.DataType]) -> DictIndex | IntIndex:
+    """The index for key columns of `types`: `IntIndex` for one integer or temporal column
+    (its keys are Python ints, see `segments.key_fn`), else `DictIndex`."""
+    if len(types) == 1:
+        t = types[0]
+        if (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_temporal(t):
+            return IntIndex()
+    return DictIndex()

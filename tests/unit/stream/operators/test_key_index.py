@@ -1,0 +1,56 @@
+"""Key indexes of `KeyedSegments`: the compact integer index answers as the dict does."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from engine.stream.operators import key_index
+from engine.stream.operators.key_index import DictIndex, IntIndex, make_index
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_int_index_matches_a_dict(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random small and chunk-sized updates, deletes and NULL keys, through merges."""
+    monkeypatch.setattr(key_index, "MERGE_MIN", 50)
+    monkeypatch.setattr(key_index, "DIRECT_MIN", 20)
+    rnd = random.Random(seed)
+    a, b = IntIndex(), DictIndex()
+    model: dict[object, int] = {}
+    probe: list[object] = [*range(-60, 510), None]
+    for _ in range(30):
+        if rnd.random() < 0.5:
+            n = rnd.choice([1, 5, 30, 100])
+            ks = list(
+                dict.fromkeys(
+                    None if rnd.random() < 0.05 else rnd.randint(-50, 500) for _ in range(n)
+                )
+            )
+            locs = [rnd.randint(0, 10**6) for _ in ks]
+            a.update(ks, locs)
+            b.update(ks, locs)
+            model.update(zip(ks, locs, strict=True))
+        elif model:
+            gone = rnd.sample(sorted(model, key=str), min(len(model), rnd.randint(1, 40)))
+            a.pop_many(gone)
+            b.pop_many(gone)
+            for k in gone:
+                del model[k]
+        want = [model.get(k, -1) for k in probe]
+        assert len(a) == len(b) == len(model)
+        assert a.lookup(probe).tolist() == want == b.lookup(probe).tolist()
+        ints = [k for k in probe if k is not None]
+        assert a.lookup(ints).tolist() == [model.get(k, -1) for k in ints]
+        k = rnd.choice(probe)
+        assert a.get(k) == model.get(k) == b.get(k)
+        assert a.has_any(probe) == bool(model) == b.has_any(probe)
+
+
+def test_index_kind_follows_the_key_columns() -> None:
+    assert isinstance(make_index([pa.int64()]), IntIndex)
+    assert isinstance(make_index([pa.timestamp("us")]), IntIndex)
+    assert isinstance(make_index([pa.string()]), DictIndex)
+    assert isinstance(make_index([pa.int64(), pa.int64()]), DictIndex)
+    assert isinstance(make_index([pa.float64()]), DictIndex)
