@@ -22,6 +22,7 @@ a fixed hash of the qualified name in PostgreSQL's system OID range.
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -188,27 +189,33 @@ def resolve_system(name: str, schema: str | None, before_user: bool) -> SystemRe
 
 
 _loaded = False
+_loading = threading.RLock()
 
 
 def _ensure_loaded() -> None:
-    """Import the modules that register the built-in system relations (once)."""
+    """Import the modules that register the built-in system relations (once). Sessions
+    read catalogs concurrently: a second thread waits until the first has registered
+    everything (the flag is set last) instead of seeing a partial registry."""
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    import importlib
+    with _loading:  # reentrant: the imported modules look relations up while loading
+        if _loaded:
+            return
+        import importlib
 
-    for mod in (
-        "engine.catalog.pg_catalog",
-        "engine.catalog.information_schema",
-        "engine.catalog.rw_catalog",
-        "engine.catalog.iceberg_status",
-    ):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
+        for mod in (
+            "engine.catalog.pg_catalog",
+            "engine.catalog.information_schema",
+            "engine.catalog.rw_catalog",
+            "engine.catalog.iceberg_status",
+        ):
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as e:
+                if e.name != mod:
+                    raise
+        _loaded = True
 
 
 def relation_oid(rel: Any) -> int:
