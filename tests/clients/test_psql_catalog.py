@@ -94,3 +94,36 @@ def test_more_meta_commands(server: SwellServer, objects: None) -> None:
                     r"\dE", r"\dT"):  # fmt: skip
         meta(server, command)
     assert meta(server, r"\db")[3].startswith(" pg_default | root")
+
+
+def test_list_user_functions_and_comments(server: SwellServer) -> None:
+    r = psql(
+        server,
+        "-c",
+        "CREATE FUNCTION cat_f(a INT, b VARCHAR) RETURNS VARCHAR LANGUAGE sql AS 'select b'",
+        "-c",
+        "CREATE TABLE cat_c (id INT PRIMARY KEY, note VARCHAR)",
+        "-c",
+        "COMMENT ON TABLE cat_c IS 'commented table'",
+        "-c",
+        "COMMENT ON COLUMN cat_c.note IS 'free text'",
+    )
+    assert r.returncode == 0, r.stderr
+    try:
+        rows = [
+            [c.strip() for c in ln.split("|")] for ln in meta(server, r"\df cat_f") if "|" in ln
+        ]
+        assert [
+            "public",
+            "cat_f",
+            "character varying",
+            "a integer, b character varying",
+            "func",
+        ] in rows
+        out = meta(server, r"\d+ cat_c")
+        note = next(ln for ln in out if ln.startswith(" note "))
+        assert note.rstrip().endswith("| free text")
+        dt = [[c.strip() for c in ln.split("|")] for ln in meta(server, r"\dt+ cat_c") if "|" in ln]
+        assert dt[-1][0:2] == ["public", "cat_c"] and dt[-1][-1] == "commented table"
+    finally:
+        psql(server, "-c", "DROP FUNCTION cat_f", "-c", "DROP TABLE cat_c")
