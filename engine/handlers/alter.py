@@ -187,13 +187,28 @@ def _rename_own(rel: Relation, new: str, schema: str) -> str:
 
 
 # -- columns ------------------------------------------------------------------------------
-def _plain_table(rel: Relation, what: str) -> None:
+def _plain_table(cat: Any, rel: Relation, what: str) -> None:
+    """Column changes apply to plain tables: not to connector, webhook or Iceberg tables
+    (their columns come from outside), nor to targets of `CREATE SINK ... INTO` (the sink
+    writes rows in the layout it was created with)."""
     if rel.kind is not RelationKind.TABLE:
         raise WrongObjectType(f'"{rel.name}" is not a table')
-    if rel.extra.get("source") or rel.options.get("connector"):
+    if any(rel.extra.get(k) for k in ("source", "webhook", "iceberg", "hidden_for")) or (
+        rel.options.get("connector")
+    ):
         raise not_supported(
             f"{what} on a table with a connector",
             hint="Its columns come from the connector's format; recreate the table instead.",
+        )
+    into = [
+        r.name
+        for r in cat.ordered()
+        if r.kind is RelationKind.SINK and (r.extra.get("sink") or {}).get("into") == rel.id
+    ]
+    if into:
+        raise DependentObjectsStillExist(
+            f"cannot alter table {rel.name} because sink {into[0]} writes into it",
+            hint=f"Drop sink {into[0]} first.",
         )
 
 
@@ -216,7 +231,7 @@ def _refuse_readers(cat: Any, rel: Relation, column: str, action: str) -> None:
 
 
 def _add_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> Notice | None:
-    _plain_table(rel, "ALTER TABLE ... ADD COLUMN")
+    _plain_table(cat, rel, "ALTER TABLE ... ADD COLUMN")
     name, t = a["column"], a["type"]
     if any(f.name == name for f in rel.fields):
         if a["if_not_exists"]:
@@ -259,7 +274,7 @@ def _default_value(session: Any, text: str, t: Any) -> Any:
 
 
 def _drop_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> Notice | None:
-    _plain_table(rel, "ALTER TABLE ... DROP COLUMN")
+    _plain_table(cat, rel, "ALTER TABLE ... DROP COLUMN")
     name = a["column"]
     idx = next((i for i, f in enumerate(rel.fields) if f.name == name and not f.hidden), None)
     if idx is None:
