@@ -19,8 +19,9 @@ from sqlglot import exp
 from engine.api import QueryResult
 from engine.batch import execute_plan
 from engine.catalog import RelationKind
+from engine.errors import ObjectNotInPrerequisiteState
 from engine.expr import ParamContext
-from engine.plan.logical import PlanNode, load_system_scans, relations_scanned
+from engine.plan.logical import PlanNode, Scan, load_system_scans, relations_scanned
 from engine.plan.planner import Planner
 from engine.sql.parser import Statement, parse_one
 from engine.types import INT, VARCHAR, Field, SqlType
@@ -69,13 +70,21 @@ def run_plan(
     rt = session.db.runtime
     rels = relations_scanned(plan)
     committed = rt.committed()
+    layouts = _scan_layouts(plan)
     pins = {}
     for r in rels:
         local = reads_local(r, time_travel)
         if not local and (is_iceberg_relation(r) or r.kind is RelationKind.SOURCE):
             continue
         pin = committed.pins.get(r.id)
-        pins[r.id] = pin if pin is not None else _pin_created(session, r)
+        if pin is None or not _same_layout(pin, layouts[r.id]):
+            pin = _pin_created(session, r)  # being created or altered: wait for its DDL
+            if not _same_layout(pin, layouts[r.id]):
+                raise ObjectNotInPrerequisiteState(
+                    f'table "{r.name}" was altered while the statement ran',
+                    hint="Run the statement again.",
+                )
+        pins[r.id] = pin
     load_system_scans(plan, _system_ctx(session))
     snaps = {rid: p.table() for rid, p in pins.items()}
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
@@ -86,6 +95,28 @@ def run_plan(
             snaps[r.id] = read_source_now(r, plan, session.eval_ctx())
     session.check_cancel()
     return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
+
+
+def _scan_layouts(plan: PlanNode) -> dict[int, list[pa.DataType]]:
+    """The column types each scanned relation had when the query was planned."""
+    out: dict[int, list[pa.DataType]] = {}
+    stack = [plan]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Scan):
+            out[n.relation.id] = [f.type.arrow for f in n.schema]
+        stack.extend(n.inputs())
+    return out
+
+
+def _same_layout(pin: Any, types: list[pa.DataType]) -> bool:
+    """Do the pinned rows have the columns the plan reads? Not while an ALTER TABLE ...
+    ADD/DROP COLUMN has changed the catalog entry but not yet committed the new rows (the
+    plan would read the columns by the wrong positions)."""
+    schema = getattr(pin, "schema", None)
+    if not isinstance(schema, pa.Schema):
+        schema = pin.table().schema
+    return list(schema.types) == types
 
 
 def _pin_created(session: Any, rel: Any) -> Any:
