@@ -1,9 +1,11 @@
 """The Prometheus endpoint: `GET /metrics` on --prometheus-listener-addr serves the text
 exposition format with the runtime, checkpoint, WAL, store, webhook and pgwire counters,
-and the counters move with the work done. A taken metrics port only disables metrics."""
+and the counters move with the work done (and the dashboard API shows the same for a
+source and a sink). A taken metrics port only disables metrics."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.kafka import KafkaBroker
-from harness.server import SwellServer, free_port
+from harness.server import SwellServer, free_port, free_ports
 
 
 def scrape(port: int) -> tuple[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
@@ -108,9 +110,15 @@ def test_taken_metrics_port_keeps_sql_running(tmp_path: Path) -> None:
 def test_histograms_per_relation_series_and_process_metrics(
     tmp_path: Path, kafka_broker: KafkaBroker
 ) -> None:
-    mport = free_port()
+    mport, dport = free_ports(2)
     srv = SwellServer(
-        tmp_path / "data", extra_args=["--prometheus-listener-addr", f"127.0.0.1:{mport}"]
+        tmp_path / "data",
+        extra_args=[
+            "--prometheus-listener-addr",
+            f"127.0.0.1:{mport}",
+            "--dashboard-listen-addr",
+            f"127.0.0.1:{dport}",
+        ],
     )
     srv.start()
     try:
@@ -140,6 +148,9 @@ def test_histograms_per_relation_series_and_process_metrics(
                 assert time.monotonic() < deadline
                 c.execute("FLUSH")
             _, m = scrape(mport)
+            url = f"http://127.0.0.1:{dport}/api/overview"
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                board = {r["name"]: r for r in json.loads(resp.read())["relations"]}
 
         def v(name: str, **labels: str) -> float:
             return m[(name, tuple(sorted(labels.items())))]
@@ -172,6 +183,11 @@ def test_histograms_per_relation_series_and_process_metrics(
         assert v("swell_relation_rows", relation="h_v", kind="materialized view") == 1
         assert v("swell_relation_rows", relation="h_t", kind="table") == 2
         assert v("swell_relation_state_keys", relation="h_v", kind="materialized view") > 0
+        # the dashboard shows the same figures for the source and the sink
+        assert (board["h_src"]["kind"], board["h_src"]["counter"]) == ("source", 2)
+        assert board["h_src"]["state"] == "running" and board["h_src"]["errors"] == 0
+        assert (board["h_sink"]["counter"], board["h_sink"]["state"]) == (2, "running")
+        assert board["h_v"]["rows"] == 1
         # process metrics
         assert v("process_resident_memory_bytes") > 10_000_000
         assert v("process_cpu_seconds_total") > 0
