@@ -25,7 +25,7 @@ from engine.catalog.system import relation_oid
 from engine.errors import EngineError, InvalidParameterValue, QueryCanceled
 from engine.types import BIGINT, VARCHAR, Field
 
-NOTICE_SECONDS = 5.0
+NOTICE_SECONDS = 3.0
 """How often a waiting CREATE is told the progress."""
 POLL_SECONDS = 0.2
 

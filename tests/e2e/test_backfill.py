@@ -69,10 +69,14 @@ def test_others_proceed_and_upstream_changes_count_once(fresh_server: SwellServe
         _fill(c, "big")
     done: list[Any] = []
 
+    events: list[str] = []
+
     def create() -> None:
         with fresh_server.connect() as w:
-            w.execute(f"SET backfill_rate_limit = {RATE}")
+            w.add_notice_handler(lambda d: events.append(d.message_primary or ""))
+            w.execute(f"SET backfill_rate_limit = {RATE * 2 // 3}")  # lasts past a NOTICE
             w.execute(f"CREATE MATERIALIZED VIEW agg AS {query}")
+            events.append("done")
             done.append(True)
 
     t = threading.Thread(target=create)
@@ -102,6 +106,8 @@ def test_others_proceed_and_upstream_changes_count_once(fresh_server: SwellServe
     finally:
         t.join(120)
     assert done
+    # the waiting client was told the progress before its CREATE returned
+    assert events[-1] == "done" and events[0].startswith('backfill of "agg": '), events
     with fresh_server.connect() as c:
         assert _progress(c, "agg") is None
         c.execute("FLUSH")
