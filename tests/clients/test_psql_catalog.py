@@ -120,6 +120,7 @@ def test_list_user_functions_and_comments(server: SwellServer) -> None:
             "a integer, b character varying",
             "func",
         ] in rows
+        assert any("select b" in ln for ln in meta(server, r"\df+ cat_f"))  # its source
         out = meta(server, r"\d+ cat_c")
         note = next(ln for ln in out if ln.startswith(" note "))
         assert note.rstrip().endswith("| free text")
