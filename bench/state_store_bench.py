@@ -152,7 +152,7 @@ def steady(moto: Moto, seconds: float) -> None:
             due = int(now * 1000) + 100
             if due > sent:
                 c.execute(
-                    f"INSERT INTO ev SELECT g, (g * 7919) % 100000, g % 1000 "
+                    f"INSERT INTO ev SELECT g, (g::bigint * 7919) % 100000, g % 1000 "
                     f"FROM generate_series({sent}, {due - 1}) g"
                 )
                 sent = due
