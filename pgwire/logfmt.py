@@ -45,6 +45,9 @@ LEVELS = ("debug", "info", "warning", "error")
 # opaque Command for statements Swell parses itself; pyiceberg and polars report choices of
 # their own (a slower scan planner, a FileIO fallback). At `--log-level debug` they show.
 _QUIET_LIBRARIES = ("sqlglot", "pyiceberg", "polars")
+# Libraries that log routine steps at INFO (boto3 for the state store: "Found credentials in
+# environment variables"); below debug only their warnings and errors show.
+_CHATTY_LIBRARIES = ("botocore", "boto3", "s3transfer")
 
 
 def setup_logging(level: int | str = logging.INFO) -> None:
@@ -65,6 +68,8 @@ def setup_logging(level: int | str = logging.INFO) -> None:
     quiet = level > logging.DEBUG
     for name in _QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(logging.ERROR if quiet else logging.NOTSET)
+    for name in _CHATTY_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.WARNING if quiet else logging.NOTSET)
     if quiet:
         for name in _QUIET_LIBRARIES:
             warnings.filterwarnings("ignore", module=rf"{name}(\..*)?$")
