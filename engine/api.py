@@ -53,6 +53,10 @@ class QueryResult:
     # 'csv', header, delimiter, null, quote, escape) instead of RowDescription/DataRow;
     # with direction 'in' (COPY FROM STDIN) pgwire collects rows for `columns` instead
     copy: dict[str, Any] | None = None
+    # a large SELECT served to a streaming client (`Session.stream_results`): `rows` holds
+    # the first rows; `more.next()` gives each further chunk (None at the end, when `tag`
+    # is final) and `more.close()` ends the statement (engine/handlers/result_stream.py)
+    more: Any = None
 
 
 @dataclass(slots=True)

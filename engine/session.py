@@ -174,6 +174,12 @@ class SwellSession:
         self.query_start: float | None = None
         # the token of a COPY FROM STDIN whose rows are still arriving (pgwire's data phase)
         self._copy_token: cancellation.CancelToken | None = None
+        # pgwire sets it: a large SELECT answers with its first rows and streams the rest
+        # (QueryResult.more); in-process callers get whole results
+        self.stream_results = False
+        self._stream_this = False
+        # the token of a SELECT whose rows are still streaming (result_stream.py)
+        self._stream_token: cancellation.CancelToken | None = None
         self.closed = False
         # sends a NOTICE to the client while a statement runs (set by pgwire; None: the
         # notices go with the statement's result), e.g. a waiting CREATE's progress
@@ -211,7 +217,10 @@ class SwellSession:
         except EngineError as e:
             e.partial_results = []  # type: ignore[attr-defined]
             raise
-        for st in statements:
+        for i, st in enumerate(statements):
+            # only the last statement of a query string may stream: the ones before it
+            # finish (and fail) before the next one runs
+            self._stream_this = self.stream_results and i == len(statements) - 1
             try:
                 try:
                     results.append(self._run(st, None))
@@ -271,6 +280,7 @@ class SwellSession:
         return PreparedStmt(sql, st, desc, types)
 
     def execute(self, stmt: PreparedStmt, params: list[Any]) -> QueryResult:  # type: ignore[override]
+        self._stream_this = self.stream_results
         try:
             res = self._run(stmt.statement, ParamContext(list(stmt.param_types), list(params)))
             _check_result_shape(stmt, res)
@@ -318,7 +328,7 @@ class SwellSession:
     def cancel(self, reason: str = cancellation.USER) -> None:
         """Stop the running statement (from any thread). As in PostgreSQL, a cancel with no
         statement running does nothing."""
-        token = self._token or self._copy_token
+        token = self._token or self._copy_token or self._stream_token
         if token is not None:
             token.cancel(reason)
 
@@ -348,11 +358,13 @@ class SwellSession:
         self._token = token
         if outer is None:
             self.active_query, self.query_start = redact(st.sql.strip(), limit=1024), time.time()
+        streaming = False
         try:
             with acting_as(self), cancellation.running(token):
                 res = self._dispatch(st, params)
             if res.copy is not None and res.copy.get("direction") == "in":
                 self._copy_token = token  # the rows follow: the statement goes on
+            streaming = res.more is not None  # the statement goes on while its rows stream
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
                 res.notices[:0] = [Notice(m) for m in st.args["notices"]]
         except EngineError as e:
@@ -360,7 +372,8 @@ class SwellSession:
             raise
         finally:
             self._token = outer
-            if outer is None and self._copy_token is None:
+            self._stream_this = False
+            if outer is None and self._copy_token is None and not streaming:
                 self.active_query = None
         took = time.monotonic() - start
         ddl = res.tag.startswith(_DDL_TAGS)
@@ -377,7 +390,8 @@ class SwellSession:
         if k == "empty":
             return QueryResult("", empty=True)
         if k == "select":
-            return query.run_select(self, st, params)
+            stream, self._stream_this = self._stream_this, False
+            return query.run_select(self, st, params, stream=stream)
         if k == "insert":
             return self._after_dml(dml.run_insert(self, st, params))
         if k == "update":

@@ -132,11 +132,12 @@ class Connection:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
-    async def run_statement(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run_statement(self, fn: Callable[..., T], *args: Any, fresh: bool = True) -> T:
         """A session call that runs a statement. While it runs, the loop watches the
         socket: a client that closed its connection (EOF, reset) has its statement
         cancelled, as PostgreSQL does, instead of leaving it running to the end."""
-        self.cancel_sending = False
+        if fresh:  # a new statement: an earlier cancel no longer applies
+            self.cancel_sending = False
         fut = asyncio.ensure_future(self.call(fn, *args))
         cancelled = False
         try:
@@ -240,6 +241,7 @@ class Connection:
 
     async def _teardown(self) -> None:
         self.server.unregister(self)
+        await self.close_streams([p.result for p in self.extended.portals.values() if p.result])
         session, self.session = self.session, None
         if session is not None:
             try:
@@ -313,6 +315,8 @@ class Connection:
             await authenticate(self, user)
             self.session = await self.call(self.server.db.connect, user, database, options)
             self.session.notify = self._notifier(asyncio.get_running_loop())
+            if hasattr(self.session, "stream_results"):
+                self.session.stream_results = True  # large SELECT results stream
         except Exception as exc:  # noqa: BLE001 - answered as FATAL, then the socket closes
             if isinstance(exc, (InvalidAuthorization, InvalidPassword)):
                 self.server.auth_failures += 1
@@ -430,6 +434,8 @@ class Connection:
                 raise
             except Exception as exc:  # noqa: BLE001 - e.g. a value the codec cannot encode
                 error = exc
+            finally:
+                await self.close_streams(results)
             self.server.statements_total += len(results) + (error is not None)
             if error is not None:
                 self.server.errors_total += 1
@@ -458,6 +464,8 @@ class Connection:
                 formats = [fmt] * len(result.columns)
                 self.send(msg.row_description(result.columns, formats))
                 await self.send_rows(result, formats, tz, 0, len(result.rows))
+                while result.more is not None and await self.pull_rows(result):
+                    await self.send_rows(result, formats, tz, 0, len(result.rows))
             self.send(msg.command_complete(self.tx.after_tag(result.tag, sql)))
             self.send_status(result)
 
@@ -517,6 +525,23 @@ class Connection:
             raise
         done = await self.run_statement(session.copy_in_columns, columns)
         return done.tag
+
+    async def pull_rows(self, result: QueryResult) -> bool:
+        """Replace `result.rows` with the next chunk of a streaming result (computed on the
+        worker thread); False once it ended (then `result.tag` is final)."""
+        self.check_send_cancel()
+        rows = await self.run_statement(result.more.next, fresh=False)
+        if rows is None:
+            return False
+        result.rows = rows
+        return True
+
+    async def close_streams(self, results: list[QueryResult]) -> None:
+        """End the statements of streaming results that were not read to the end."""
+        for r in results:
+            if r is not None and r.more is not None and not r.more.done:
+                with contextlib.suppress(Exception):
+                    await self.call(r.more.close)
 
     def send_status(self, result: QueryResult) -> None:
         for name, value in result.status.items():

@@ -63,6 +63,7 @@ class Portal:
     result: QueryResult | None = None
     pos: int = 0
     done: bool = False
+    sent_now: int = 0  # rows of a streaming result sent by the current Execute
 
 
 def expand_formats(codes: list[int], n: int, what: str) -> list[int]:
@@ -117,6 +118,7 @@ class ExtendedProtocol:
     async def sync(self) -> None:
         self.ignore_till_sync = False
         if self.conn.tx.status == "I":
+            await self.conn.close_streams([p.result for p in self.portals.values() if p.result])
             self.portals.clear()
         self.conn.send(msg.ready_for_query(self.conn.tx.status))
         await self.conn.flush()
@@ -165,6 +167,9 @@ class ExtendedProtocol:
         for c in result_codes:
             if c not in (codecs.TEXT, codecs.BINARY):
                 raise ProtocolViolation(f"unsupported format code: {c}")
+        old = self.portals.get(portal_name)
+        if old is not None and old.result is not None:
+            await self.conn.close_streams([old.result])
         self.portals[portal_name] = Portal(portal_name, stmt, params, result_codes)
         self.conn.send(msg.bind_complete())
 
@@ -286,12 +291,19 @@ class ExtendedProtocol:
             else:
                 conn.send(msg.command_complete(result.tag))
             return
-        total = len(result.rows)
-        start = portal.pos
-        stop = total if max_rows <= 0 else min(total, start + max_rows)
         formats = expand_formats(portal.result_formats, len(result.columns), "result")
-        await conn.send_rows(result, formats, conn.timezone(), start, stop)
-        portal.pos = stop
+        if result.more is not None:
+            if await self._send_stream(portal, result, formats, max_rows):
+                conn.send(msg.portal_suspended())
+                return
+            total = stop = portal.pos
+            start = portal.pos - portal.sent_now
+        else:
+            total = len(result.rows)
+            start = portal.pos
+            stop = total if max_rows <= 0 else min(total, start + max_rows)
+            await conn.send_rows(result, formats, conn.timezone(), start, stop)
+            portal.pos = stop
         if stop < total:
             conn.send(msg.portal_suspended())
             return
@@ -305,6 +317,29 @@ class ExtendedProtocol:
         else:
             conn.send(msg.command_complete(tag))
 
+    async def _send_stream(
+        self, portal: Portal, result: Any, formats: list[int], max_rows: int
+    ) -> bool:
+        """Send up to `max_rows` (0: all) of a streaming result, pulling chunks as needed
+        (`result.rows` holds the unsent rows); True when rows remain (PortalSuspended).
+        `portal.pos` counts the rows sent in all, `portal.sent_now` in this Execute."""
+        conn = self.conn
+        tz = conn.timezone()
+        portal.sent_now = 0
+        while True:
+            rows = result.rows
+            want = len(rows) if max_rows <= 0 else min(len(rows), max_rows - portal.sent_now)
+            await conn.send_rows(result, formats, tz, 0, want)
+            portal.sent_now += want
+            portal.pos += want
+            result.rows = rows[want:]
+            if result.rows:
+                return True  # max_rows reached with rows left over
+            if not await conn.pull_rows(result):
+                return False
+            if max_rows > 0 and portal.sent_now >= max_rows:
+                return True
+
     # -- Close -------------------------------------------------------------------------------------
     async def _close(self, r: msg.Reader) -> None:
         what = r.byte()
@@ -312,7 +347,9 @@ class ExtendedProtocol:
         if what == b"S":
             self.statements.pop(name, None)
         elif what == b"P":
-            self.portals.pop(name, None)
+            gone = self.portals.pop(name, None)
+            if gone is not None and gone.result is not None:
+                await self.conn.close_streams([gone.result])
         else:
             raise ProtocolViolation(f"invalid CLOSE message subtype {what!r}")
         self.conn.send(msg.close_complete())

@@ -7,6 +7,6 @@ single `HashAggOp` step over the snapshot), so an ad-hoc query and a materialize
 the same SQL compute the same thing; joins, sorts and limits use Arrow kernels.
 """
 
-from engine.batch.executor import execute_plan
+from engine.batch.executor import execute_plan, stream_plan
 
-__all__ = ["execute_plan"]
+__all__ = ["execute_plan", "stream_plan"]

@@ -47,8 +47,15 @@ def stream_plan(
     plan: PlanNode, snapshot: Snapshot, ctx: EvalContext, budget: MemoryBudget | None = None
 ) -> Iterator[pa.Table]:
     """Evaluate `plan` as a stream of tables of at most about `CHUNK_ROWS` rows (at least
-    one, maybe empty), produced as the consumer pulls them."""
-    return _Exec(snapshot, ctx, budget).stream(plan)
+    one, maybe empty), produced as the consumer pulls them. A result whose size is known
+    before it is computed (a cross product of scans) and exceeds the memory limit is
+    refused up front (53200): clients hold results whole, and an answer of hundreds of
+    gigabytes is a missing join condition far more often than a request."""
+    ex = _Exec(snapshot, ctx, budget)
+    exact = ex._exact_rows(plan)
+    if exact is not None:
+        ex.budget.reserve(exact * row_width(arrow_schema(plan.schema)), "the result")
+    return ex.stream(plan)
 
 
 def query_budget(ctx: EvalContext) -> MemoryBudget:

@@ -11,16 +11,18 @@ committed: that read takes the epoch lock, like the CREATE.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 from sqlglot import exp
 
 from engine.api import QueryResult
-from engine.batch import execute_plan
+from engine.batch import execute_plan, stream_plan
 from engine.catalog import RelationKind
 from engine.errors import ObjectNotInPrerequisiteState
 from engine.expr import ParamContext
+from engine.handlers.result_stream import first_rows, rows_of
 from engine.plan.logical import PlanNode, Scan, load_system_scans, relations_scanned
 from engine.plan.planner import Planner
 from engine.sql.parser import Statement, parse_one
@@ -65,6 +67,13 @@ def planner_for(session: Any, params: ParamContext | None, streaming: bool = Fal
 def run_plan(
     session: Any, plan: PlanNode, time_travel: dict[str, tuple[str, str]] | None = None
 ) -> pa.Table:
+    return execute_plan(plan, _snapshots(session, plan, time_travel), session.eval_ctx())
+
+
+def _snapshots(
+    session: Any, plan: PlanNode, time_travel: dict[str, tuple[str, str]] | None
+) -> Callable[[int], pa.Table]:
+    """The committed rows of every relation `plan` reads (one epoch for all of them)."""
     from engine.handlers.iceberg_table import iceberg_snapshots, is_iceberg_relation, reads_local
 
     rt = session.db.runtime
@@ -94,7 +103,7 @@ def run_plan(
 
             snaps[r.id] = read_source_now(r, plan, session.eval_ctx())
     session.check_cancel()
-    return execute_plan(plan, snaps.__getitem__, session.eval_ctx())
+    return snaps.__getitem__
 
 
 def _scan_layouts(plan: PlanNode) -> dict[int, list[pa.DataType]]:
@@ -136,22 +145,25 @@ def _system_ctx(session: Any) -> Any:
     return SystemContext(session.db, session)
 
 
-def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:
-    if t.num_columns == 0:
-        return [() for _ in range(t.num_rows)]
-    cols = [c.to_pylist() for c in t.columns]
-    return list(zip(*cols, strict=True))
-
-
 def plan_select(session: Any, ast: exp.Expression, params: ParamContext | None) -> PlanNode:
     return planner_for(session, params).plan_query(ast)
 
 
-def run_select(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
+def run_select(
+    session: Any, st: Statement, params: ParamContext | None, stream: bool = False
+) -> QueryResult:
+    """Run a SELECT. With `stream`, a large result comes back with its first rows and the
+    rest in `result.more` (engine/handlers/result_stream.py), produced as pgwire pulls."""
     assert st.ast is not None
     plan = plan_select(session, st.ast, params)
-    t = run_plan(session, plan, st.args.get("time_travel"))
     vis = [i for i, f in enumerate(plan.schema) if not f.hidden]
+    if stream:
+        snaps = _snapshots(session, plan, st.args.get("time_travel"))
+        fields = [plan.schema[i] for i in vis]
+        parts = stream_plan(plan, snaps, session.eval_ctx())
+        keep = vis if len(vis) != len(plan.schema) else None
+        return first_rows(session, QueryResult("", fields), parts, keep)
+    t = run_plan(session, plan, st.args.get("time_travel"))
     if len(vis) != t.num_columns:
         t = t.select(vis)
     fields = [plan.schema[i] for i in vis]

@@ -9,12 +9,17 @@ fails the test rather than slowing it.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 
@@ -184,3 +189,68 @@ def test_cancelled_create_materialized_view_leaves_no_view(server: SwellServer, 
         c.execute(create.replace("JOIN cw_big y ON x.b = y.b", "JOIN cw_big y ON x.a = y.a"))
         assert c.execute("SELECT count(*) FROM cw_mv").fetchone() == (3000,)
         c.execute("DROP MATERIALIZED VIEW cw_mv")
+
+
+def test_large_result_streams_while_it_is_computed(server: SwellServer, big: str) -> None:
+    """The first rows of a 9M-row result reach the client while the statement still runs
+    (it would have ended if the result were built whole before sending); then a cancel
+    stops the rest."""
+    with server.connect() as c, server.connect() as watch:
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        rows = c.cursor().stream("SELECT x.a, y.a FROM cw_big x, cw_big y")
+        first = next(rows)
+        assert first[0] is not None
+        assert (_active(watch, pid) or "").startswith("SELECT x.a")
+        c.cancel_safe()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            for _ in rows:
+                pass
+        assert _active(watch, pid) is None
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.needs("psql")
+def test_psql_ctrl_c_cancels(server: SwellServer, big: str) -> None:
+    """psql's Ctrl-C (SIGINT) sends a CancelRequest: the query stops with its error."""
+    psql = shutil.which("psql")
+    assert psql is not None
+    with server.connect() as watch:
+        before = {r[0] for r in watch.execute("SELECT pid FROM pg_stat_activity").fetchall()}
+        p = subprocess.Popen(
+            [psql, server.dsn, "-X", "-c", ENDLESS],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            q = "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE %s"
+
+            def running() -> bool:
+                pids = {r[0] for r in watch.execute(q, ("SELECT count(*) FROM cw_big%",))}
+                return bool(pids - before)
+
+            _wait_for(running, "psql's query runs")
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 1, (out, err)
+        assert "Cancel request sent" in err
+        assert "canceling statement due to user request" in err
+
+
+def test_asyncpg_timeout_cancels_the_query(server: SwellServer, big: str) -> None:
+    """asyncpg's `timeout=` sends a CancelRequest and waits for the statement to end; the
+    connection then answers at once (it would wait for the endless join otherwise)."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(server.dsn)
+        try:
+            with pytest.raises(asyncio.TimeoutError):
+                await conn.fetch(ENDLESS, timeout=1.0)
+            assert await conn.fetchval("SELECT 1") == 1
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
