@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.errors import not_supported
+from engine.plan.append_only import append_only_extremes
 from engine.plan.logical import (
     Agg,
     AggSpec,
@@ -187,7 +188,13 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
                 input_key=in_key,
             )
         return StreamHashAgg(
-            ins, schemas, schema, key, group_keys=list(p.group_keys), aggs=list(p.aggs)
+            ins,
+            schemas,
+            schema,
+            key,
+            group_keys=list(p.group_keys),
+            aggs=list(p.aggs),
+            append_only_extremes=append_only_extremes(p.inputs()[0], list(p.aggs), schemas[0]),
         )
     if isinstance(p, Join):
         left, right = p.inputs()
@@ -268,7 +275,8 @@ def _tables(n: StreamNode) -> list[Spec]:
             ("meta", ["_key", "_value"], [0], []),
         ]
     if isinstance(n, StreamHashAgg):
-        return _agg_tables(n.group_keys, n.aggs, names, [f.name for f in n.schema])
+        out_names = [f.name for f in n.schema]
+        return _agg_tables(n.group_keys, n.aggs, names, out_names, n.append_only_extremes)
     if isinstance(n, StreamHashJoin):
         ls, rs = n.input_schemas
         out = [
@@ -318,16 +326,24 @@ def _side(name: str, schema: list[Field], keys: list[int], ident: list[int]) -> 
 
 
 def _agg_tables(
-    group_keys: list[int], aggs: list[AggSpec], names: list[str], out_names: list[str]
+    group_keys: list[int],
+    aggs: list[AggSpec],
+    names: list[str],
+    out_names: list[str],
+    plain: list[int] | None = None,
 ) -> list[Spec]:
     """HashAggOp's tables: `groups`, one `minmax_<i>` per (argument, FILTER) of min/max
-    calls (shared), one `distinct_<i>` per DISTINCT call (see HashAggOp's docstring)."""
+    calls (shared) except those in `plain` (append-only: no multiset), one
+    `distinct_<i>` per DISTINCT call (see HashAggOp's docstring)."""
+    skip = set(plain or ())
     g = [names[k] for k in group_keys]
     gk = list(range(len(g)))
     nk = len(group_keys)
     out: list[Spec] = [("groups", [*g, "_row_count", *out_names[nk:]], gk, gk)]
     owners: dict[tuple[int | None, int | None], int] = {}
     for i, a in enumerate(aggs):
+        if a.kind in ("min", "max") and i in skip:
+            continue
         if a.kind in ("min", "max"):
             owner = owners.setdefault((a.arg, a.filter), i)
             if owner == i:

@@ -166,6 +166,9 @@ class StreamHashAgg(StreamNode):
     kind: ClassVar[str] = "StreamHashAgg"
     group_keys: list[int] = field(default_factory=list)
     aggs: list[AggSpec] = field(default_factory=list)
+    # min/max calls over an append-only input: one value per group, no multiset table
+    # (engine.plan.append_only); empty in plans stored before this field existed
+    append_only_extremes: list[int] = field(default_factory=list)
 
     def line(self) -> str:
         s = super().line()

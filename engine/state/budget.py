@@ -5,7 +5,8 @@ spends on state is what its caches hold, and a user sets that with one number
 (`swell playground --state-cache-mb N`). `StateBudget` splits it:
 
 * half to RocksDB's block cache (an LRU `Cache` shared by every table of the one
-  database; index and filter blocks are charged to it too);
+  database; index and bloom filter blocks stay in the table readers, outside it, about
+  1.5 bytes per key);
 * a quarter to memtables, through a `WriteBufferManager` whose usage is also charged to
   the block cache, so RocksDB's part stays under three quarters in total;
 * a quarter to the operator caches of hot rows (`disk_table.HotCache`).

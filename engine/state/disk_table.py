@@ -60,6 +60,9 @@ Key = tuple[Any, ...]
 Value = tuple[Any, ...]
 
 VNODES = 256
+CACHE_MAX_VALUE = 1024
+"""Values larger than this (encoded bytes) are not cached: RocksDB's block cache holds
+them (segment blobs of relations are megabytes)."""
 _TOMB = object()
 _LEGACY_START = b"\x01"  # first byte after the table id of StateTable's layouts
 _HEAD = 6  # table id (4) + 0x00 + vnode byte: the bytes before the encoded key
@@ -178,15 +181,20 @@ class DiskStateTable:
         raws = self._store.multi_get(self._full_many(keys))
         dec = codec.decode_value
         vals = [None if r is None else dec(r) for r in raws]
-        self._remember(keys, vals)
+        self._remember(keys, vals, [0 if r is None else len(r) for r in raws])
         return vals
 
-    def _remember(self, keys: list[Key], vals: list[Any]) -> None:
+    def _remember(self, keys: list[Key], vals: list[Any], sizes: list[int]) -> None:
+        """Cache committed rows (not absent ones, nor values over `CACHE_MAX_VALUE`
+        bytes: the cache is counted in rows)."""
         cache = self._cache
         cap = self._hot.per_table()
         if cap <= 0:
             return
-        cache.update((k, v) for k, v in zip(keys, vals, strict=True) if v is not None)
+        big = CACHE_MAX_VALUE
+        cache.update(
+            (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
+        )
         over = len(cache) - cap
         if over > 0:  # drop the oldest (insertion order), down to three quarters
             for k in list(islice(cache, over + cap // 4)):
@@ -444,13 +452,14 @@ class DiskStateTable:
                 live_k.append(k)
                 live_b.append(f)
                 live_v.append(v)
-        for f, vb in zip(live_b, codec.encode_values(live_v), strict=True):
+        vbs = codec.encode_values(live_v)
+        for f, vb in zip(live_b, vbs, strict=True):
             put(f, vb)
         self._overlay = {}
         cache = self._cache
         for k in dead:
             cache.pop(k, None)
-        self._remember(live_k, live_v)
+        self._remember(live_k, live_v, list(map(len, vbs)))
         return n
 
     def load(self, store: StateStore) -> None:

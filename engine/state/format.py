@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -52,7 +52,9 @@ of the key layout, the encodings or the meaning of stored catalog entries.
 `engine.stream.job_plan._store_stream_plans`).
 3: aggregation group tables are RocksDB-first disk tables (`engine.state.disk_table`
 layout: vnode, memcomparable keys; the 2 -> 3 step is
-`engine.stream.job_plan._disk_group_tables`)."""
+`engine.stream.job_plan._disk_group_tables`).
+4: the rows of tables and materialized views (`mat.segments`, Arrow segment blobs) are
+disk tables too (the 3 -> 4 step is `engine.stream.job_plan._disk_segment_tables`)."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

@@ -70,7 +70,7 @@ class PlannedAllocator:
         self.disk = disk
         self.made: dict[str, StateTable] = {}
 
-    def table(self, name: str, *, disk: bool = False) -> StateTable:
+    def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable:
         """The declared table `name`; `disk=True` asks for a RocksDB-first table
         (`engine.state.disk_table`) when the runtime has a store, else a resident one."""
         t = self.made.get(name)
@@ -85,6 +85,7 @@ class PlannedAllocator:
         if disk and self.disk is not None:
             # the distribution key as a key prefix decides the vnode (else one vnode)
             d = len(desc.dist_key) if desc.dist_key == desc.key[: len(desc.dist_key)] else 0
+            d = d if dist else 0
             t = cast(StateTable, self.disk.table(desc.id, full, d))
             self.made[name] = t
             return t
@@ -152,7 +153,15 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
         agg = Agg(list(n.schema), n.stream_key, None, list(n.group_keys), list(n.aggs))  # type: ignore[arg-type]
         return CollectAggOp(ins, agg, alloc, list(n.input_key), errors=ctx.errors)
     if isinstance(n, StreamHashAgg):
-        return HashAggOp(ins, n.group_keys, _calls(n), alloc, names, errors=ctx.errors)
+        return HashAggOp(
+            ins,
+            n.group_keys,
+            _calls(n),
+            alloc,
+            names,
+            errors=ctx.errors,
+            append_only_extremes=n.append_only_extremes,
+        )
     if isinstance(n, StreamHashJoin):
         ls, rs = n.input_schemas
         join = HashJoinOp(

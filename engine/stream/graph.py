@@ -15,13 +15,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from time import thread_time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 
 from engine.catalog import Relation
 from engine.chunk import Op, StreamChunk
+from engine.state.disk_table import DiskTables
 from engine.state.table import StateTable
 from engine.stream.cpu import StreamCpu
 from engine.stream.operator import Operator
@@ -46,19 +47,32 @@ class Allocator:
     On recovery the same names map to the same ids, and each table is loaded from the store.
     """
 
-    def __init__(self, rel: Relation, new_id: callable, store: object | None) -> None:  # type: ignore[valid-type]
+    def __init__(
+        self,
+        rel: Relation,
+        new_id: callable,  # type: ignore[valid-type]
+        store: object | None,
+        disk: DiskTables | None = None,
+    ) -> None:
         self.rel = rel
         self.new_id = new_id
         self.store = store
+        self.disk = disk
         self.tables: list[StateTable] = []
         self.prefix = ""
 
-    def table(self, name: str, *, disk: bool = False) -> StateTable:
+    def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable:
+        """The relation's table `name` (a disk table with `disk` when the runtime has a
+        store; keyed by one vnode: these tables have no distribution key prefix)."""
         full = f"{self.prefix}{name}"
         tid = self.rel.state_tables.get(full)
         if tid is None:
             tid = self.new_id()
             self.rel.state_tables[full] = tid
+        if disk and self.disk is not None:
+            dt = cast(StateTable, self.disk.table(tid, f"{self.rel.name}.{full}", 0))
+            self.tables.append(dt)
+            return dt
         t = StateTable(tid, f"{self.rel.name}.{full}")
         if self.store is not None:
             t.load(self.store)  # type: ignore[arg-type]

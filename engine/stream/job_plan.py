@@ -148,6 +148,26 @@ def _disk_group_tables(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append(f"moved {n} aggregation group tables to the disk-table layout")
 
 
+@data_format.migration(3)
+def _disk_segment_tables(ctx: data_format.MigrationContext) -> None:
+    """Format 3 -> 4: every table's and view's `mat.segments` (Arrow segment blobs) moves
+    from the resident table's records into the disk-table layout (one vnode)."""
+    db = ctx.db
+    if db is None or not ctx.extras.get("catalog"):
+        return
+    catalog: Catalog = db.catalog
+    n = 0
+    for rel in catalog.ordered():
+        tid = rel.state_tables.get("mat.segments")
+        if tid is None:
+            continue
+        table = DiskStateTable(int(tid), f"{rel.name}.mat.segments", ctx.store, dist_len=0)
+        table.load(ctx.store)
+        table.write_dirty(ctx.batch)
+        n += 1
+    ctx.notes.append(f"moved the rows of {n} tables and views to the disk-table layout")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

@@ -582,7 +582,8 @@ class Runtime:
     # DDL
     # ------------------------------------------------------------------------------------
     def _alloc(self, rel: Relation, load: bool) -> Allocator:
-        return Allocator(rel, self.catalog.allocate_state_table_id, self.store if load else None)
+        store = self.store if load else None
+        return Allocator(rel, self.catalog.allocate_state_table_id, store, self.disk_tables)
 
     def _add_table(self, rel: Relation, load: bool) -> TableFlow:
         alloc = self._alloc(rel, load)

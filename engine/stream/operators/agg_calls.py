@@ -223,6 +223,34 @@ class ExtremeImpl(AggImpl):
         return list(slots[0])
 
 
+class AppendOnlyExtremeImpl(AggImpl):
+    """min / max over an input that never retracts: one slot, the current extreme, and
+    no multiset; each step's best counted value (one polars min/max per group) replaces
+    the slot when it is better (the planner picks these: `engine.plan.append_only`)."""
+
+    init = (None,)
+
+    def __init__(self, is_min: bool) -> None:
+        self.is_min = is_min
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        v = x.filter(ok)
+        return [v.min() if self.is_min else v.max()]
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        pick = min if self.is_min else max
+        return [
+            [
+                o if d is None else d if o is None else pick(o, d)
+                for o, d in zip(old[0], deltas[0], strict=True)
+            ]
+        ]
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        return list(slots[0])
+
+
 def _to_numeric(v: Any) -> Decimal:
     d = v if isinstance(v, Decimal) else Decimal(v)
     d = d.quantize(_NUMERIC_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=ACC_CONTEXT)

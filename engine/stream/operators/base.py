@@ -29,9 +29,11 @@ class StateAllocator(Protocol):
 
     `disk=True`: the operator can work with a RocksDB-first table (rows in RocksDB, a
     bounded cache in memory; `engine.state.disk_table`); allocators without a store
-    hand out a resident `StateTable`, which answers the same interface."""
+    hand out a resident `StateTable`, which answers the same interface. `dist=False`:
+    the disk table keeps every row in one vnode (keys that are not the plan's key, such
+    as segment ids)."""
 
-    def table(self, name: str, *, disk: bool = False) -> StateTable: ...
+    def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable: ...
 
 
 class LocalStateAllocator:
@@ -45,7 +47,7 @@ class LocalStateAllocator:
         self._next = first_id
         self.tables: dict[str, StateTable] = {}
 
-    def table(self, name: str, *, disk: bool = False) -> StateTable:
+    def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable:
         t = self.tables.get(name)
         if t is None:
             t = StateTable(self._next, name)

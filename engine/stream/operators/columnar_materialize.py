@@ -72,7 +72,8 @@ class ColumnarMaterializeOp(Operator):
         self.stream_key = list(pk)
         self.pk = list(pk)
         self.strict = strict
-        self._table = alloc.table("segments")
+        # segment blobs live in RocksDB (one vnode: keyed by segment id), not twice in memory
+        self._table = alloc.table("segments", disk=True, dist=False)
         self._arrow_schema = arrow_schema(self.schema)
         self._all = list(range(len(input_schema)))
         self._store = KeyedSegments(

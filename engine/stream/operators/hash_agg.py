@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import decimal
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any
@@ -53,6 +54,7 @@ from engine.stream.operators.agg_calls import (
     ACC_CONTEXT,
     AggCall,
     AggImpl,
+    AppendOnlyExtremeImpl,
     CountImpl,
     ExtremeImpl,
     make_impl,
@@ -116,7 +118,8 @@ class HashAggOp(Operator):
       `(sum, non_null_count)`; bool_and/or: `(true_count, non_null_count)`; min/max:
       `(current_extreme,)`). Sums are exact Python ints / Decimals (floats for float
       arguments).
-    * `minmax_<i>` for the first min/max call i over each (argument, FILTER) pair:
+    * `minmax_<i>` for the first min/max call i over each (argument, FILTER) pair (not for
+      `append_only_extremes`, whose slot alone is their state):
       `(*group_key, value) -> (count,)`, the multiset of counted (FILTER true, non-NULL)
       values of each group, shared by every min/max call over the same pair (so
       `min(v), max(v)` keep one multiset).
@@ -132,9 +135,12 @@ class HashAggOp(Operator):
         alloc: StateAllocator,
         output_names: list[str],
         errors: ErrorSink | None = None,
+        append_only_extremes: Collection[int] = (),
     ) -> None:
         """`errors` set (streaming jobs): an aggregate whose value is out of its type's
-        range outputs NULL for that group and is reported there; unset (ad hoc) raises."""
+        range outputs NULL for that group and is reported there; unset (ad hoc) raises.
+        `append_only_extremes`: min/max calls whose input never retracts (the planner's
+        choice): they keep only the current value, no multiset table."""
         if len(output_names) != len(group_keys) + len(aggs):
             raise ValueError("HashAggOp needs one output name per group key and aggregate")
         self.input_schema = input_schema
@@ -150,6 +156,9 @@ class HashAggOp(Operator):
         self._impls: list[AggImpl] = [
             make_impl(a, None if a.arg is None else input_schema[a.arg].type) for a in aggs
         ]
+        self._plain = sorted(set(append_only_extremes))
+        for i in self._plain:
+            self._impls[i] = AppendOnlyExtremeImpl(aggs[i].kind == "min")
         # one row per group: RocksDB-first (bounded memory) when the runtime has a store
         self._groups = alloc.table("groups", disk=True)
         # slot layout of the group state row
@@ -340,7 +349,13 @@ class HashAggOp(Operator):
     def _apply(self, chunk: StreamChunk) -> StreamChunk | None:
         if self._indexes is None:
             self._build_indexes()
-        frame = polars_frame(chunk.data, self._cols, weights=chunk.weights())
+        weights = chunk.weights()
+        if self._plain and bool((weights < 0).any()):
+            raise InternalError(
+                "an append-only aggregation input retracted a row",
+                detail=f"{self.explain()} keeps min/max without a multiset.",
+            )
+        frame = polars_frame(chunk.data, self._cols, weights=weights)
         df = frame.df
         try:
             if self._global:
@@ -376,7 +391,9 @@ class HashAggOp(Operator):
             else:
                 deltas[i] = self._apply_distinct(i, impl, keys, vd)
         for i, impl in enumerate(self._impls):
-            if i not in self._value_tables and i not in self._shared:
+            if isinstance(impl, AppendOnlyExtremeImpl):
+                deltas[i] = [py_values(frame, part, f"a{i}_0")]
+            elif i not in self._value_tables and i not in self._shared:
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
 
         # merge old states with the deltas, column-wise

@@ -1,0 +1,74 @@
+"""Bounded state memory through the real server: a GROUP BY view over many distinct keys.
+
+`swell playground --state-cache-mb 32`: the aggregation's groups and the relations' row
+blobs live in RocksDB, so the server's peak RSS grows by little per key. The test loads
+an APPEND ONLY table in `INSERT ... SELECT` batches of new distinct keys (FLUSH after
+each), then checks the view against its query and how much the server's RSS grew per
+new key after the first batch (about 200 bytes here; the resident layout needed about
+600), and loosely its peak.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.harness.server import SwellServer
+
+KEYS = 600_000
+BATCH = 100_000
+WARM = 2
+"""Batches before the growth is measured (RocksDB's caches fill up to the budget)."""
+GROWTH_BYTES_PER_KEY = 420
+"""Bound on the RSS growth per new key after the warm-up (the resident layout grew about
+600 bytes per key; this one about 180-270: Arrow rows and key indexes of the table and
+the view, the rest of the state in RocksDB)."""
+PEAK_MB = 900
+"""A loose bound on the peak (a started server, the budget, one batch in flight)."""
+
+
+def _rss_mb(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no {field} in /proc status")
+
+
+def test_group_by_over_many_keys_stays_within_the_budget(tmp_path: Path) -> None:
+    srv = SwellServer(
+        tmp_path / "data", barrier_interval_ms=1000, extra_args=["--state-cache-mb", "32"]
+    )
+    with srv:
+        c = srv.connect()
+        c.execute("CREATE TABLE t (k BIGINT, v BIGINT) APPEND ONLY")
+        c.execute(
+            "CREATE MATERIALIZED VIEW g AS "
+            "SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM t GROUP BY k"
+        )
+        assert srv.pid is not None
+        warm = 0.0
+        # new keys in every batch, then one batch that updates existing groups
+        for i, lo in enumerate([*range(0, KEYS, BATCH), 0]):
+            c.execute(
+                f"INSERT INTO t SELECT x, x % 1000 FROM generate_series({lo}, "
+                f"{lo + BATCH - 1}) AS x"
+            )
+            c.execute("FLUSH")
+            if i == WARM - 1:
+                warm = _rss_mb(srv.pid, "VmRSS")
+        grown = _rss_mb(srv.pid, "VmRSS") - warm
+        peak = _rss_mb(srv.pid, "VmHWM")
+        got = c.execute("SELECT count(*), sum(n), sum(s), sum(hi) FROM g").fetchone()
+        want = c.execute(
+            "SELECT count(*), sum(n), sum(s), sum(hi) FROM "
+            "(SELECT k, count(*) AS n, sum(v) AS s, max(v) AS hi FROM t GROUP BY k) AS q"
+        ).fetchone()
+        assert got == want
+        assert got is not None and got[0] == KEYS and got[1] == KEYS + BATCH
+        sample = "SELECT k, n, s, hi FROM g WHERE k % 9973 = 0 ORDER BY k"
+        direct = (
+            "SELECT k, count(*), sum(v), max(v) FROM t WHERE k % 9973 = 0 GROUP BY k ORDER BY k"
+        )
+        assert c.execute(sample).fetchall() == c.execute(direct).fetchall()
+        per_key = grown * (1 << 20) / (KEYS - WARM * BATCH)
+        assert per_key < GROWTH_BYTES_PER_KEY, f"RSS grew {per_key:.0f} bytes per key"
+        assert peak < PEAK_MB, f"peak RSS {peak:.0f} MB"
