@@ -208,8 +208,16 @@ class FakeSession:
         raise SqlSyntaxError(f'unknown statement "{sql.strip()}"')
 
 
+class _FakeBudget:
+    """What the CLI logs of the state memory budget at start."""
+
+    def describe(self) -> str:
+        return "fake"
+
+
 class FakeDatabase:
     def __init__(self) -> None:
+        self.budget = _FakeBudget()
         self.sessions: list[FakeSession] = []
         self.closed = False
         # user -> password verifier (engine.catalog.users format); absent: trust
