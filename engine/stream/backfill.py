@@ -70,7 +70,7 @@ class UpstreamState:
     """One upstream's backfill: position rule and snapshot cursor."""
 
     rel_id: int
-    key_cols: list[int] | None  # None: a source, read once
+    key_cols: list[int] | None  # None: read once (a source, or a key Arrow cannot order)
     status: int = NOT_STARTED
     pos: Key | None = None
     rows_done: int = 0
@@ -361,7 +361,7 @@ class Backfiller:
                 if u.status == DONE:
                     continue
                 # the last committed epoch's count: no lock (catalog reads never wait)
-                upstream = (self.rt.row_count(u.rel_id) or 0) if u.key_cols else 0
+                upstream = self.rt.row_count(u.rel_id) or 0  # a source: None
                 left = u.cursor.remaining() if u.cursor is not None else upstream
                 total += left if u.cursor is not None else max(upstream - u.rows_done, 0)
             if total == 0:

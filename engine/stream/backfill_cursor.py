@@ -59,6 +59,17 @@ def _cmp(col: pa.ChunkedArray | pa.Array, p: Any) -> tuple[np.ndarray, np.ndarra
     return nulls | np.asarray(lt, bool), np.asarray(eq, bool)
 
 
+def orderable(types: list[pa.DataType]) -> bool:
+    """Whether Arrow compares values of these key types (not intervals, lists, structs):
+    an upstream keyed otherwise is read in one slice instead."""
+    for t in types:
+        try:
+            pc.less(pa.array([], type=t), pa.array([], type=t))
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            return False
+    return True
+
+
 def key_le(data: pa.Table | pa.RecordBatch, key_cols: list[int], pos: Key) -> np.ndarray:
     """Rows of `data` whose key (columns `key_cols`) is at or before `pos`."""
     res = np.ones(data.num_rows, bool)

@@ -80,6 +80,7 @@ from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
 from engine.state.table import StateTable
 from engine.stream.backfill import PROGRESS_TABLE, Backfiller, BackfillJob, UpstreamState
+from engine.stream.backfill_cursor import orderable
 from engine.stream.build import build_plan
 from engine.stream.cpu import StreamCpu
 from engine.stream.event_log import EventLog
@@ -105,6 +106,7 @@ from engine.stream.source import (
 )
 from engine.stream.source_status import SourceStatus
 from engine.stream.ttl import clean_expired
+from engine.types import arrow_schema
 
 log = logging.getLogger("swell.runtime")
 
@@ -813,6 +815,10 @@ class Runtime:
         for rid in sorted(flow.upstream()):
             up = self.tables.get(rid) or self.views.get(rid)
             keys = list(up.mat.pk) if up is not None else None  # type: ignore[attr-defined]
+            if keys is not None:  # a key Arrow cannot order: one slice, like a source
+                schema = arrow_schema(self.catalog.relations[rid].fields)
+                if not orderable([schema.field(i).type for i in keys]):
+                    keys = None
             ups[rid] = UpstreamState(rid, keys)
 
         def step(d: dict[int, StreamChunk | None], f: ViewFlow | SinkFlow = flow) -> None:
