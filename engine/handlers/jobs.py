@@ -140,10 +140,10 @@ def cancel_jobs(session: Any, ids: list[int]) -> QueryResult:
 def wait_all(session: Any) -> QueryResult:
     """WAIT: until every creating job is created (or gone)."""
     rt = session.db.runtime
-    while rt.backfill.jobs:
+    while rt.backfill.busy:
         err = _cancelled(session)
         if err is not None:
             raise err
-        for rid in list(rt.backfill.jobs):
+        for rid in [*rt.backfill.jobs, *rt.backfill.finishing_ids()]:
             rt.backfill.wait(rid, POLL_SECONDS)
     return QueryResult("WAIT")

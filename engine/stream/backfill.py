@@ -228,6 +228,9 @@ class Backfiller:
             self._finishing.discard(rel_id)
             self._notify()
 
+    def finishing_ids(self) -> list[int]:
+        return list(self._finishing)
+
     def forget(self, rel_id: int) -> None:
         if self.jobs.pop(rel_id, None) is not None:
             self._notify()
@@ -240,6 +243,11 @@ class Backfiller:
     def _notify(self) -> None:
         with self.changed:
             self.changed.notify_all()
+
+    @property
+    def busy(self) -> bool:
+        """Some job is creating or committing its last checkpoint."""
+        return bool(self.jobs or self._finishing)
 
     @property
     def dirty(self) -> bool:

@@ -917,10 +917,14 @@ class Runtime:
         return self._published
 
     def _publish(self) -> None:
-        """Pin every relation's rows as the committed epoch's snapshot (under the lock)."""
+        """Pin every relation's rows as the committed epoch's snapshot (under the lock).
+        A view still backfilling is left out: its first published rows are complete."""
         pins: dict[int, Pinned] = {}
         flows: list[tuple[int, TableFlow | ViewFlow]] = [*self.tables.items(), *self.views.items()]
+        creating = self.backfill.jobs
         for rid, flow in flows:
+            if rid in creating:
+                continue
             pin = getattr(flow.mat, "pin", None)
             if pin is not None:
                 pins[rid] = pin()
