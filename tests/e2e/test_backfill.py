@@ -189,7 +189,7 @@ def test_crash_during_backfill_resumes(fresh_server: SwellServer) -> None:
         c.execute("CREATE TABLE big (id INT PRIMARY KEY, g INT, v BIGINT)")
         _fill(c, "big")
         c.execute("SET background_ddl = true")
-        c.execute(f"SET backfill_rate_limit = {RATE}")
+        c.execute(f"SET backfill_rate_limit = {RATE // 2}")  # still running at the crash
         c.execute(f"CREATE MATERIALIZED VIEW j AS {query}")
         _wait(lambda: (_progress(c, "j") or (0, "", 0))[2] > 0, "backfill progress")
         c.execute("UPDATE big SET v = -v WHERE id % 50 = 0")
