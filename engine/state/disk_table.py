@@ -37,8 +37,9 @@ copy of the overlay's part of the range), so a caller may write while consuming.
 `snapshot(epoch)` pins a RocksDB snapshot plus a copy of the overlay.
 
 Costs: a point read that misses the overlay and the cache is a RocksDB lookup (batched by
-`get_many`); `len()` counts the range (O(rows), for tests and rare callers); `clear()` is
-one range delete at the checkpoint.
+`get_many`); the first `len()` counts the range (O(rows), keys only) and from then on
+each checkpoint of the table costs one more multi-get of its changed keys (the dashboard
+shows every table's row count); `clear()` is one range delete at the checkpoint.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import weakref
 import zlib
 from collections.abc import Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from engine.state import codec, memcmp
 from engine.state.table import StateTable
@@ -119,6 +120,9 @@ class DiskStateTable:
         self._pins: weakref.WeakSet[DiskTableSnapshot] = weakref.WeakSet()
         self._cleared = False  # the committed range is deleted at the next checkpoint
         self._legacy = False  # the range holds an older layout: delete it at the checkpoint
+        # committed rows, once someone asked for `len` (then kept up to date at each
+        # checkpoint with one multi-get of the changed keys); None: not counted
+        self._count: int | None = None
 
     # -- layout ------------------------------------------------------------------------
     def _vnode_prefix(self, ek: bytes, key: Key) -> bytes:
@@ -204,7 +208,33 @@ class DiskStateTable:
         return self.get(key) is not None
 
     def __len__(self) -> int:
-        return sum(1 for _ in self._iter(None, None, False))
+        """Rows now. The first call counts the committed range (O(rows), keys only);
+        later calls cost one multi-get of the overlay's keys."""
+        if self._count is None:
+            self._count = 0 if self._cleared else self._count_committed()
+        base = 0 if self._cleared else self._count
+        if not self._overlay:
+            return base
+        keys = list(self._overlay)
+        had = [False] * len(keys) if self._cleared else self._exists(keys)
+        live = [v is not _TOMB for v in self._overlay.values()]
+        return base + sum(lv - h for lv, h in zip(live, had, strict=True))
+
+    def _exists(self, keys: list[Key]) -> list[bool]:
+        """Which of `keys` RocksDB holds (committed rows)."""
+        return [r is not None for r in self._store.multi_get(self._full_many(keys))]
+
+    def _count_committed(self) -> int:
+        db = self._store.db
+        n = 0
+        vnodes = [0] if self.dist_len == 0 else range(VNODES)
+        for v in vnodes:
+            stop: bytes = self._vn_end[v]
+            for k in db.keys(from_key=self._vn[v]):
+                if cast(bytes, k) >= stop:
+                    break
+                n += 1
+        return n
 
     def items(self) -> Iterator[tuple[Key, Value]]:
         """Every entry, in key order within each vnode (do not write while iterating)."""
@@ -426,6 +456,8 @@ class DiskStateTable:
     def write_dirty(self, batch: WriteBatchLike) -> int:
         """Write the epoch's changes into the checkpoint batch; the rows move to the cache."""
         n = len(self._overlay)
+        if self._count is not None:  # counted: keep the count right through this commit
+            self._count = len(self)
         if self._pins:
             self._preserve(None if self._cleared else list(self._overlay))
         if self._cleared:
@@ -471,6 +503,7 @@ class DiskStateTable:
         self._cache = {}
         self._cleared = False
         self._legacy = False
+        self._count = None
         if store.last_key_in(self._prefix + _LEGACY_START, self._end) is None:
             return
         old = StateTable(self.table_id, self.name)
@@ -485,6 +518,7 @@ class DiskStateTable:
         self._overlay = {}
         self._cache = {}
         self._cleared = False
+        self._count = 0
         batch.delete_range(self._prefix, self._end)
 
     def __repr__(self) -> str:

@@ -42,3 +42,30 @@ def test_a_budgeted_store_keeps_rows_beyond_the_operator_cache(tmp_path: Path) -
         assert len(t._cache) <= cache.per_table()  # noqa: SLF001 - the bound itself
         assert t.get_many([(i,) for i in range(0, n, 7)]) == [(i, "x") for i in range(0, n, 7)]
         assert len(t) == n
+
+
+def test_a_counted_disk_table_keeps_its_length_through_checkpoints(tmp_path: Path) -> None:
+    """After the first `len` the count follows every checkpoint (puts, overwrites,
+    deletes of present and absent keys, clear) without recounting."""
+    with StateStore.open(tmp_path / "state", StateBudget.from_mb(32)) as st:
+        t = DiskStateTable(11, "t", st, dist_len=1, cache=HotCache(0))
+
+        def commit() -> None:
+            batch = st.new_batch()
+            t.write_dirty(batch)
+            st.write(batch)
+
+        t.put_many([(i,) for i in range(100)], [(1,)] * 100)
+        assert len(t) == 100
+        commit()
+        assert len(t) == 100
+        t.put_many([(i,) for i in range(50, 150)], [(0,)] * 100)
+        t.delete_many([(i,) for i in range(0, 10)] + [(999,)])
+        assert len(t) == 140
+        commit()
+        assert len(t) == 140 == len(list(t.items()))
+        t.clear()
+        t.put((7,), (7,))
+        assert len(t) == 1
+        commit()
+        assert len(t) == 1 == len(list(t.items()))
