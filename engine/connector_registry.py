@@ -9,7 +9,8 @@ packages register into it when they are imported:
     register_source("kafka", KafkaSourceConnector())
 
 Lookup (`source_connector("kafka")`, `sink_connector("kafka")`) imports the built-in plugin
-module `connectors.<name>` on first use if nothing is registered under that name yet, so a
+module `connectors.<name>` (dashes read as underscores: `postgres-cdc` is
+`connectors.postgres_cdc`) on first use if nothing is registered under that name yet, so a
 `WITH (connector = 'kafka')` statement works without anyone importing the connector first.
 Connectors living elsewhere register explicitly before use.
 
@@ -34,7 +35,7 @@ _SOURCES: dict[str, Any] = {}
 _SINKS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 _PLUGIN_PACKAGE = "connectors"
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 def register_source(name: str, connector: Any) -> None:
@@ -65,10 +66,11 @@ def _lookup(table: dict[str, Any], name: str, what: str) -> Any:
     if found is not None:
         return found
     if _NAME.match(key):
+        module = key.replace("-", "_")  # `postgres-cdc` lives in connectors.postgres_cdc
         try:
-            importlib.import_module(f"{_PLUGIN_PACKAGE}.{key}")
+            importlib.import_module(f"{_PLUGIN_PACKAGE}.{module}")
         except ModuleNotFoundError as e:
-            if e.name not in (f"{_PLUGIN_PACKAGE}.{key}", _PLUGIN_PACKAGE):
+            if e.name not in (f"{_PLUGIN_PACKAGE}.{module}", _PLUGIN_PACKAGE):
                 raise  # the connector exists but one of its own imports is missing
         found = table.get(key)
     if found is None:

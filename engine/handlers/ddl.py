@@ -46,9 +46,7 @@ def plan_view_query(db: Any, query_sql: str, eowc: bool = False) -> PlanNode:
         user = "root"
         pid = 0
 
-    plan = Planner(db.catalog, streaming=True, session_func=session_func(_S())).plan_query(
-        st.ast
-    )
+    plan = Planner(db.catalog, streaming=True, session_func=session_func(_S())).plan_query(st.ast)
     return _time_finish(plan, eowc)
 
 
@@ -103,6 +101,10 @@ def create_table(session: Any, st: Statement) -> QueryResult:
                     if isinstance(p.args.get("value"), exp.Literal)
                     else p.args["value"].sql()
                 )
+    if clauses is not None and clauses.from_source is not None:
+        from engine.handlers.source_ddl import shared_source_options
+
+        options = shared_source_options(session, clauses.from_source, clauses.from_table, options)
     connector = options.get("connector")
     if clauses is not None and clauses.validate is not None and connector != "webhook":
         raise SqlSyntaxError("VALIDATE is only supported for tables created with webhook source")

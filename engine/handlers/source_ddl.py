@@ -25,6 +25,7 @@ from engine.errors import (
     DuplicateColumn,
     InvalidColumnReference,
     SqlSyntaxError,
+    UndefinedObject,
     not_supported,
 )
 from engine.handlers.column_defs import column_field, key_names
@@ -83,6 +84,25 @@ def connector_layout(
     return fields, pk, meta
 
 
+def shared_source_options(
+    session: Any, source: str, table: str | None, own: dict[str, str]
+) -> dict[str, str]:
+    """`CREATE TABLE t (...) FROM src TABLE 'schema.table'`: the table's connector options,
+    copied from the shared source `src` (a postgres-cdc source) plus `table.name`."""
+    from engine.connector_registry import source_connector
+
+    src = session.db.catalog.find(source, None)
+    if src is None or src.kind is not RelationKind.SOURCE:
+        raise UndefinedObject(f'source "{source}" does not exist')
+    conn = src.options.get("connector", "")
+    if not getattr(source_connector(conn), "shared_source", False):
+        raise not_supported(
+            f"CREATE TABLE ... FROM a {conn} source",
+            hint="FROM src TABLE '...' reads a table of a CDC source (connector = 'postgres-cdc').",
+        )
+    return {**src.options, **own, "table.name": table or ""}
+
+
 def _columns(schema: exp.Schema) -> tuple[list[Field], list[str], list[exp.Expression]]:
     fields: list[Field] = []
     pk_names: list[str] = []
@@ -127,7 +147,10 @@ def create_source(session: Any, st: Statement) -> QueryResult:
         raise not_supported(
             "webhook sources", hint="Use CREATE TABLE ... WITH (connector = 'webhook')."
         )
-    if not fields:
+    from engine.connector_registry import source_connector
+
+    shared = getattr(source_connector(options["connector"]), "shared_source", False)
+    if not fields and not shared:
         raise not_supported(
             "a source without columns", hint="Declare the columns: CREATE SOURCE s (a INT, ...)."
         )

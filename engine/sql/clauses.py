@@ -67,6 +67,9 @@ class DdlClauses:
     validate: str | None = None  # the expression text after VALIDATE ... AS
     validate_secret: str | None = None
     validate_position: int | None = None  # 0-based offset of the expression in the text
+    # `CREATE TABLE t (...) FROM src TABLE 'schema.table'` (a table of a shared CDC source)
+    from_source: str | None = None
+    from_table: str | None = None
 
     @property
     def any(self) -> bool:
@@ -275,6 +278,14 @@ def parse_ddl_clauses(text: str) -> DdlClauses:
             cur.next()
             cur.next()
             _on_conflict(cur, out)
+        elif w == "FROM" and nxt is not None and i + 3 < n and _up(toks[i + 2]) == "TABLE" \
+                and toks[i + 3].token_type is TokenType.STRING:
+            cur.next()
+            src = cur.ident()
+            out.from_source = src.text if src.token_type is TokenType.IDENTIFIER \
+                else src.text.lower()
+            cur.next()
+            out.from_table = cur.next().text
         elif w == "VALIDATE" and nxt is not None and (_up(nxt) in ("SECRET", "AS")
                                                        or nxt.token_type is TokenType.ALIAS):
             cur.next()

@@ -385,6 +385,8 @@ class Runtime:
                 extra[f"sink.{sid}"] = sink_state[sid]  # type: ignore[assignment]
         self.checkpointer.commit(self.epoch, wal_cut, tables, extra, self._dropped)
         self.backfill.committed()
+        for sf in self.sources.values():
+            sf.committed()
         self._publish()
         self._dropped = []
         self._dirty_catalog = False

@@ -28,7 +28,14 @@ Engine/connector contract (connectors register an object in `engine.connector_re
     position right after them. The runtime calls it under the epoch lock at each barrier
     and commits `position` in the same checkpoint as the state the chunks produced, so
     recovery resumes exactly where the committed state ends (exactly-once into views);
-  - `has_data() -> bool`, `close()`.
+  - `has_data() -> bool`, `close()`;
+  - optional `committed(position)`: called after the checkpoint holding `position` is
+    durable (a CDC reader confirms the LSN to the upstream only then).
+
+Optional on the connector: `release(rel)` when a relation's position is forgotten for good
+(DROP: a CDC table drops its replication slot); `shared_source = True` for connectors
+whose SOURCE has no columns and only holds options for its tables
+(`CREATE TABLE t (...) FROM src TABLE 'schema.table'`).
 
 Lifecycle of a `SourceFlow` (one per source relation, owned by the runtime):
 created with the relation (or at recovery with the checkpointed position); its reader runs
@@ -141,6 +148,16 @@ class SourceFlow:
                 self.status.set_state("idle")
         if forget:
             self.position = None
+            release = getattr(connector_for(self.rel), "release", None)
+            if release is not None:  # upstream resources (a replication slot)
+                release(self.rel)
+
+    def committed(self) -> None:
+        """The checkpoint holding `position` is durable: readers that acknowledge what
+        they consumed upstream (a replication slot's flush LSN) may do so now."""
+        hook = getattr(self.reader, "committed", None)
+        if hook is not None:
+            hook(self.position)
 
     def has_data(self) -> bool:
         return self.reader is not None and self.reader.has_data()

@@ -26,8 +26,37 @@ def _as_postgres(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
 
 
+_RUNNING: dict[int, tuple[Path, Path, str]] = {}  # port -> (data dir, socket dir, options)
+
+
+def restart_postgres(port: int) -> None:
+    """Restart a running private server (after ALTER SYSTEM of a restart-only setting)."""
+    data, tmp, opts = _RUNNING[port]
+    pg_ctl = str(Path(require("initdb")).parent / "pg_ctl")
+    subprocess.run(
+        _as_postgres(
+            [
+                pg_ctl,
+                "-D",
+                str(data),
+                "-o",
+                opts,
+                "-l",
+                str(tmp / "log"),
+                "-m",
+                "fast",
+                "-w",
+                "restart",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+
+
 @contextlib.contextmanager
-def private_postgres() -> Iterator[int]:
+def private_postgres(settings: dict[str, str] | None = None) -> Iterator[int]:
+    """`settings`: extra server parameters (`{"wal_level": "logical"}` for CDC tests)."""
     bindir = Path(require("initdb")).parent
     tmp = Path(tempfile.mkdtemp(prefix="swell-pg-"))
     if os.geteuid() == 0:
@@ -42,6 +71,7 @@ def private_postgres() -> Iterator[int]:
             capture_output=True,
         )
         opts = f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1 -c fsync=off"
+        opts += "".join(f" -c {k}={v}" for k, v in (settings or {}).items())
         subprocess.run(
             _as_postgres(
                 [pg_ctl, "-D", str(data), "-o", opts, "-l", str(tmp / "log"), "-w", "start"]
@@ -49,8 +79,10 @@ def private_postgres() -> Iterator[int]:
             check=True,
             capture_output=True,
         )
+        _RUNNING[port] = (data, tmp, opts)
         yield port
     finally:
+        _RUNNING.pop(port, None)
         subprocess.run(
             _as_postgres([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]),
             capture_output=True,
