@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.postgres_cdc.options import CdcOptions, check_server, check_table
+from connectors.postgres_cdc.pgoutput import UNSUPPORTED
 from connectors.postgres_cdc.reader import PgCdcReader, drop_slot
 from engine.catalog import Relation, RelationKind
 from engine.errors import InvalidColumnReference, not_supported
@@ -57,6 +58,9 @@ class PostgresCdcConnector:
                 "a table from a postgres-cdc source needs a PRIMARY KEY",
                 hint="Declare the upstream table's primary key: PRIMARY KEY (id).",
             )
+        bad = next((f for f in rel.fields if f.type.kind in UNSUPPORTED), None)
+        if bad is not None:
+            raise not_supported(f"postgres-cdc: column type {bad.type.kind.value} ({bad.name})")
         check_table(opts, [f.name for f in rel.fields], [rel.fields[i].name for i in rel.pk])
 
     def open_reader(
