@@ -410,6 +410,12 @@ class SwellSession:
             return ddl.create_view(self, st)
         if k == "drop":
             return ddl.drop(self, st)
+        if k == "create_index":
+            return ddl.create_index(self, st)
+        if k in ("drop_index", "show_indexes"):
+            from engine.handlers import index
+
+            return index.drop_index(self, st) if k == "drop_index" else index.show_indexes(self, st)
         if k == "create_sink":
             from engine.handlers.sink import create_sink
 

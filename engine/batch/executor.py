@@ -147,6 +147,12 @@ class _Exec:
         t: pa.Table = p.table
         return t
 
+    def _indexscan(self, p: PlanNode) -> pa.Table:  # engine.plan.index_scan.IndexScan
+        t = getattr(p, "table", None)
+        if t is None:
+            raise not_supported("an index lookup here")
+        return t  # type: ignore[no-any-return]
+
     def _worktable(self, p: WorkTable) -> pa.Table:
         t: pa.Table = p.table
         return t

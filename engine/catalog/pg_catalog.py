@@ -24,6 +24,7 @@ from typing import Any
 from engine.catalog import privileges as pv
 from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options
+from engine.catalog.indexes import index_info
 from engine.catalog.pg_builtin import PROCS, TYPES
 from engine.catalog.pg_columns import PG_COLUMNS
 from engine.catalog.pg_columns_types import parse_columns, rows_from_dicts
@@ -75,7 +76,24 @@ class RelInfo:
     rel: Relation | None = None
     system: Any = None  # SystemRelation
     pk_attnums: list[int] = field(default_factory=list)
-    index_of: RelInfo | None = None  # for a primary-key index: its table
+    index_of: RelInfo | None = None  # for a primary-key or CREATE INDEX index: its table
+    index_keys: list[int] | None = None  # a CREATE INDEX index's key attnums in its table
+
+
+def _index_info(rel: Relation, index: dict[str, Any], base: RelInfo) -> RelInfo:
+    """The pg_class row of a CREATE INDEX index: its key columns, in its table's order."""
+    by_name = {a.name: a for a in base.attrs}
+    keys = [by_name[c] for c in index["columns"] if c in by_name]
+    return RelInfo(
+        relation_oid(rel),
+        rel.name,
+        rel.schema_name,
+        "i",
+        [Attr(i + 1, a.name, a.type) for i, a in enumerate(keys)],
+        rel,
+        index_of=base,
+        index_keys=[a.attnum for a in keys],
+    )
 
 
 def _pk_attnums(rel: Relation) -> list[int]:
@@ -100,15 +118,23 @@ class CatalogModel:
     def __init__(self, ctx: SystemContext) -> None:
         self.ctx = ctx
         self.relations: list[RelInfo] = []
+        infos: dict[int, RelInfo] = {}
         for rel in ctx.catalog.ordered():
             kind = RELKIND.get(rel.kind)
             if kind is None:
+                continue
+            index = index_info(rel)
+            if index is not None:  # CREATE INDEX (engine.catalog.indexes)
+                base = infos.get(index["on"])
+                if base is not None:
+                    self.relations.append(_index_info(rel, index, base))
                 continue
             pk = _pk_attnums(rel) if rel.kind is RelationKind.TABLE else []
             info = RelInfo(
                 relation_oid(rel), rel.name, rel.schema_name, kind, _user_attrs(rel, pk), rel
             )
             info.pk_attnums = pk
+            infos[rel.id] = info
             self.relations.append(info)
             if pk:
                 idx_attrs = [info.attrs[n - 1] for n in pk]
@@ -356,21 +382,23 @@ def _pg_index(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
         if r.index_of is None:
             continue
         t = r.index_of
-        n = len(t.pk_attnums)
+        pk = r.index_keys is None
+        keys = list(t.pk_attnums) if pk else list(r.index_keys or [])
+        n = len(keys)
         out.append(
             {
                 "indexrelid": r.oid,
                 "indrelid": t.oid,
                 "indnatts": n,
                 "indnkeyatts": n,
-                "indisunique": True,
-                "indisprimary": True,
+                "indisunique": pk,
+                "indisprimary": pk,
                 "indimmediate": True,
                 "indisvalid": True,
                 "indisready": True,
                 "indislive": True,
-                "indkey": list(t.pk_attnums),
-                "indcollation": [_collation_of(t.attrs[k - 1].type) for k in t.pk_attnums],
+                "indkey": keys,
+                "indcollation": [_collation_of(t.attrs[k - 1].type) for k in keys],
                 "indclass": [0] * n,
                 "indoption": [0] * n,
             }
@@ -383,8 +411,8 @@ def _pg_constraint(ctx: SystemContext, fields: list[Field]) -> list[dict[str, An
     ns = m.namespaces()
     out = []
     for r in m.relations:
-        if r.index_of is None:
-            continue
+        if r.index_of is None or r.index_keys is not None:
+            continue  # only primary keys are constraints
         t = r.index_of
         assert t.rel is not None
         out.append(

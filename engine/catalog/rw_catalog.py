@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.catalog.catalog import Relation, RelationKind
+from engine.catalog.indexes import index_info
 from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel, user_rows
 from engine.catalog.privileges import shown_definition
 from engine.catalog.system import (
@@ -53,7 +54,22 @@ def _base(ctx: SystemContext, rel: Relation) -> list[Any]:
 
 
 def _of_kind(ctx: SystemContext, kind: RelationKind) -> list[Relation]:
-    return [r for r in ctx.catalog.ordered() if r.kind is kind]
+    """The relations of one kind; indexes (materialized-view entries) only in rw_indexes."""
+    return [r for r in ctx.catalog.ordered() if r.kind is kind and index_info(r) is None]
+
+
+def _indexes(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    out = []
+    for r in ctx.catalog.ordered():
+        i = index_info(r)
+        if i is not None:
+            base = ctx.catalog.relations.get(i["on"])
+            on = relation_oid(base) if base is not None else None
+            out.append(
+                (relation_oid(r), r.name, on, _schema_oid(ctx, r), r.owner, _definition(ctx, r),
+                 list(i["columns"]), list(i["include"]), list(i["distributed_by"]))
+            )  # fmt: skip
+    return out
 
 
 def _tables(ctx: SystemContext) -> list[tuple[Any, ...]]:
@@ -180,6 +196,21 @@ _register("rw_tables", [*_BASE, Field("append_only", BOOLEAN), Field("connector"
           _tables)  # fmt: skip
 _register("rw_materialized_views", [*_BASE, Field("append_only", BOOLEAN)], _mvs)
 _register("rw_views", list(_BASE), _views)
+_register(
+    "rw_indexes",
+    [
+        Field("id", INT),
+        Field("name", VARCHAR),
+        Field("primary_table_id", INT),
+        Field("schema_id", INT),
+        Field("owner", INT),
+        Field("definition", VARCHAR),
+        Field("key_columns", list_of(VARCHAR)),
+        Field("include_columns", list_of(VARCHAR)),
+        Field("distributed_by", list_of(VARCHAR)),
+    ],
+    _indexes,
+)
 _register(
     "rw_sources",
     [

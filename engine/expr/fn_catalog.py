@@ -268,9 +268,14 @@ def relation_name(ctx: EvalContext, oid: int | None) -> str | None:
 
 def index_definition(r: Any) -> str:
     t = r.index_of
-    cols = ", ".join(quote_ident(a.name) for a in r.attrs)
+    desc = ((getattr(r.rel, "extra", None) or {}).get("index") or {}).get("desc") or []
+    cols = ", ".join(
+        quote_ident(a.name) + (" DESC" if i < len(desc) and desc[i] else "")
+        for i, a in enumerate(r.attrs)
+    )
+    unique = "UNIQUE " if getattr(r, "index_keys", None) is None else ""  # CREATE INDEX: not
     return (
-        f"CREATE UNIQUE INDEX {quote_ident(r.name)} ON {quote_ident(t.schema)}."
+        f"CREATE {unique}INDEX {quote_ident(r.name)} ON {quote_ident(t.schema)}."
         f"{quote_ident(t.name)} USING btree ({cols})"
     )
 

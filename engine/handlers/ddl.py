@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.indexes import index_info, is_index_of
 from engine.catalog.privileges import require_owner, session_owner
 from engine.errors import (
     DependentObjectsStillExist,
@@ -25,6 +26,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.handlers.column_defs import column_field, key_names
+from engine.handlers.index import index_job
 from engine.handlers.jobs import job_options, wait_for_job
 from engine.plan.logical import PlanNode
 from engine.plan.plan_udf import functions_used
@@ -255,7 +257,24 @@ def _user_position(session: Any, e: EngineError, query: exp.Expression, streamin
             e.position = e2.position
 
 
-def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryResult:
+def create_index(session: Any, st: Statement) -> QueryResult:
+    """CREATE INDEX: a materialized view marked `extra["index"]`, owned by the indexed
+    object's owner (engine.handlers.index checks the statement and writes the query)."""
+    job = index_job(session, st)
+    if isinstance(job, QueryResult):  # IF NOT EXISTS of an existing name
+        return job
+    mv, info, owner = job
+    return _create_view(session, mv, materialized=True, index=info, owner=owner)
+
+
+def _create_view(
+    session: Any,
+    st: Statement,
+    *,
+    materialized: bool,
+    index: dict[str, Any] | None = None,
+    owner: int | None = None,
+) -> QueryResult:
     """CREATE [MATERIALIZED] VIEW: plan the query (for streaming if materialized), record it.
 
     A materialized view's stream plan (with its state tables) is stored in its catalog
@@ -310,7 +329,7 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             fields=fields,
             pk=list(plan.stream_key or []) if materialized else [],
             definition=st.sql.strip(),
-            owner=session_owner(session),
+            owner=session_owner(session) if owner is None else owner,
             schema_name=sch or "public",
             query=query_sql,
             depends_on=[r.id for r in planner.dependencies],
@@ -327,11 +346,13 @@ def _create_view(session: Any, st: Statement, *, materialized: bool) -> QueryRes
             rel.extra["watermark_columns"] = sorted(watermark_columns(plan))
             if eowc:
                 rel.extra["emit_on_window_close"] = True
+        if index is not None:
+            rel.extra["index"] = index
         splan = None
         if materialized:
             splan = lower_stream_plan(plan, state_ids(rel, cat))
         job = rt.create_view(rel, splan, job_options(session, st.sql.strip()))
-    return wait_for_job(session, job, f"CREATE_{kind.tag_name}")
+    return wait_for_job(session, job, "CREATE_INDEX" if index else f"CREATE_{kind.tag_name}")
 
 
 def _column_list(ast: exp.Create) -> list[str]:
@@ -400,15 +421,18 @@ def drop(session: Any, st: Statement) -> QueryResult:
                     notices.append(Notice(f'{kind.value} "{name}" does not exist, skipping'))
                     continue
                 raise UndefinedTable(f'{kind.value} "{name}" does not exist')
-            if rel.kind is not kind:
+            if rel.kind is not kind or is_index(rel):
+                shown = "index" if is_index(rel) else rel.kind.value
                 raise WrongObjectType(
                     f'"{name}" is not a {kind.value}',
-                    hint=f"Use DROP {rel.kind.value.upper()} to remove a {rel.kind.value}.",
+                    hint=f"Use DROP {shown.upper()} to remove a {shown}.",
                 )
             require_owner(rel)  # 42501 must be owner of ...
             deps = _dependents_closure(cat, rel)
-            # an ENGINE = iceberg table's own hidden sink goes with it
-            blocking = [d for d in deps if d.extra.get("hidden_for") != rel.id]
+            # an ENGINE = iceberg table's own hidden sink and the object's indexes go with it
+            blocking = [
+                d for d in deps if d.extra.get("hidden_for") != rel.id and not is_index_of(d, rel)
+            ]
             if blocking and not ast.args.get("cascade"):
                 detail = "\n".join(
                     f"{d.kind.value} {d.name} depends on {rel.kind.value} {rel.name}" for d in deps
@@ -432,6 +456,10 @@ def drop(session: Any, st: Statement) -> QueryResult:
             drop_engine_table(r)
     tag = "DROP_" + kind.tag_name
     return QueryResult(tag, notices=notices)
+
+
+def is_index(rel: Relation) -> bool:
+    return index_info(rel) is not None
 
 
 def _dependents_closure(cat: Any, rel: Relation) -> list[Relation]:

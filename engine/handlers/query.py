@@ -95,6 +95,7 @@ def _snapshots(
                 )
         pins[r.id] = pin
     load_system_scans(plan, _system_ctx(session))
+    _load_index_scans(session, plan, committed)
     snaps = {rid: p.table() for rid, p in pins.items()}
     snaps.update(iceberg_snapshots(plan, rels, time_travel))  # committed Iceberg snapshots
     for r in rels:  # a source is read from its topic, outside the epoch lock
@@ -104,6 +105,22 @@ def _snapshots(
             snaps[r.id] = read_source_now(r, plan, session.eval_ctx())
     session.check_cancel()
     return snaps.__getitem__
+
+
+def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
+    """Answer each IndexScan from its index's rows of the query's committed epoch."""
+    from engine.batch.index_lookup import lookup
+    from engine.plan.index_scan import IndexScan
+
+    stack = [plan]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, IndexScan) and n.table is None:
+            pin = committed.pins.get(n.index.id)
+            if pin is None:
+                pin = _pin_created(session, n.index)
+            n.table = lookup(pin, n.key, n.bounds, n.columns)
+        stack.extend(n.inputs())
 
 
 def _scan_layouts(plan: PlanNode) -> dict[int, list[pa.DataType]]:
@@ -146,7 +163,9 @@ def _system_ctx(session: Any) -> Any:
 
 
 def plan_select(session: Any, ast: exp.Expression, params: ParamContext | None) -> PlanNode:
-    return planner_for(session, params).plan_query(ast)
+    from engine.plan.index_scan import use_indexes
+
+    return use_indexes(planner_for(session, params).plan_query(ast), session.db.catalog)
 
 
 def run_select(

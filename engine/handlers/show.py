@@ -20,7 +20,9 @@ def run(session: Any, st: Statement) -> QueryResult:
         kind = RelationKind(st.args["kind"])
         schema = st.args.get("schema") or "public"
         names = sorted(
-            r.name for r in cat.relations.values() if r.kind is kind and r.schema_name == schema
+            r.name
+            for r in cat.relations.values()
+            if r.kind is kind and r.schema_name == schema and not r.extra.get("index")
         )
         like = st.args.get("like")
         if like is not None:

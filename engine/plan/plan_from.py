@@ -18,6 +18,7 @@ from engine.errors import (
     InvalidColumnReference,
     SqlSyntaxError,
     UndefinedTable,
+    WrongObjectType,
     not_supported,
 )
 from engine.plan.helpers import (
@@ -75,6 +76,8 @@ class FromPlannerMixin:
             if rel.extra.get("creating"):  # still backfilling: not readable (RisingWave)
                 shown = f"{schema_name}.{name}" if schema_name else name
                 raise UndefinedTable(f'relation "{shown}" does not exist', position=_pos(item))
+            if rel.extra.get("index"):  # read through its table (engine.plan.index_scan)
+                raise WrongObjectType(f'"{rel.name}" is an index', position=_pos(item))
             check_read(rel)  # 42501 without SELECT (engine/catalog/privileges.py)
             if rel.kind is RelationKind.VIEW:
                 from engine.sql.parser import parse_one

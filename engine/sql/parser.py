@@ -330,6 +330,11 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         st = parse_session_statement(head, body, text)
         if st is not None:
             return st
+    from engine.sql.index_stmts import is_index_statement, parse_index_statement
+
+    if is_index_statement(head, words):
+        idx_kind, idx_args = parse_index_statement(head, body)
+        return Statement(idx_kind, text, args=idx_args)
     if head == "CREATE" and create_object_kind(body) == "SINK":
         from engine.sql.create_sink import parse_create_sink
 

@@ -1,0 +1,143 @@
+"""Choosing an index for an ad-hoc query: `Filter(Scan t)` -> `Filter(IndexScan idx)`.
+
+`use_indexes` runs on a batch plan after planning (SELECT and EXPLAIN). Where a filter
+sits right on a scan of a table or materialized view and one of its AND-ed conjuncts
+compares the leading column of one of the relation's indexes with a constant
+(`=`, `<`, `<=`, `>`, `>=`, so BETWEEN too), the scan becomes an `IndexScan`: the rows of
+the index whose leading column is within the conjuncts' range, in the scanned relation's
+column order. The filter stays above it, whole, so the result is exactly the scan's:
+the index only narrows the rows the filter sees (a superset of its answer is all the
+lookup must return). An index is used only when it holds every column of the scan
+(INCLUDE omitted, or listing them) and its backfill is done; otherwise the query scans.
+
+The lookup itself (`engine.batch.index_lookup`) runs when the query does: the caller
+fills `IndexScan.table` from the index's rows of the query's committed epoch, the same
+epoch as every other relation the query reads (an index is stepped in the same barrier
+as its upstream, so it never lags it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.catalog import Relation
+from engine.catalog.indexes import index_info, indexes_on
+from engine.expr.core import Expr, Func, InputRef, Literal
+from engine.plan.logical import Filter, PlanNode, Scan
+from engine.types import TypeKind
+
+# column types whose values Arrow and numpy order the same way (the lookup's sort)
+_ORDERED = {
+    TypeKind.SMALLINT,
+    TypeKind.INT,
+    TypeKind.BIGINT,
+    TypeKind.REAL,
+    TypeKind.DOUBLE,
+    TypeKind.VARCHAR,
+    TypeKind.DATE,
+    TypeKind.TIMESTAMP,
+    TypeKind.TIMESTAMPTZ,
+}
+_FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(eq=False)
+class IndexScan(PlanNode):
+    """The rows of `relation` (the indexed table or view, in its column order) whose
+    index key lies within `bounds`, read from index `index`; `columns[i]` is the index
+    column holding the relation's column i, `key` the index column searched."""
+
+    relation: Relation = None  # type: ignore[assignment]
+    index: Relation = None  # type: ignore[assignment]
+    key: int = 0
+    bounds: list[tuple[str, Any]] = field(default_factory=list)  # (op, python value)
+    shown: list[str] = field(default_factory=list)  # the conjuncts used, for EXPLAIN
+    columns: list[int] = field(default_factory=list)
+    table: Any = None  # pyarrow.Table once looked up
+
+    def describe(self) -> str:
+        cols = ", ".join(f.name for f in self.schema)
+        return (
+            f"IndexScan {{ table: {self.relation.name}, index: {self.index.name}, "
+            f"scan_ranges: [{' AND '.join(self.shown)}], columns: [{cols}] }}"
+        )
+
+
+def use_indexes(plan: PlanNode, catalog: Any) -> PlanNode:
+    """`plan` with each filtered scan an index can answer replaced (see module doc)."""
+    if not any(index_info(r) for r in catalog.relations.values()):
+        return plan  # no index anywhere: nothing to look at
+    stack = [plan]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Filter) and isinstance(n.input, Scan):
+            found = _index_scan(n, indexes_on(catalog, n.input.relation.id))
+            if found is not None:
+                n.input = found
+                continue
+        stack.extend(n.inputs())
+    return plan
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Func) and e.op == "AND" and len(e.args) == 2:
+        return _conjuncts(e.args[0]) + _conjuncts(e.args[1])
+    return [e]
+
+
+def _comparison(e: Expr) -> tuple[int, str, Literal] | None:
+    """(column, op, constant) of `col op constant` or `constant op col`."""
+    if not isinstance(e, Func) or e.op not in _FLIP or len(e.args) != 2:
+        return None
+    a, b = e.args
+    if isinstance(a, InputRef) and isinstance(b, Literal):
+        col, op, lit = a, e.op, b
+    elif isinstance(b, InputRef) and isinstance(a, Literal):
+        col, op, lit = b, _FLIP[e.op], a
+    else:
+        return None
+    if lit.value is None or lit.type != col.type:
+        return None
+    return col.index, op, lit
+
+
+def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
+    scan = f.input
+    assert isinstance(scan, Scan)
+    cmps = [c for c in map(_comparison, _conjuncts(f.predicate)) if c is not None]
+    if not cmps:
+        return None
+    for idx in indexes:
+        if idx.extra.get("creating"):
+            continue  # still backfilling: not a complete copy yet
+        lead = idx.extra["index"]["columns"][0]
+        names = {fl.name: i for i, fl in enumerate(idx.fields)}
+        columns = []
+        for fl in scan.schema:
+            pos = names.get(fl.name)
+            if pos is None or idx.fields[pos].type != fl.type:
+                break
+            columns.append(pos)
+        else:
+            key_col = next((i for i, fl in enumerate(scan.schema) if fl.name == lead), None)
+            if key_col is None or scan.schema[key_col].type.kind not in _ORDERED:
+                continue
+            used = [(op, lit) for col, op, lit in cmps if col == key_col]
+            if not used:
+                continue
+            return IndexScan(
+                schema=scan.schema,
+                stream_key=scan.stream_key,
+                relation=scan.relation,
+                index=idx,
+                key=names[lead],
+                bounds=[(op, lit.value) for op, lit in used],
+                shown=[f"{lead} {op} {lit}" for op, lit in used],
+                columns=columns,
+            )
+    return None
