@@ -151,7 +151,7 @@ class _Exec:
         t = getattr(p, "table", None)
         if t is None:
             raise not_supported("an index lookup here")
-        return t  # type: ignore[no-any-return]
+        return t
 
     def _worktable(self, p: WorkTable) -> pa.Table:
         t: pa.Table = p.table

@@ -128,3 +128,21 @@ def test_list_user_functions_and_comments(server: SwellServer) -> None:
         assert dt[-1][0:2] == ["public", "cat_c"] and dt[-1][-1] == "commented table"
     finally:
         psql(server, "-c", "DROP FUNCTION cat_f", "-c", "DROP TABLE cat_c")
+
+
+def test_list_and_describe_created_indexes(server: SwellServer) -> None:
+    r = psql(
+        server,
+        "-c",
+        "CREATE TABLE IF NOT EXISTS cat_ix (id INT PRIMARY KEY, k INT, v VARCHAR)",
+        "-c",
+        "CREATE INDEX IF NOT EXISTS cat_ix_k ON cat_ix (k) INCLUDE (v)",
+    )
+    assert r.returncode == 0, r.stderr
+    out = meta(server, r"\di cat_ix*")
+    assert " public | cat_ix_k    | index | root  | cat_ix" in out, out
+    assert " public | cat_ix_pkey | index | root  | cat_ix" in out, out
+    described = meta(server, r"\d cat_ix")
+    assert '    "cat_ix_k" btree (k)' in described, described
+    assert psql(server, "-c", "DROP TABLE cat_ix").returncode == 0
+    assert not any("cat_ix_k" in ln for ln in meta(server, r"\di"))
