@@ -128,6 +128,7 @@ BENCHES = [
     ),
     Bench("state", "state_bench.py", "in-process", ["--keys", "50000"], []),
     Bench("udf", "udf_bench.py", "in-process", ["--rows", "200000"], []),
+    Bench("index", "index_bench.py", "in-process", ["--rows", "200000", "--queries", "50"], []),
     Bench(
         "state_scale",
         "state_scale_bench.py",
