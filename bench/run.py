@@ -86,6 +86,14 @@ BENCHES = [
         own_profile=True,
     ),
     Bench(
+        "postgres_cdc",
+        "postgres_cdc_bench.py",
+        "e2e",
+        ["--rows", "100000", "--changes", "50000"],
+        ["--rows", "1000000", "--changes", "500000"],
+        own_profile=True,
+    ),
+    Bench(
         "pathway",
         "pathway_compare.py",
         "e2e",
