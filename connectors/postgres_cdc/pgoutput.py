@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -171,9 +172,25 @@ def text_to_arrow(cols: list[pa.Array], fields: list[Field]) -> pa.RecordBatch:
         elif pa.types.is_floating(af.type):
             fixed = pc.replace_substring(arr, "Infinity", "inf")
             out.append(pc.cast(fixed, af.type))
+        elif pa.types.is_decimal(af.type):
+            out.append(_decimal(arr, af.type))
         else:
             out.append(pc.cast(arr, af.type))
     return pa.RecordBatch.from_arrays(out, schema=schema)
+
+
+def _decimal(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """numeric text -> the decimal type; values with more fractional digits than its scale
+    are rounded half away from zero (as PostgreSQL rounds into numeric(p, s)), per value
+    only for a batch Arrow's exact cast refuses."""
+    try:
+        return pc.cast(arr, t)
+    except pa.ArrowInvalid:
+        q = Decimal(1).scaleb(-t.scale)
+        vals = [
+            None if v is None else Decimal(v).quantize(q, ROUND_HALF_UP) for v in arr.to_pylist()
+        ]
+        return pa.array(vals, t)
 
 
 def snapshot_csv(data: Any, fields: list[Field]) -> list[pa.RecordBatch]:

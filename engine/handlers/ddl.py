@@ -215,6 +215,10 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             from engine.handlers import iceberg_table
 
             iceberg_table.prepare_engine_table(session, rel)
+        if clauses is not None and clauses.from_source is not None:
+            src = cat.find(clauses.from_source, None)
+            if src is not None:  # DROP SOURCE refuses while its tables exist
+                rel.depends_on = [src.id]
         if source_meta is not None:
             from engine.stream.source import SOURCE_EXTRA, connector_for
 

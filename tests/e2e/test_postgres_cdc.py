@@ -181,3 +181,8 @@ def test_create_errors(upstream: int, conn: psycopg.Connection[Any]) -> None:
         conn.execute("CREATE TABLE haspk (id INT, v INT) FROM e TABLE 'public.haspk'")
     with pytest.raises(psycopg.errors.Error, match="does not exist"):
         conn.execute("CREATE TABLE x (id INT PRIMARY KEY) FROM e TABLE 'public.missing'")
+    conn.execute("CREATE TABLE haspk (id INT, v INT, PRIMARY KEY (id)) FROM e TABLE 'public.haspk'")
+    with pytest.raises(psycopg.errors.DependentObjectsStillExist):
+        conn.execute("DROP SOURCE e")
+    conn.execute("DROP TABLE haspk")
+    conn.execute("DROP SOURCE e")

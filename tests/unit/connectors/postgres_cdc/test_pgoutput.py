@@ -94,12 +94,13 @@ def test_snapshot_csv_nulls_empty_strings_and_types() -> None:
     fields = [Field("id", BIGINT), Field("s", VARCHAR), Field("n", SqlType(TypeKind.NUMERIC))]
     import io
 
-    data = io.BytesIO(b'1,,1.50\n2,"",-2\n3,"a,""b""",\n')
+    data = io.BytesIO(b'1,,1.50\n2,"",-2\n3,"a,""b""",\n4,x,0.123456789051\n')
     (b,) = snapshot_csv(data, fields)
     assert b.to_pylist() == [
         {"id": 1, "s": None, "n": Decimal("1.5")},
         {"id": 2, "s": "", "n": Decimal("-2")},
         {"id": 3, "s": 'a,"b"', "n": None},
+        {"id": 4, "s": "x", "n": Decimal("0.1234567891")},  # rounded to numeric's scale
     ]
     assert b.schema.field("id").type == pa.int64()
 
