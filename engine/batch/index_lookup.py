@@ -76,9 +76,13 @@ def _np_value(value: Any, typ: pa.DataType) -> Any:
 
 
 def lookup(pin: Any, key: int, bounds: list[tuple[str, Any]], columns: list[int]) -> pa.Table:
-    """The live rows of `pin` whose column `key` satisfies every `(op, value)` bound,
+    """The live rows of `pin` whose column `key` satisfies every `(op, value)` bound
+    (a None value: no rows),
     as columns `columns` of the pinned rows (row order unspecified)."""
     parts = getattr(pin, "parts", None)
+    if any(v is None for _, v in bounds):  # a comparison with NULL matches no row
+        schema = getattr(pin, "schema", None) or pin.table().schema
+        return pa.schema([schema.field(c) for c in columns]).empty_table()
     if parts is None:  # not segments (an empty relation): filter the table
         return _filter(pin.table(), key, bounds).select(columns)
     typ = pin.schema.field(key).type

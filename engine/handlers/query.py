@@ -119,7 +119,10 @@ def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
             pin = committed.pins.get(n.index.id)
             if pin is None:
                 pin = _pin_created(session, n.index)
-            n.table = lookup(pin, n.key, n.bounds, n.columns)
+            one = pa.record_batch([pa.array([0])], names=["_"])
+            ctx = session.eval_ctx()
+            bounds = [(op, e.eval(one, ctx)[0].as_py()) for op, e in n.bounds]
+            n.table = lookup(pin, n.key, bounds, n.columns)
         stack.extend(n.inputs())
 
 

@@ -3,7 +3,8 @@
 `use_indexes` runs on a batch plan after planning (SELECT and EXPLAIN). Where a filter
 sits right on a scan of a table or materialized view and one of its AND-ed conjuncts
 compares the leading column of one of the relation's indexes with a constant
-(`=`, `<`, `<=`, `>`, `>=`, so BETWEEN too), the scan becomes an `IndexScan`: the rows of
+(`=`, `<`, `<=`, `>`, `>=`, so BETWEEN too; a constant is literals under operators and
+casts, evaluated once when the query runs), the scan becomes an `IndexScan`: the rows of
 the index whose leading column is within the conjuncts' range, in the scanned relation's
 column order. The filter stays above it, whole, so the result is exactly the scan's:
 the index only narrows the rows the filter sees (a superset of its answer is all the
@@ -45,13 +46,14 @@ _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 @dataclass(eq=False)
 class IndexScan(PlanNode):
     """The rows of `relation` (the indexed table or view, in its column order) whose
-    index key lies within `bounds`, read from index `index`; `columns[i]` is the index
+    index key lies within `bounds` (constants, evaluated when the query runs), read from
+    index `index`; `columns[i]` is the index
     column holding the relation's column i, `key` the index column searched."""
 
     relation: Relation = None  # type: ignore[assignment]
     index: Relation = None  # type: ignore[assignment]
     key: int = 0
-    bounds: list[tuple[str, Any]] = field(default_factory=list)  # (op, python value)
+    bounds: list[tuple[str, Any]] = field(default_factory=list)  # (op, constant Expr)
     shown: list[str] = field(default_factory=list)  # the conjuncts used, for EXPLAIN
     columns: list[int] = field(default_factory=list)
     table: Any = None  # pyarrow.Table once looked up
@@ -90,20 +92,31 @@ def _conjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
-def _comparison(e: Expr) -> tuple[int, str, Literal] | None:
+def _comparison(e: Expr) -> tuple[int, str, Expr] | None:
     """(column, op, constant) of `col op constant` or `constant op col`."""
     if not isinstance(e, Func) or e.op not in _FLIP or len(e.args) != 2:
         return None
     a, b = e.args
-    if isinstance(a, InputRef) and isinstance(b, Literal):
+    if isinstance(a, InputRef) and _constant(b):
         col, op, lit = a, e.op, b
-    elif isinstance(b, InputRef) and isinstance(a, Literal):
+    elif isinstance(b, InputRef) and _constant(a):
         col, op, lit = b, _FLIP[e.op], a
     else:
         return None
-    if lit.value is None or lit.type != col.type:
+    if (isinstance(lit, Literal) and lit.value is None) or lit.type != col.type:
         return None
     return col.index, op, lit
+
+
+def _constant(e: Expr) -> bool:
+    """A constant the lookup may evaluate once: literals under operators and casts only
+    (`42`, `41 + 1`, `'2024-01-01'::timestamp`), never a function call, which could be
+    volatile or a user's function (the filter above still evaluates it per row)."""
+    if isinstance(e, Literal):
+        return True
+    if isinstance(e, Func) and (e.op is not None or e.name == "cast"):
+        return not e.volatile and not e.uses_now and all(_constant(c) for c in e.args)
+    return False
 
 
 def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
@@ -136,7 +149,7 @@ def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
                 relation=scan.relation,
                 index=idx,
                 key=names[lead],
-                bounds=[(op, lit.value) for op, lit in used],
+                bounds=used,
                 shown=[f"{lead} {op} {lit}" for op, lit in used],
                 columns=columns,
             )
