@@ -115,7 +115,7 @@ def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
     stack = [plan]
     while stack:
         n = stack.pop()
-        if isinstance(n, IndexScan) and n.table is None:
+        if isinstance(n, IndexScan):  # every run looks up again (a plan may run twice)
             pin = committed.pins.get(n.index.id)
             if pin is None:
                 pin = _pin_created(session, n.index)
