@@ -219,6 +219,8 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             src = cat.find(clauses.from_source, None)
             if src is not None:  # DROP SOURCE refuses while its tables exist
                 rel.depends_on = [src.id]
+                # the source's `password = SECRET s` stays a reference in the table too
+                cat.bind_secret_options(rel, dict(src.extra.get("secret_options") or {}))
         if source_meta is not None:
             from engine.stream.source import SOURCE_EXTRA, connector_for
 

@@ -174,7 +174,8 @@ def test_create_errors(upstream: int, conn: psycopg.Connection[Any]) -> None:
         conn.execute(source_sql(1, "bad"))
     with pytest.raises(psycopg.errors.Error, match='publication "nopub_pub" does not exist'):
         conn.execute(source_sql(upstream, "nopub", **{"publication.create.enable": "false"}))
-    conn.execute(source_sql(upstream, "e"))
+    conn.execute("CREATE SECRET pw WITH (backend = 'meta') AS 'x'")
+    conn.execute(source_sql(upstream, "e").replace("password = 'x'", "password = SECRET pw"))
     with pytest.raises(psycopg.errors.Error, match="has no primary key"):
         conn.execute("CREATE TABLE nopk (id INT PRIMARY KEY, v INT) FROM e TABLE 'public.nopk'")
     with pytest.raises(psycopg.errors.Error, match="needs a PRIMARY KEY"):
