@@ -56,6 +56,7 @@ class TxnDecoder:
         self.done: list[tuple[int, Row]] = []
         self.end_lsn = 0  # end LSN of the last commit moved to `done`
         self.unchanged_toast = 0
+        self.truncated = 0  # TRUNCATEs of the table seen (not replicated: reported)
 
     def feed(self, b: bytes) -> None:
         kind = b[:1]
@@ -72,7 +73,10 @@ class TxnDecoder:
             if _I32.unpack_from(b, 1)[0] == self.relid:
                 self._change(kind, b)
         elif kind == b"T":
-            log.warning("postgres-cdc %s.%s: TRUNCATE is not replicated", self.schema, self.table)
+            n = _I32.unpack_from(b, 1)[0]
+            ids = struct.unpack_from(f"!{n}i", b, 6)
+            if self.relid in ids:
+                self.truncated += 1
 
     def take_rows(self) -> list[tuple[int, Row]]:
         rows, self.done = self.done, []

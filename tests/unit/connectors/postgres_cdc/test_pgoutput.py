@@ -63,6 +63,8 @@ def test_transactions_key_changes_and_runs() -> None:
     d.feed(commit(200))
     d.feed(begin())
     d.feed(b"I" + struct.pack("!i", 7) + b"N" + tup("t", "9", None, "open"))  # not committed
+    d.feed(b"T" + struct.pack("!i", 2) + b"\0" + struct.pack("!ii", 9, 7))
+    assert d.truncated == 1  # reported by the reader, not replicated
     rows = d.take_rows()
     assert d.end_lsn == 200
     assert [op for op, _ in rows] == [
