@@ -143,6 +143,7 @@ BENCHES = [
         "e2e",
         ["--keys", "500000", "--batch", "250000", "--budget-mb", "256"],
         ["--full"],
+        own_profile=True,
         timeout_s=3600,
     ),
     Bench("kafka_sink", "kafka_sink_bench.py", "in-process", ["100000", "20000"], []),

@@ -34,7 +34,7 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return cur, peak
 
 
-def run(keys: int, batch: int, budget_mb: int) -> None:
+def run(keys: int, batch: int, budget_mb: int, profile: bool = False) -> None:
     args = ["--state-cache-mb", str(budget_mb)]
     with BenchServer(barrier_ms=1000, extra_args=args) as srv:
         c = srv.connect()
@@ -42,6 +42,7 @@ def run(keys: int, batch: int, budget_mb: int) -> None:
         c.execute(
             "CREATE MATERIALIZED VIEW g AS SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k"
         )
+        spy = profile and srv.profile_start(srv.dir / f"profile-{budget_mb}.txt")
         done = 0
         t_all = time.perf_counter()
         cpu_all = srv.cpu_seconds()
@@ -60,6 +61,8 @@ def run(keys: int, batch: int, budget_mb: int) -> None:
                 f"groups/CPU-s  rss={cur:,.0f} MB  peak={peak:,.0f} MB",
                 flush=True,
             )
+        if spy:
+            srv.profile_stop()
         total_s = time.perf_counter() - t_all
         total_cpu = srv.cpu_seconds() - cpu_all
         cur, peak = rss_mb(srv.pid)
@@ -77,11 +80,12 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=500_000)
     p.add_argument("--budget-mb", type=int, nargs="+", default=[256])
     p.add_argument("--full", action="store_true", help="10M keys at 256 MB and 2 GB")
+    p.add_argument("--profile", action="store_true", help="py-spy the server meanwhile")
     a = p.parse_args()
     if a.full:
         a.keys, a.budget_mb = 10_000_000, [256, 2048]
     for mb in a.budget_mb:
-        run(a.keys, a.batch, mb)
+        run(a.keys, a.batch, mb, a.profile)
 
 
 if __name__ == "__main__":
