@@ -60,8 +60,9 @@ def epochs(n: int, steps: int, groups: int, mixed: bool, seed: int = 7) -> list[
             live_k[-1], live_v[-1] = live_k[-1][n_del:], live_v[-1][n_del:]
         live_k.append(k[:n_ins])
         live_v.append(v[:n_ins])
-        batch = pa.RecordBatch.from_arrays([pa.array(k), pa.array(v), pa.array(ids)],
-                                           names=["k", "v", "id"])
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(k), pa.array(v), pa.array(ids)], names=["k", "v", "id"]
+        )
         out.append(StreamChunk(pa.array(ops), batch))
     return out
 
@@ -78,8 +79,11 @@ def run(name: str, op: HashAggOp | MaterializeOp, chunks: list[StreamChunk]) -> 
         cpu += time.process_time() - t0
         rows += len(c)
     dirty = sum(t.dirty_count for t in op.state_tables())
-    print(f"{name:<44} {rows / cpu:>12,.0f} events/CPU-s  ({rows:,} events, {cpu:.2f} CPU-s, "
-          f"dirty keys {dirty})", flush=True)
+    print(
+        f"{name:<44} {rows / cpu:>12,.0f} events/CPU-s  ({rows:,} events, {cpu:.2f} CPU-s, "
+        f"dirty keys {dirty})",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -90,17 +94,24 @@ def main() -> None:
         for mixed in (False, True):
             chunks = epochs(n, steps, 100_000, mixed)
             op = HashAggOp(F, [0], MINMAX, LocalStateAllocator(), ["k", "a0", "a1", "a2", "a3"])
-            run(f"agg count+sum+min+max, 100000 groups, {'mixed' if mixed else 'inserts'}",
-                op, chunks)
+            run(
+                f"agg count+sum+min+max, 100000 groups, {'mixed' if mixed else 'inserts'}",
+                op,
+                chunks,
+            )
         return
     for groups in (10, 100_000):
         for mixed in (False, True):
             chunks = epochs(n, steps, groups, mixed)
             tag = f"{groups} groups, {'mixed' if mixed else 'inserts'}"
-            for label, aggs in (("count+sum", SIMPLE), ("count+sum+avg+count(v)", RICH),
-                                ("count+sum+min+max", MINMAX)):
-                op = HashAggOp(F, [0], aggs, LocalStateAllocator(), ["k"] + [
-                    f"a{i}" for i in range(len(aggs))])
+            for label, aggs in (
+                ("count+sum", SIMPLE),
+                ("count+sum+avg+count(v)", RICH),
+                ("count+sum+min+max", MINMAX),
+            ):
+                op = HashAggOp(
+                    F, [0], aggs, LocalStateAllocator(), ["k"] + [f"a{i}" for i in range(len(aggs))]
+                )
                 run(f"agg {label}, {tag}", op, chunks)
     chunks = epochs(n, steps, 1 << 30, False)
     run("materialize, inserts (unique pk)", MaterializeOp(F, [2], LocalStateAllocator()), chunks)

@@ -133,20 +133,32 @@ def run_join(events: int, epoch: int, updates: bool, commit: Commit) -> tuple[in
             du = rng.choice(N_DIM, N_DIM // 100, replace=False)
             old_r = dim_batch(du, 0)
             old_r = pa.RecordBatch.from_arrays(
-                [old_r.column(0), pa.array([f"r{(u + t) % 7}" for u, t in
-                                            zip(du.tolist(), cur_region_tag[du].tolist())])],
+                [
+                    old_r.column(0),
+                    pa.array(
+                        [
+                            f"r{(u + t) % 7}"
+                            for u, t in zip(du.tolist(), cur_region_tag[du].tolist())
+                        ]
+                    ),
+                ],
                 schema=old_r.schema,
             )
             cur_region_tag[du] += 1
             new_r = pa.RecordBatch.from_arrays(
-                [old_r.column(0), pa.array([f"r{(u + t) % 7}" for u, t in
-                                            zip(du.tolist(), cur_region_tag[du].tolist())])],
+                [
+                    old_r.column(0),
+                    pa.array(
+                        [
+                            f"r{(u + t) % 7}"
+                            for u, t in zip(du.tolist(), cur_region_tag[du].tolist())
+                        ]
+                    ),
+                ],
                 schema=old_r.schema,
             )
             both = pa.Table.from_batches([old_r, new_r]).combine_chunks().to_batches()[0]
-            right = StreamChunk(
-                ops([(Op.DELETE, len(du)), (Op.INSERT, len(du))]), both
-            )
+            right = StreamChunk(ops([(Op.DELETE, len(du)), (Op.INSERT, len(du))]), both)
         chunk = StreamChunk(lops, left)
         t0 = time.process_time()
         out = op.step([chunk, right])
@@ -164,8 +176,9 @@ def run_top3(events: int, epoch: int, changes: bool, commit: Commit) -> tuple[in
     (half: a new amount) earlier rows, half of them chosen among rows with amount > 97
     (mostly current top-3 rows, so windows must be refilled from the stored rows)."""
     rng = np.random.default_rng(2)
-    op = TopNOp(FACT, [(2, True, False)], 3, 0, [1], LocalStateAllocator(), [0],
-                with_rank_column=True)
+    op = TopNOp(
+        FACT, [(2, True, False)], 3, 0, [1], LocalStateAllocator(), [0], with_rank_column=True
+    )
     users_of = np.empty(0, dtype=np.int64)
     amounts_of = np.empty(0)
     alive = np.empty(0, dtype=bool)
@@ -202,11 +215,9 @@ def run_top3(events: int, epoch: int, changes: bool, commit: Commit) -> tuple[in
             gone = fact_batch(dels, users_of[dels], amounts_of[dels])
             alive[dels] = False
             both = pa.Table.from_batches([b, gone, *pairs.to_batches()]).combine_chunks()
-            upd_ops = np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8),
-                              len(upds))
+            upd_ops = np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], np.int8), len(upds))
             kinds = ops([(Op.INSERT, n_ins), (Op.DELETE, len(dels))])
-            chunk = StreamChunk(pa.concat_arrays([kinds, pa.array(upd_ops)]),
-                                both.to_batches()[0])
+            chunk = StreamChunk(pa.concat_arrays([kinds, pa.array(upd_ops)]), both.to_batches()[0])
         t0 = time.process_time()
         out = op.step([chunk])
         commit(op)
@@ -245,8 +256,10 @@ def main() -> None:
                 if isinstance(commit, Store):
                     store = f" store={commit.bytes / 1e6:,.0f}MB"
                     commit.close()
-        print(f"{name:13s} events={a.events:>9,} epoch={a.epoch:>6,} cpu={cpu:7.2f}s "
-              f"events/cpu-s={a.events / cpu:>10,.0f} output_rows={out_rows:,}{store}")
+        print(
+            f"{name:13s} events={a.events:>9,} epoch={a.epoch:>6,} cpu={cpu:7.2f}s "
+            f"events/cpu-s={a.events / cpu:>10,.0f} output_rows={out_rows:,}{store}"
+        )
 
 
 if __name__ == "__main__":

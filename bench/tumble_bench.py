@@ -131,8 +131,10 @@ def main() -> None:
         ("engine eowc", lambda: bench_engine(batches)),
     ):
         cpu, rows = fn()
-        print(f"  {name:15s} {total / cpu:>12,.0f} events/s per CPU-second  ({cpu:.2f} s, "
-              f"{rows:,} output rows)")
+        print(
+            f"  {name:15s} {total / cpu:>12,.0f} events/s per CPU-second  ({cpu:.2f} s, "
+            f"{rows:,} output rows)"
+        )
 
 
 if __name__ == "__main__":

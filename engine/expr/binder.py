@@ -72,22 +72,36 @@ _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp
 
 # typed sqlglot function nodes -> (function name, argument keys); lists expand
 _FUNCS: dict[type, tuple[str, tuple[str, ...]]] = {
-    exp.Upper: ("upper", ("this",)), exp.Lower: ("lower", ("this",)),
-    exp.Length: ("length", ("this",)), exp.Substring: ("substr", ("this", "start", "length")),
-    exp.Concat: ("concat", ("expressions",)), exp.ConcatWs: ("concat_ws", ("expressions",)),
+    exp.Upper: ("upper", ("this",)),
+    exp.Lower: ("lower", ("this",)),
+    exp.Length: ("length", ("this",)),
+    exp.Substring: ("substr", ("this", "start", "length")),
+    exp.Concat: ("concat", ("expressions",)),
+    exp.ConcatWs: ("concat_ws", ("expressions",)),
     exp.Replace: ("replace", ("this", "expression", "replacement")),
     exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
     exp.StrPosition: ("strpos", ("this", "substr")),
-    exp.Left: ("left", ("this", "expression")), exp.Right: ("right", ("this", "expression")),
-    exp.Reverse: ("reverse", ("this",)), exp.StartsWith: ("starts_with", ("this", "expression")),
-    exp.MD5: ("md5", ("this",)), exp.Repeat: ("repeat", ("this", "times")),
-    exp.Initcap: ("initcap", ("this",)), exp.Abs: ("abs", ("this",)),
-    exp.Round: ("round", ("this", "decimals")), exp.Ceil: ("ceil", ("this", "decimals")),
-    exp.Floor: ("floor", ("this", "decimals")), exp.Trunc: ("trunc", ("this", "decimals")),
-    exp.Sqrt: ("sqrt", ("this",)), exp.Pow: ("power", ("this", "expression")),
-    exp.Exp: ("exp", ("this",)), exp.Ln: ("ln", ("this",)), exp.Sign: ("sign", ("this",)),
-    exp.Rand: ("random", ()), exp.CurrentTimestamp: ("now", ()),
-    exp.CurrentDate: ("current_date", ()), exp.UnixToTime: ("to_timestamp", ("this",)),
+    exp.Left: ("left", ("this", "expression")),
+    exp.Right: ("right", ("this", "expression")),
+    exp.Reverse: ("reverse", ("this",)),
+    exp.StartsWith: ("starts_with", ("this", "expression")),
+    exp.MD5: ("md5", ("this",)),
+    exp.Repeat: ("repeat", ("this", "times")),
+    exp.Initcap: ("initcap", ("this",)),
+    exp.Abs: ("abs", ("this",)),
+    exp.Round: ("round", ("this", "decimals")),
+    exp.Ceil: ("ceil", ("this", "decimals")),
+    exp.Floor: ("floor", ("this", "decimals")),
+    exp.Trunc: ("trunc", ("this", "decimals")),
+    exp.Sqrt: ("sqrt", ("this",)),
+    exp.Pow: ("power", ("this", "expression")),
+    exp.Exp: ("exp", ("this",)),
+    exp.Ln: ("ln", ("this",)),
+    exp.Sign: ("sign", ("this",)),
+    exp.Rand: ("random", ()),
+    exp.CurrentTimestamp: ("now", ()),
+    exp.CurrentDate: ("current_date", ()),
+    exp.UnixToTime: ("to_timestamp", ("this",)),
 }
 
 
@@ -105,8 +119,7 @@ def node_position(node: exp.Expression) -> int | None:
 class ExprBinder:
     """Binds scalar sqlglot expressions against a scope (see module docstring)."""
 
-    def __init__(self, scope: Scope, params: ParamContext | None = None,
-                 hook: Hook | None = None):
+    def __init__(self, scope: Scope, params: ParamContext | None = None, hook: Hook | None = None):
         self.scope = scope
         self.params = params
         self.hook = hook
@@ -169,8 +182,9 @@ class ExprBinder:
         if t in _CMP:
             return ops.bind_compare(_CMP[t], b(node.this), b(node.expression))
         if t is exp.And or t is exp.Or:
-            return ops.bind_and_or("AND" if t is exp.And else "OR", b(node.this),
-                                   b(node.expression))
+            return ops.bind_and_or(
+                "AND" if t is exp.And else "OR", b(node.this), b(node.expression)
+            )
         if t is exp.Not:
             return ops.bind_not(b(node.this))
         if t is exp.Neg:
@@ -206,15 +220,13 @@ class ExprBinder:
         if t is exp.Nullif:
             return self._nullif(b(node.this), b(node.expression))
         if t in (exp.Greatest, exp.Least):
-            return self._greatest([b(x) for x in [node.this, *node.expressions]],
-                                  t is exp.Greatest)
+            return self._greatest([b(x) for x in [node.this, *node.expressions]], t is exp.Greatest)
         if t is exp.Array:
             return self._array([b(x) for x in node.expressions])
         if t in (exp.JSONExtract, exp.JSONExtractScalar):
             return self._json_extract(node, t is exp.JSONExtractScalar)
         if t in (exp.JSONBExtract, exp.JSONBExtractScalar):
-            return fn_json.bind_path(b(node.this), b(node.expression),
-                                     t is exp.JSONBExtractScalar)
+            return fn_json.bind_path(b(node.this), b(node.expression), t is exp.JSONBExtractScalar)
         if t is exp.ArrayContainsAll:
             return fn_json.bind_contains(b(node.this), b(node.expression))
         if t is exp.ArrayContainedBy:
@@ -225,11 +237,16 @@ class ExprBinder:
             return self._trim(node)
         if t is exp.Pad:
             args = [node.this, node.expression, node.args.get("fill_pattern")]
-            return call("lpad" if node.args.get("is_left") else "rpad",
-                        [b(a) for a in args if a is not None])
+            return call(
+                "lpad" if node.args.get("is_left") else "rpad",
+                [b(a) for a in args if a is not None],
+            )
         if t is exp.Extract:
-            field = node.this.name if isinstance(node.this, (exp.Var, exp.Column)) \
+            field = (
+                node.this.name
+                if isinstance(node.this, (exp.Var, exp.Column))
                 else str(node.this.this)
+            )
             return fn_time.bind_extract(field, b(node.expression))
         if t in (exp.TimestampTrunc, exp.DateTrunc, exp.TimeTrunc):
             unit = node.args.get("unit")
@@ -260,8 +277,9 @@ class ExprBinder:
             return call(name, args)
         if isinstance(node, exp.Func):
             name = node.sql_name().lower()
-            raise no_function(name, [b(a) for a in node.expressions
-                                     if isinstance(a, exp.Expression)])
+            raise no_function(
+                name, [b(a) for a in node.expressions if isinstance(a, exp.Expression)]
+            )
         raise not_supported(f"expression {node.sql(dialect='postgres')}")
 
     # -- leaves -----------------------------------------------------------------------------
@@ -289,16 +307,20 @@ class ExprBinder:
             try:
                 d = Decimal(text)
             except ArithmeticError as e:
-                raise SqlSyntaxError(f'trailing junk after numeric literal at or near "{text}"'
-                                     ) from e
+                raise SqlSyntaxError(
+                    f'trailing junk after numeric literal at or near "{text}"'
+                ) from e
             if not d.is_finite() or d.copy_abs() >= _NUMERIC_LIMIT:
                 f = float(d)
                 if f in (float("inf"), float("-inf")):
                     raise NumericValueOutOfRange(
-                        f'"{text}" is out of range for type double precision')
+                        f'"{text}" is out of range for type double precision'
+                    )
                 return Literal(f, DOUBLE)
-            return Literal(d.quantize(Decimal(1).scaleb(-10)) if d.as_tuple().exponent < -10
-                           else d, numeric_with_scale(literal_scale(d)))
+            return Literal(
+                d.quantize(Decimal(1).scaleb(-10)) if d.as_tuple().exponent < -10 else d,
+                numeric_with_scale(literal_scale(d)),
+            )
         v = int(text)
         if -(2**31) <= v < 2**31:
             return Literal(v, INT)
@@ -369,15 +391,18 @@ class ExprBinder:
     def _between(self, node: exp.Between) -> Expr:
         x = self._bind(node.this)
         lo, hi = self._bind(node.args["low"]), self._bind(node.args["high"])
-        return ops.bind_and_or("AND", ops.bind_compare(">=", x, lo),
-                               ops.bind_compare("<=", x, hi))
+        return ops.bind_and_or("AND", ops.bind_compare(">=", x, lo), ops.bind_compare("<=", x, hi))
 
     def _like(self, node: exp.Expression, escape: str | None) -> Expr:
         if not isinstance(node, (exp.Like, exp.ILike)):
             raise not_supported(f"ESCAPE on {node.sql()}")
-        return ops.bind_like(self._bind(node.this), self._bind(node.expression), escape,
-                             ilike=isinstance(node, exp.ILike),
-                             negate=bool(node.args.get("negate")))
+        return ops.bind_like(
+            self._bind(node.this),
+            self._bind(node.expression),
+            escape,
+            ilike=isinstance(node, exp.ILike),
+            negate=bool(node.args.get("negate")),
+        )
 
     def _case(self, node: exp.Case) -> Expr:
         subject = node.this
@@ -393,8 +418,7 @@ class ExprBinder:
             conds.append(c)
             results.append(self._bind(w.args["true"]))
         default_node = node.args.get("default")
-        default = self._bind(default_node) if default_node is not None else Literal(None,
-                                                                                    UNKNOWN)
+        default = self._bind(default_node) if default_node is not None else Literal(None, UNKNOWN)
         rtype = common_type([_utype(r) for r in [*results, default]], "CASE")
         results = [_to(r, rtype, "CASE") for r in results]
         default = _to(default, rtype, "CASE")
@@ -418,6 +442,7 @@ class ExprBinder:
             import pyarrow.compute as pc
 
             return pc.if_else(pc.fill_null(same, False), pa.scalar(None, rt.arrow), x[0])
+
         return Func("nullif", eq.args, rt, kernel)
 
     def _greatest(self, args: list[Expr], greatest: bool) -> Expr:
@@ -439,6 +464,7 @@ class ExprBinder:
                     vals = [v for v in row if v is not None]
                     out.append(pick(vals) if vals else None)
                 return pa.array(out, t.arrow)
+
         return Func(name, cast_args, t, kernel)
 
     def _array(self, items: list[Expr]) -> Expr:
@@ -456,6 +482,7 @@ class ExprBinder:
             values = flat.take(pa.array(idx))
             offsets = pa.array(np.arange(0, n * k + 1, k, dtype=np.int32))
             return pa.ListArray.from_arrays(offsets, values, type=lt.arrow)
+
         return Func("array", cast_items, lt, kernel)
 
     def _json_extract(self, node: exp.Expression, as_text: bool) -> Expr:
@@ -512,8 +539,7 @@ def _to(e: Expr, t: SqlType, context: str) -> Expr:
     if c is None:
         from engine.errors import DatatypeMismatch
 
-        raise DatatypeMismatch(f"{context} could not convert type {e.type.display} to "
-                               f"{t.display}")
+        raise DatatypeMismatch(f"{context} could not convert type {e.type.display} to {t.display}")
     return c
 
 
@@ -541,4 +567,3 @@ def _literal_for_python(v: Any) -> Literal:
     if isinstance(v, float):
         return Literal(v, DOUBLE)
     raise InvalidParameterValue(f"unsupported parameter value {v!r}")
-

@@ -80,8 +80,7 @@ def cast_datum(d: Datum, src: SqlType, dst: SqlType, n: int, ctx: EvalContext) -
     if isinstance(d, pa.Scalar):
         if not d.is_valid:
             return pa.scalar(None, dst.arrow)
-        return fn(pa.array([d.as_py()], src.arrow if src.kind is not K.UNKNOWN else d.type),
-                  ctx)[0]
+        return fn(pa.array([d.as_py()], src.arrow if src.kind is not K.UNKNOWN else d.type), ctx)[0]
     return fn(d, ctx)
 
 
@@ -121,6 +120,7 @@ def _lookup(src: SqlType, dst: SqlType) -> ArrayFn | None:
             if a.offset:
                 a = pa.concat_arrays([a])
             return pa.ListArray.from_arrays(a.offsets, vals, type=dst.arrow, mask=a.is_null())
+
         return list_cast
     return None
 
@@ -167,13 +167,14 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
             # via text: arrow's decimal->float cast is not correctly rounded
             return a.cast(pa.string()).cast(pa.float64()).cast(dst.arrow, safe=False)
         return a.cast(dst.arrow, safe=False)
+
     return fn
 
 
 _BOOL_TRUE = pa.array(["t", "true", "y", "yes", "on", "1", "tr", "tru", "ye"])
 _BOOL_FALSE = pa.array(["f", "false", "n", "no", "off", "0", "fa", "fal", "fals", "of"])
 _INT_RE = r"^\s*[+-]?\d+\s*$"
-_FLOAT_RE = (r"^\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)\s*$")
+_FLOAT_RE = r"^\s*[+-]?((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|inf|infinity|nan)\s*$"
 
 
 def _first_bad(a: pa.Array, ok: pa.Array, tname: str) -> None:
@@ -181,7 +182,8 @@ def _first_bad(a: pa.Array, ok: pa.Array, tname: str) -> None:
     if pc.any(bad).as_py():
         idx = pc.index(bad, True).as_py()
         raise InvalidTextRepresentation(
-            f'invalid input syntax for type {tname}: "{a[idx].as_py()}"')
+            f'invalid input syntax for type {tname}: "{a[idx].as_py()}"'
+        )
 
 
 _NUMERIC_RE = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
@@ -341,8 +343,9 @@ def numeric_text(a: pa.Array) -> pa.Array:
     s = a.cast(pa.string())
     if pc.any(pc.match_substring(s, "E")).as_py():
         # arrow prints small magnitudes in scientific notation; Postgres never does
-        s = pa.array([None if v is None else _strip(format(v, "f")) for v in a.to_pylist()],
-                     pa.string())
+        s = pa.array(
+            [None if v is None else _strip(format(v, "f")) for v in a.to_pylist()], pa.string()
+        )
     s = pc.replace_substring_regex(s, r"(\.\d*?)0+$", r"\1")
     return pc.replace_substring_regex(s, r"\.$", "")
 
@@ -362,11 +365,13 @@ def _to_text(src: SqlType) -> ArrayFn:
         if src.is_integer:
             return a.cast(pa.string())
         if k is K.DOUBLE:
-            return pa.array([None if v is None else float_text(v) for v in a.to_pylist()],
-                            pa.string())
+            return pa.array(
+                [None if v is None else float_text(v) for v in a.to_pylist()], pa.string()
+            )
         if k is K.REAL:
-            return pa.array([None if v is None else float32_text(v) for v in a.to_pylist()],
-                            pa.string())
+            return pa.array(
+                [None if v is None else float32_text(v) for v in a.to_pylist()], pa.string()
+            )
         if k is K.NUMERIC:
             return numeric_text(a)
         if k in (K.VARCHAR, K.JSONB):
@@ -382,11 +387,17 @@ def _to_text(src: SqlType) -> ArrayFn:
         if k is K.INTERVAL:
             m, d, ns = temporal.interval_parts(a)
             valid = pc.is_valid(a).to_numpy(zero_copy_only=False)
-            return pa.array([temporal.format_interval(int(m[i]), int(d[i]), int(ns[i]))
-                             if valid[i] else None for i in range(len(a))], pa.string())
+            return pa.array(
+                [
+                    temporal.format_interval(int(m[i]), int(d[i]), int(ns[i])) if valid[i] else None
+                    for i in range(len(a))
+                ],
+                pa.string(),
+            )
         if k is K.BYTEA:
-            return pa.array([None if v is None else "\\x" + v.hex() for v in a.to_pylist()],
-                            pa.string())
+            return pa.array(
+                [None if v is None else "\\x" + v.hex() for v in a.to_pylist()], pa.string()
+            )
         if k is K.LIST:
             assert src.elem is not None
             flat = a.flatten()
@@ -398,11 +409,13 @@ def _to_text(src: SqlType) -> ArrayFn:
                 if not valid[i]:
                     out.append(None)
                     continue
-                items = txt[offs[i] - offs[0]:offs[i + 1] - offs[0]]
-                out.append("{" + ",".join("NULL" if x is None else _quote_elem(x)
-                                          for x in items) + "}")
+                items = txt[offs[i] - offs[0] : offs[i + 1] - offs[0]]
+                out.append(
+                    "{" + ",".join("NULL" if x is None else _quote_elem(x) for x in items) + "}"
+                )
             return pa.array(out, pa.string())
         raise AssertionError(f"no text output for {src}")
+
     return fn
 
 
@@ -429,10 +442,15 @@ def _from_text(dst: SqlType) -> ArrayFn:
             out = temporal.text_to_timestamptz(a)
             if ctx.timezone.upper() != "UTC":
                 # values without an explicit offset are local to the session zone
-                no_off = pc.invert(pc.match_substring_regex(
-                    a, r"([Zz]|UTC|[+-]\d{1,2}(:?\d{2})?)\s*$"))
-                local = pc.assume_timezone(temporal.text_to_timestamp(a), ctx.timezone,
-                                           ambiguous="earliest", nonexistent="earliest")
+                no_off = pc.invert(
+                    pc.match_substring_regex(a, r"([Zz]|UTC|[+-]\d{1,2}(:?\d{2})?)\s*$")
+                )
+                local = pc.assume_timezone(
+                    temporal.text_to_timestamp(a),
+                    ctx.timezone,
+                    ambiguous="earliest",
+                    nonexistent="earliest",
+                )
                 out = pc.if_else(pc.fill_null(no_off, False), local.cast(out.type), out)
             return out
         if k is K.INTERVAL:
@@ -444,8 +462,9 @@ def _from_text(dst: SqlType) -> ArrayFn:
         if k is K.JSONB:
             return jsonb.text_to_jsonb(a)
         if k is K.BYTEA:
-            return pa.array([None if v is None else _bytea_in(v) for v in a.to_pylist()],
-                            pa.binary())
+            return pa.array(
+                [None if v is None else _bytea_in(v) for v in a.to_pylist()], pa.binary()
+            )
         if k is K.VARCHAR:
             return a
         if k is K.LIST:
@@ -458,9 +477,11 @@ def _from_text(dst: SqlType) -> ArrayFn:
                 offsets.append(len(flat))
             inner = _from_text(dst.elem)(pa.array(flat, pa.string()), ctx)
             mask = pa.array([x is None for x in lists])
-            return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner,
-                                            type=dst.arrow, mask=mask)
+            return pa.ListArray.from_arrays(
+                pa.array(offsets, pa.int32()), inner, type=dst.arrow, mask=mask
+            )
         raise AssertionError(f"no text input for {dst}")
+
     return fn
 
 
@@ -469,8 +490,7 @@ def _bytea_in(v: str) -> bytes:
         try:
             return bytes.fromhex(v[2:])
         except ValueError as e:
-            raise InvalidTextRepresentation(
-                f'invalid hexadecimal data: "{v}"') from e
+            raise InvalidTextRepresentation(f'invalid hexadecimal data: "{v}"') from e
     return v.encode()
 
 
@@ -492,6 +512,7 @@ def _jsonb_to(dst: SqlType) -> ArrayFn:
         if dst.kind is K.NUMERIC:
             return num
         return _num_to_num(NUMERIC, dst)(num, ctx)
+
     return fn
 
 
@@ -510,16 +531,18 @@ def _time_cast(src: SqlType, dst: SqlType) -> ArrayFn | None:
     def from_local(a: pa.Array, ctx: EvalContext) -> pa.Array:
         if ctx.timezone.upper() == "UTC":
             return a.cast(pa.timestamp("us", tz="UTC"))
-        return pc.assume_timezone(a, ctx.timezone, ambiguous="earliest",
-                                  nonexistent="earliest").cast(pa.timestamp("us", tz="UTC"))
+        return pc.assume_timezone(
+            a, ctx.timezone, ambiguous="earliest", nonexistent="earliest"
+        ).cast(pa.timestamp("us", tz="UTC"))
 
     def ts_to_date(a: pa.Array) -> pa.Array:
         return pc.floor_temporal(a, unit="day").cast(pa.date32())
 
     def ts_to_time(a: pa.Array) -> pa.Array:
         us = a.cast(pa.int64())
-        day = pc.multiply(pc.floor(pc.divide(us.cast(pa.float64()), 86_400e6)).cast(pa.int64()),
-                          86_400_000_000)
+        day = pc.multiply(
+            pc.floor(pc.divide(us.cast(pa.float64()), 86_400e6)).cast(pa.int64()), 86_400_000_000
+        )
         return pc.subtract(us, day).cast(pa.time64("us"))
 
     if s is K.DATE and d is K.TIMESTAMP:
@@ -539,11 +562,13 @@ def _time_cast(src: SqlType, dst: SqlType) -> ArrayFn | None:
     if s is K.TIMESTAMPTZ and d is K.TIME:
         return lambda a, c: ts_to_time(to_local(a, c))
     if s is K.TIME and d is K.INTERVAL:
+
         def t2i(a: pa.Array, c: EvalContext) -> pa.Array:
             us = pc.fill_null(a.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
             z = np.zeros(len(a), dtype=np.int64)
-            return temporal.make_interval_array(z, z, us * 1000,
-                                                pc.is_null(a).to_numpy(zero_copy_only=False))
+            return temporal.make_interval_array(
+                z, z, us * 1000, pc.is_null(a).to_numpy(zero_copy_only=False)
+            )
+
         return t2i
     return None
-

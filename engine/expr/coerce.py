@@ -53,8 +53,11 @@ class UntypedLiteral(Literal):
 
 
 def is_untyped(e: Expr) -> bool:
-    return (isinstance(e, UntypedLiteral) or (isinstance(e, Literal) and e.type == UNKNOWN)
-            or (isinstance(e, Param) and e.type == UNKNOWN))
+    return (
+        isinstance(e, UntypedLiteral)
+        or (isinstance(e, Literal) and e.type == UNKNOWN)
+        or (isinstance(e, Param) and e.type == UNKNOWN)
+    )
 
 
 def common_type(types: list[SqlType], context: str = "") -> SqlType:
@@ -72,8 +75,9 @@ def common_type(types: list[SqlType], context: str = "") -> SqlType:
     if all(t.kind is K.LIST for t in known):
         elems = [t.elem for t in known if t.elem is not None]
         return list_of(common_type(elems, context))
-    other = next(t for t in known if t != first and not (
-        t.kind in _NUM_ORDER and first.kind in _NUM_ORDER))
+    other = next(
+        t for t in known if t != first and not (t.kind in _NUM_ORDER and first.kind in _NUM_ORDER)
+    )
     prefix = f"{context} " if context else ""
     raise DatatypeMismatch(f"{prefix}types {first.display} and {other.display} cannot be matched")
 
@@ -110,8 +114,9 @@ def _make_cast(expr: Expr, target: SqlType) -> Expr:
         found = text_syntax_errors(as_array(args[0], n).cast(pa.string()), target)
         return [] if found is None else [found]
 
-    return Func("cast", (expr,), target, kernel,
-                row_errors=syntax_errors if src.kind is K.VARCHAR else None)
+    return Func(
+        "cast", (expr,), target, kernel, row_errors=syntax_errors if src.kind is K.VARCHAR else None
+    )
 
 
 def cast(expr: Expr, target: SqlType) -> Expr:
@@ -143,7 +148,8 @@ def assign_cast(expr: Expr, target: SqlType, column: str | None = None) -> Expr:
         what = f'column "{column}"' if column else "target"
         raise DatatypeMismatch(
             f"{what} is of type {target.display} but expression is of type {expr.type.display}",
-            hint="You will need to rewrite or cast the expression.")
+            hint="You will need to rewrite or cast the expression.",
+        )
     out = _make_cast(expr, target)
     return enforce(out, target, explicit=False) if target.mod is not None else out
 
@@ -159,14 +165,35 @@ def resolve_unknown(expr: Expr) -> Expr:
 
 _DT = exp.DataType.Type
 _SIMPLE: dict[object, SqlType] = {
-    _DT.BOOLEAN: BOOLEAN, _DT.SMALLINT: SMALLINT, _DT.TINYINT: SMALLINT, _DT.INT: INT,
-    _DT.MEDIUMINT: INT, _DT.BIGINT: BIGINT, _DT.FLOAT: REAL, _DT.DOUBLE: DOUBLE,
-    _DT.DECIMAL: NUMERIC, _DT.BIGDECIMAL: NUMERIC, _DT.VARCHAR: VARCHAR, _DT.NVARCHAR: VARCHAR,
-    _DT.TEXT: VARCHAR, _DT.CHAR: VARCHAR, _DT.NCHAR: VARCHAR, _DT.VARBINARY: BYTEA,
-    _DT.BINARY: BYTEA, _DT.DATE: DATE, _DT.TIME: TIME, _DT.TIMESTAMP: TIMESTAMP,
-    _DT.DATETIME: TIMESTAMP, _DT.TIMESTAMPTZ: TIMESTAMPTZ, _DT.TIMESTAMPLTZ: TIMESTAMPTZ,
-    _DT.INTERVAL: INTERVAL, _DT.JSONB: JSONB, _DT.JSON: JSONB, _DT.SERIAL: INT,
-    _DT.BIGSERIAL: BIGINT, _DT.SMALLSERIAL: SMALLINT,
+    _DT.BOOLEAN: BOOLEAN,
+    _DT.SMALLINT: SMALLINT,
+    _DT.TINYINT: SMALLINT,
+    _DT.INT: INT,
+    _DT.MEDIUMINT: INT,
+    _DT.BIGINT: BIGINT,
+    _DT.FLOAT: REAL,
+    _DT.DOUBLE: DOUBLE,
+    _DT.DECIMAL: NUMERIC,
+    _DT.BIGDECIMAL: NUMERIC,
+    _DT.VARCHAR: VARCHAR,
+    _DT.NVARCHAR: VARCHAR,
+    _DT.TEXT: VARCHAR,
+    _DT.CHAR: VARCHAR,
+    _DT.NCHAR: VARCHAR,
+    _DT.VARBINARY: BYTEA,
+    _DT.BINARY: BYTEA,
+    _DT.DATE: DATE,
+    _DT.TIME: TIME,
+    _DT.TIMESTAMP: TIMESTAMP,
+    _DT.DATETIME: TIMESTAMP,
+    _DT.TIMESTAMPTZ: TIMESTAMPTZ,
+    _DT.TIMESTAMPLTZ: TIMESTAMPTZ,
+    _DT.INTERVAL: INTERVAL,
+    _DT.JSONB: JSONB,
+    _DT.JSON: JSONB,
+    _DT.SERIAL: INT,
+    _DT.BIGSERIAL: BIGINT,
+    _DT.SMALLSERIAL: SMALLINT,
 }
 
 
@@ -184,7 +211,7 @@ def parse_data_type(dt: exp.DataType) -> SqlType:
         from engine.types import TYPE_NAMES
 
         kind = dt.args.get("kind")
-        name = (kind.name if isinstance(kind, exp.Expression) else kind or dt.sql("postgres"))
+        name = kind.name if isinstance(kind, exp.Expression) else kind or dt.sql("postgres")
         name = name.lower()
         if name in TYPE_NAMES:
             return TYPE_NAMES[name]

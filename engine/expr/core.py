@@ -242,9 +242,16 @@ class Func(Expr):
             err = None if sink is None else row_failure(e)
             if sink is None or err is None:
                 raise
-            return recover(str(self), self.type.arrow,
-                           lambda v, n: self._apply(v, n, ctx), self.row_errors,
-                           vals, batch.num_rows, err, sink)
+            return recover(
+                str(self),
+                self.type.arrow,
+                lambda v, n: self._apply(v, n, ctx),
+                self.row_errors,
+                vals,
+                batch.num_rows,
+                err,
+                sink,
+            )
 
     def _apply(self, vals: list[Datum], n: int, ctx: EvalContext) -> Datum:
         try:
@@ -258,8 +265,16 @@ class Func(Expr):
         return list(self.args)
 
     def with_children(self, children: list[Expr]) -> Expr:
-        return Func(self.name, tuple(children), self.type, self.kernel, self.op,
-                    self.volatile, self.uses_now, self.row_errors)
+        return Func(
+            self.name,
+            tuple(children),
+            self.type,
+            self.kernel,
+            self.op,
+            self.volatile,
+            self.uses_now,
+            self.row_errors,
+        )
 
     def is_constant(self) -> bool:
         return not self.volatile and not self.uses_now and super().is_constant()
@@ -312,14 +327,14 @@ class Case(Expr):
             hit = pc.fill_null(c, False).to_numpy(zero_copy_only=False)
             if hit.any():
                 taken = sub.filter(pa.array(hit))
-                pieces.append((rows[hit], as_array(then._eval(taken, ctx), taken.num_rows,
-                                                   self.type)))
+                pieces.append(
+                    (rows[hit], as_array(then._eval(taken, ctx), taken.num_rows, self.type))
+                )
                 miss = ~hit
                 rows = rows[miss]
                 sub = sub.filter(pa.array(miss))
         if len(rows):
-            pieces.append((rows, as_array(self.default._eval(sub, ctx), sub.num_rows,
-                                          self.type)))
+            pieces.append((rows, as_array(self.default._eval(sub, ctx), sub.num_rows, self.type)))
         if len(pieces) == 1 and len(pieces[0][0]) == n:
             return pieces[0][1]
         order = np.concatenate([p[0] for p in pieces])
@@ -349,12 +364,22 @@ class Case(Expr):
 
 def _tname(t: SqlType) -> str:
     return {
-        TypeKind.BOOLEAN: "Boolean", TypeKind.SMALLINT: "Int16", TypeKind.INT: "Int32",
-        TypeKind.BIGINT: "Int64", TypeKind.REAL: "Float32", TypeKind.DOUBLE: "Float64",
-        TypeKind.NUMERIC: "Decimal", TypeKind.VARCHAR: "Varchar", TypeKind.BYTEA: "Bytea",
-        TypeKind.DATE: "Date", TypeKind.TIME: "Time", TypeKind.TIMESTAMP: "Timestamp",
-        TypeKind.TIMESTAMPTZ: "Timestamptz", TypeKind.INTERVAL: "Interval",
-        TypeKind.JSONB: "Jsonb", TypeKind.UNKNOWN: "Unknown",
+        TypeKind.BOOLEAN: "Boolean",
+        TypeKind.SMALLINT: "Int16",
+        TypeKind.INT: "Int32",
+        TypeKind.BIGINT: "Int64",
+        TypeKind.REAL: "Float32",
+        TypeKind.DOUBLE: "Float64",
+        TypeKind.NUMERIC: "Decimal",
+        TypeKind.VARCHAR: "Varchar",
+        TypeKind.BYTEA: "Bytea",
+        TypeKind.DATE: "Date",
+        TypeKind.TIME: "Time",
+        TypeKind.TIMESTAMP: "Timestamp",
+        TypeKind.TIMESTAMPTZ: "Timestamptz",
+        TypeKind.INTERVAL: "Interval",
+        TypeKind.JSONB: "Jsonb",
+        TypeKind.UNKNOWN: "Unknown",
     }.get(t.kind, t.display)
 
 
@@ -403,8 +428,13 @@ def translate_arrow_error(e: pa.ArrowInvalid, t: SqlType) -> EngineError:
 
 
 def out_of_range(t: SqlType) -> NumericValueOutOfRange:
-    name = {TypeKind.SMALLINT: "smallint", TypeKind.INT: "integer", TypeKind.BIGINT: "bigint",
-            TypeKind.REAL: "real", TypeKind.DOUBLE: "double precision"}.get(t.kind)
+    name = {
+        TypeKind.SMALLINT: "smallint",
+        TypeKind.INT: "integer",
+        TypeKind.BIGINT: "bigint",
+        TypeKind.REAL: "real",
+        TypeKind.DOUBLE: "double precision",
+    }.get(t.kind)
     if name is None:
         if t.kind is TypeKind.NUMERIC:
             return NumericValueOutOfRange("numeric field overflow")

@@ -51,8 +51,9 @@ _DIGESTS = {
 }
 
 
-def _rows(fn: Callable[..., Any], out_type: pa.DataType) -> Callable[[list[Datum], int,
-                                                                      EvalContext], Datum]:
+def _rows(
+    fn: Callable[..., Any], out_type: pa.DataType
+) -> Callable[[list[Datum], int, EvalContext], Datum]:
     """A kernel applying `fn` per row; NULL in any argument -> NULL out."""
 
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
@@ -60,8 +61,10 @@ def _rows(fn: Callable[..., Any], out_type: pa.DataType) -> Callable[[list[Datum
             vals = [a.as_py() for a in args]
             return pa.scalar(None if any(v is None for v in vals) else fn(*vals), out_type)
         cols = [[a.as_py()] * n if is_scalar(a) else a.to_pylist() for a in args]
-        return pa.array([None if any(v is None for v in row) else fn(*row)
-                         for row in zip(*cols, strict=True)], out_type)
+        return pa.array(
+            [None if any(v is None for v in row) else fn(*row) for row in zip(*cols, strict=True)],
+            out_type,
+        )
 
     return kernel
 
@@ -97,8 +100,9 @@ def _secure_compare_fn(args: list[Expr]) -> Expr:
 def _digest(algo: str) -> Callable[..., Any]:
     d = _DIGESTS.get(algo.lower())
     if d is None:
-        raise InvalidParameterValue(f'unsupported hash algorithm "{algo}"',
-                                    hint="Supported: " + ", ".join(_DIGESTS) + ".")
+        raise InvalidParameterValue(
+            f'unsupported hash algorithm "{algo}"', hint="Supported: " + ", ".join(_DIGESTS) + "."
+        )
     return d
 
 
@@ -111,8 +115,11 @@ def _hmac_fn(args: list[Expr]) -> Expr:
     if len(args) != 3:
         raise no_function("hmac", args)
     key = _bytes_or_text(args[0], "hmac", args)
-    msg = args[1] if args[1].type.kind is K.BYTEA and not is_untyped(args[1]) else \
-        _bytes_or_text(args[1], "hmac", args)
+    msg = (
+        args[1]
+        if args[1].type.kind is K.BYTEA and not is_untyped(args[1])
+        else _bytes_or_text(args[1], "hmac", args)
+    )
     algo = coerce_to("hmac", [args[2]], [VARCHAR])[0]
     return Func("hmac", (key, msg, algo), BYTEA, _rows(_hmac_row, pa.binary()))
 
@@ -145,8 +152,10 @@ def _encode_row(b: bytes, fmt: str) -> str:
     if f == "base64":
         return base64.b64encode(b).decode()
     if f == "escape":
-        return "".join(chr(c) if 32 <= c < 127 and c != 92 else
-                       ("\\\\" if c == 92 else f"\\{c:03o}") for c in b)
+        return "".join(
+            chr(c) if 32 <= c < 127 and c != 92 else ("\\\\" if c == 92 else f"\\{c:03o}")
+            for c in b
+        )
     raise InvalidParameterValue(f'unrecognized encoding: "{fmt}"')
 
 
@@ -186,7 +195,7 @@ def _convert_from_row(b: bytes, enc: str) -> str:
     try:
         return b.decode()
     except UnicodeDecodeError as e:
-        raise InvalidParameterValue("invalid byte sequence for encoding \"UTF8\"") from e
+        raise InvalidParameterValue('invalid byte sequence for encoding "UTF8"') from e
 
 
 def _convert_to_row(s: str, enc: str) -> bytes:
@@ -217,14 +226,19 @@ def bytea_concat(left: Expr, right: Expr) -> Expr | None:
         return None
     lc, rc = implicit_cast(left, BYTEA), implicit_cast(right, BYTEA)
     assert lc is not None and rc is not None
-    return Func("bytea_concat", (lc, rc), BYTEA,
-                _rows(lambda a, b: a + b, pa.binary()), op="||")
+    return Func("bytea_concat", (lc, rc), BYTEA, _rows(lambda a, b: a + b, pa.binary()), op="||")
 
 
 # -- binder routing ------------------------------------------------------------------------------
 #: sqlglot node types that `bind_node` handles (the general binder routes them here first).
-CRYPTO_NODES: tuple[type, ...] = (exp.Encode, exp.Decode, exp.SHA2Digest, exp.SHA2, exp.MD5,
-                                  exp.DPipe)
+CRYPTO_NODES: tuple[type, ...] = (
+    exp.Encode,
+    exp.Decode,
+    exp.SHA2Digest,
+    exp.SHA2,
+    exp.MD5,
+    exp.DPipe,
+)
 
 
 def bind_node(binder: Any, node: exp.Expression) -> Expr | None:
@@ -257,8 +271,9 @@ def bind_node(binder: Any, node: exp.Expression) -> Expr | None:
     return None
 
 
-def crypto_hook(binder: Any, inner: Callable[[exp.Expression], Expr | None] | None = None
-                ) -> Callable[[exp.Expression], Expr | None]:
+def crypto_hook(
+    binder: Any, inner: Callable[[exp.Expression], Expr | None] | None = None
+) -> Callable[[exp.Expression], Expr | None]:
     """An ExprBinder hook: `inner` first, then `bind_node`. The general binder already routes
     these nodes itself; the hook stays for callers that build a binder with their own hook.
     """

@@ -64,8 +64,14 @@ def bind_access(left: Expr, key: Expr, as_text: bool) -> Expr:
             return jsonb.access_column(col, key, as_text)
         cols = _cols(a, n)
         return _scalar_result(a, jsonb.access(cols[0], cols[1], as_text))
-    return Func("jsonb_access" + ("_text" if as_text else ""), (left, key),
-                VARCHAR if as_text else JSONB, kernel, op=op)
+
+    return Func(
+        "jsonb_access" + ("_text" if as_text else ""),
+        (left, key),
+        VARCHAR if as_text else JSONB,
+        kernel,
+        op=op,
+    )
 
 
 def bind_path(left: Expr, path: Expr, as_text: bool) -> Expr:
@@ -78,8 +84,14 @@ def bind_path(left: Expr, path: Expr, as_text: bool) -> Expr:
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
         cols = _cols(a, n)
         return _scalar_result(a, jsonb.path_access(cols[0], cols[1], as_text))
-    return Func("jsonb_path" + ("_text" if as_text else ""), (left, p),
-                VARCHAR if as_text else JSONB, kernel, op=op)
+
+    return Func(
+        "jsonb_path" + ("_text" if as_text else ""),
+        (left, p),
+        VARCHAR if as_text else JSONB,
+        kernel,
+        op=op,
+    )
 
 
 def _extract_path(as_text: bool) -> None:
@@ -92,10 +104,15 @@ def _extract_path(as_text: bool) -> None:
 
         def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
             cols = _cols(x, n)
-            paths = [list(p) for p in zip(*cols[1:], strict=True)] if len(cols) > 1 else \
-                [[] for _ in cols[0]]
+            paths = (
+                [list(p) for p in zip(*cols[1:], strict=True)]
+                if len(cols) > 1
+                else [[] for _ in cols[0]]
+            )
             return _scalar_result(x, jsonb.path_access(cols[0], paths, as_text))
+
         return Func(name, tuple(a), VARCHAR if as_text else JSONB, kernel)
+
     register(name)(resolve)
 
 
@@ -111,6 +128,7 @@ def bind_contains(left: Expr, right: Expr, reverse: bool = False) -> Expr:
         cols = _cols(a, n)
         lhs, rhs = (cols[1], cols[0]) if reverse else (cols[0], cols[1])
         return _scalar_result(a, jsonb.contains(lhs, rhs))
+
     return Func("jsonb_contains", (left, right), BOOLEAN, kernel, op=op)
 
 
@@ -123,6 +141,7 @@ def bind_exists(left: Expr, key: Expr) -> Expr:
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
         cols = _cols(a, n)
         return _scalar_result(a, jsonb.key_exists(cols[0], cols[1]))
+
     return Func("jsonb_exists", (left, k), BOOLEAN, kernel, op="?")
 
 
@@ -136,25 +155,35 @@ def jsonb_concat(left: Expr, right: Expr) -> Expr:
 
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
         cols = _cols(a, n)
-        out = [None if x is None or y is None else jsonb.dumps(concat(jsonb.loads(x),
-                                                                      jsonb.loads(y)))
-               for x, y in zip(cols[0], cols[1], strict=True)]
+        out = [
+            None if x is None or y is None else jsonb.dumps(concat(jsonb.loads(x), jsonb.loads(y)))
+            for x, y in zip(cols[0], cols[1], strict=True)
+        ]
         return _scalar_result(a, pa.array(out, pa.string()))
+
     return Func("jsonb_concat", (left, right), JSONB, kernel, op="||")
 
 
 @register("jsonb_typeof")
 def _typeof(args: list[Expr]) -> Expr:
     a = coerce_to("jsonb_typeof", args, [JSONB])
-    return Func("jsonb_typeof", tuple(a), VARCHAR,
-                lambda x, n, c: _scalar_result(x, jsonb.typeof(_cols(x, n)[0])))
+    return Func(
+        "jsonb_typeof",
+        tuple(a),
+        VARCHAR,
+        lambda x, n, c: _scalar_result(x, jsonb.typeof(_cols(x, n)[0])),
+    )
 
 
 @register("jsonb_array_length")
 def _array_length(args: list[Expr]) -> Expr:
     a = coerce_to("jsonb_array_length", args, [JSONB])
-    return Func("jsonb_array_length", tuple(a), INT,
-                lambda x, n, c: _scalar_result(x, jsonb.array_length(_cols(x, n)[0])))
+    return Func(
+        "jsonb_array_length",
+        tuple(a),
+        INT,
+        lambda x, n, c: _scalar_result(x, jsonb.array_length(_cols(x, n)[0])),
+    )
 
 
 def python_json_values(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> list[Any]:
@@ -168,8 +197,12 @@ def python_json_values(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> list[A
     if k in (K.REAL, K.DOUBLE):
         from engine.expr.casts import float_text
 
-        return [None if v is None else (Decimal(float_text(v)) if v == v and abs(v) != float(
-            "inf") else float_text(v)) for v in arr.to_pylist()]
+        return [
+            None
+            if v is None
+            else (Decimal(float_text(v)) if v == v and abs(v) != float("inf") else float_text(v))
+            for v in arr.to_pylist()
+        ]
     if k is K.NUMERIC:
         return [None if v is None else v.normalize() for v in arr.to_pylist()]
     if k is K.LIST:
@@ -177,8 +210,10 @@ def python_json_values(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> list[A
         flat = python_json_values(arr.flatten(), t.elem, len(arr.flatten()), ctx)
         offs = arr.offsets.to_pylist()
         valid = arr.is_valid().to_pylist()
-        return [flat[offs[i] - offs[0]:offs[i + 1] - offs[0]] if valid[i] else None
-                for i in range(len(arr))]
+        return [
+            flat[offs[i] - offs[0] : offs[i + 1] - offs[0]] if valid[i] else None
+            for i in range(len(arr))
+        ]
     text = cast_datum(arr, t, VARCHAR, n, ctx).to_pylist()
     if k in (K.TIMESTAMP, K.TIMESTAMPTZ):
         return [None if v is None else v.replace(" ", "T", 1) for v in text]
@@ -202,8 +237,9 @@ def json_text_column(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> pa.Array
     elif k is K.JSONB:
         out = arr.cast(pa.string())
     elif k is K.VARCHAR:
-        out = pa.array([None if v is None else orjson.dumps(v).decode()
-                        for v in arr.to_pylist()], pa.string())
+        out = pa.array(
+            [None if v is None else orjson.dumps(v).decode() for v in arr.to_pylist()], pa.string()
+        )
     elif k is K.LIST or t.is_float:
         vals = python_json_values(arr, t, n, ctx)
         out = pa.array([None if v is None else _serialize(v) for v in vals], pa.string())
@@ -211,8 +247,9 @@ def json_text_column(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> pa.Array
         text = cast_datum(arr, t, VARCHAR, n, ctx)
         if k in (K.TIMESTAMP, K.TIMESTAMPTZ):
             text = pc.replace_substring(text, " ", "T", max_replacements=1)
-        out = pa.array([None if v is None else orjson.dumps(v).decode()
-                        for v in text.to_pylist()], pa.string())
+        out = pa.array(
+            [None if v is None else orjson.dumps(v).decode() for v in text.to_pylist()], pa.string()
+        )
     return pc.fill_null(out, "null")
 
 
@@ -228,8 +265,11 @@ def _serialize(v: Any) -> str:
         items = sorted(inner.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode()))
         import json
 
-        return "{" + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + str(x)
-                               for k, x in items) + "}"
+        return (
+            "{"
+            + ", ".join(json.dumps(k, ensure_ascii=False) + ": " + str(x) for k, x in items)
+            + "}"
+        )
     if isinstance(v, list):
         return "[" + ", ".join(_serialize(x) for x in v) + "]"
     if isinstance(v, Decimal):
@@ -252,6 +292,7 @@ def _to_jsonb(args: list[Expr]) -> Expr:
         v = as_array(x[0], n)
         text = json_text_column(v, t, n, c)
         return pc.if_else(pc.is_null(v), pa.scalar(None, pa.string()), text)
+
     return Func("to_jsonb", (a,), JSONB, kernel)
 
 
@@ -263,7 +304,8 @@ def _build_object(args: list[Expr]) -> Expr:
         raise InvalidParameterValue(
             "argument list must have even number of elements",
             hint="The arguments of jsonb_build_object() must consist of alternating keys "
-                 "and values.")
+            "and values.",
+        )
     bound = [implicit_cast(a, VARCHAR) or a if is_untyped(a) else a for a in args]
     keys = [bound[i] for i in range(0, len(bound), 2)]
     if all(isinstance(k, Literal) and isinstance(k.value, str) for k in keys):
@@ -280,11 +322,12 @@ def _build_object(args: list[Expr]) -> Expr:
                     from engine.errors import InvalidParameterValue
 
                     raise InvalidParameterValue("argument 1: key must not be null")
-                obj[str(key) if not isinstance(key, bool) else str(key).lower()] = \
-                    cols[j + 1][i]
-            out.append(_serialize({k: v if v is not None else _Raw("null")
-                                   for k, v in obj.items()}))
+                obj[str(key) if not isinstance(key, bool) else str(key).lower()] = cols[j + 1][i]
+            out.append(
+                _serialize({k: v if v is not None else _Raw("null") for k, v in obj.items()})
+            )
         return pa.array(out, pa.string())
+
     return Func("jsonb_build_object", tuple(bound), JSONB, kernel)
 
 
@@ -312,6 +355,7 @@ def _build_object_const_keys(bound: list[Expr]) -> Expr:
         pieces.append("}")
         cols = [pa.array([p] * n, pa.string()) if isinstance(p, str) else p for p in pieces]
         return pc.binary_join_element_wise(*cols, "")
+
     return Func("jsonb_build_object", tuple(bound), JSONB, kernel)
 
 
@@ -327,4 +371,5 @@ def _build_array(args: list[Expr]) -> Expr:
         cols = [json_text_column(v, e.type, n, c) for v, e in zip(x, bound, strict=True)]
         joined = pc.binary_join_element_wise(*cols, ", ")
         return pc.binary_join_element_wise(pa.array(["["] * n, pa.string()), joined, "]", "")
+
     return Func("jsonb_build_array", tuple(bound), JSONB, kernel)

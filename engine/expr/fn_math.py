@@ -57,6 +57,7 @@ def _abs(args: list[Expr]) -> Expr:
             return pc.abs_checked(x[0])
         except pa.ArrowInvalid as e:
             raise out_of_range(t) from e
+
     return Func("abs", (a,), t, kernel)
 
 
@@ -76,18 +77,25 @@ def _rounding(name: str, mode: str) -> None:
                 v, d = x
                 if is_scalar(d):
                     if not d.is_valid:
-                        return pa.nulls(n, t.arrow) if not is_scalar(v) else \
-                            pa.scalar(None, t.arrow)
+                        return (
+                            pa.nulls(n, t.arrow) if not is_scalar(v) else pa.scalar(None, t.arrow)
+                        )
                     nd = d.as_py()
                     if t.kind is K.NUMERIC:
                         nd = min(nd, 10)
                         w = v.cast(pa.decimal256(76, 10))
                         return pc.round(w, nd, round_mode=mode).cast(t.arrow)
-                    return pc.round(v, nd, round_mode=mode if mode != "half_towards_infinity"
-                                    else "half_to_even")
-                vals = [None if a is None or b is None else round(a, b)
-                        for a, b in zip(v.to_pylist(), d.to_pylist(), strict=True)]
+                    return pc.round(
+                        v,
+                        nd,
+                        round_mode=mode if mode != "half_towards_infinity" else "half_to_even",
+                    )
+                vals = [
+                    None if a is None or b is None else round(a, b)
+                    for a, b in zip(v.to_pylist(), d.to_pylist(), strict=True)
+                ]
                 return pa.array(vals, t.arrow)
+
             return Func(name, tuple(a), t, k2)
         a1, t1 = _num_arg(name, args)
         if t1.kind is K.NUMERIC:
@@ -96,10 +104,13 @@ def _rounding(name: str, mode: str) -> None:
 
         def k1(x: list[Datum], n: int, c: EvalContext) -> Datum:
             if t1.kind is K.NUMERIC:
-                return pc.round(x[0].cast(pa.decimal256(76, 10)), 0,
-                                round_mode=mode).cast(NUMERIC.arrow)
+                return pc.round(x[0].cast(pa.decimal256(76, 10)), 0, round_mode=mode).cast(
+                    NUMERIC.arrow
+                )
             return pc.round(x[0], 0, round_mode=fmode)
+
         return Func(name, (a1,), t1, k1)
+
     register(name)(resolve)
 
 
@@ -140,7 +151,9 @@ def _float_fn(name: str, fn: object, check: str | None = None) -> None:
             if ret.kind is K.NUMERIC:
                 return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
             return r
+
         return Func(name, (a,), ret, kernel)
+
     register(name)(resolve)
 
 
@@ -160,8 +173,9 @@ _float_fn("cbrt", lambda v: _cbrt(v))
 def _cbrt(v: Datum) -> Datum:
     if is_scalar(v):
         return pa.scalar(None if not v.is_valid else float(np.cbrt(v.as_py())), pa.float64())
-    return pa.array(np.cbrt(v.to_numpy(zero_copy_only=False)), mask=v.is_null().to_numpy(
-        zero_copy_only=False))
+    return pa.array(
+        np.cbrt(v.to_numpy(zero_copy_only=False)), mask=v.is_null().to_numpy(zero_copy_only=False)
+    )
 
 
 @register("log")
@@ -197,6 +211,7 @@ def _power(args: list[Expr]) -> Expr:
         if _any(pc.and_(pc.is_inf(r), finite_in)):
             raise NumericValueOutOfRange("value out of range: overflow")
         return r
+
     return Func("power", tuple(a), ret, kernel)
 
 
@@ -219,6 +234,7 @@ def _sign(args: list[Expr]) -> Expr:
         if t.kind is K.NUMERIC:
             return pc.sign(x[0].cast(pa.float64())).cast(NUMERIC.arrow)
         return pc.sign(x[0]).cast(pa.float64())
+
     return Func("sign", (a,), t, kernel)
 
 
@@ -226,8 +242,13 @@ def _sign(args: list[Expr]) -> Expr:
 def _random(args: list[Expr]) -> Expr:
     if args:
         raise no_function("random", args)
-    return Func("random", (), DOUBLE,
-                lambda x, n, c: pa.array(np.random.default_rng().random(n)), volatile=True)
+    return Func(
+        "random",
+        (),
+        DOUBLE,
+        lambda x, n, c: pa.array(np.random.default_rng().random(n)),
+        volatile=True,
+    )
 
 
 @register("pi")

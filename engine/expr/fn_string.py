@@ -24,16 +24,21 @@ from engine.types import BOOLEAN, INT, JSONB, VARCHAR, TypeKind
 K = TypeKind
 
 
-def _per_row(fn: Callable[..., Any], out_type: pa.DataType) -> Callable[[list[Datum], int,
-                                                                         EvalContext], Datum]:
+def _per_row(
+    fn: Callable[..., Any], out_type: pa.DataType
+) -> Callable[[list[Datum], int, EvalContext], Datum]:
     """One Python pass over the columns; NULL in -> NULL out."""
+
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         if all(is_scalar(a) for a in args):
             vals = [a.as_py() for a in args]
             return pa.scalar(None if any(v is None for v in vals) else fn(*vals), out_type)
         cols = [[a.as_py()] * n if is_scalar(a) else a.to_pylist() for a in args]
-        return pa.array([None if any(v is None for v in row) else fn(*row)
-                         for row in zip(*cols, strict=True)], out_type)
+        return pa.array(
+            [None if any(v is None for v in row) else fn(*row) for row in zip(*cols, strict=True)],
+            out_type,
+        )
+
     return kernel
 
 
@@ -55,11 +60,22 @@ def bind_concat_op(left: Expr, right: Expr) -> Expr:
         return jsonb_concat(lc, rc)
     if left.type.kind is K.LIST or right.type.kind is K.LIST:
         raise no_operator("||", left.type, right.type)
-    if is_untyped(left) and is_untyped(right) or left.type.kind is K.VARCHAR or \
-            right.type.kind is K.VARCHAR or is_untyped(left) or is_untyped(right):
+    if (
+        is_untyped(left)
+        and is_untyped(right)
+        or left.type.kind is K.VARCHAR
+        or right.type.kind is K.VARCHAR
+        or is_untyped(left)
+        or is_untyped(right)
+    ):
         lc, rc = _text(left), _text(right)
-        return Func("concat_op", (lc, rc), VARCHAR,
-                    lambda a, n, c: pc.binary_join_element_wise(a[0], a[1], ""), op="||")
+        return Func(
+            "concat_op",
+            (lc, rc),
+            VARCHAR,
+            lambda a, n, c: pc.binary_join_element_wise(a[0], a[1], ""),
+            op="||",
+        )
     raise no_operator("||", left.type, right.type)
 
 
@@ -76,16 +92,23 @@ def _lower(args: list[Expr]) -> Expr:
 @register("length", "char_length", "character_length")
 def _length(args: list[Expr]) -> Expr:
     if len(args) == 1 and args[0].type.kind is K.BYTEA:
-        return Func("length", (args[0],), INT,
-                    lambda a, n, c: pc.binary_length(a[0]).cast(pa.int32()))
-    return simple("length", args, [VARCHAR], INT,
-                  lambda a, n, c: pc.utf8_length(a[0]).cast(pa.int32()))
+        return Func(
+            "length", (args[0],), INT, lambda a, n, c: pc.binary_length(a[0]).cast(pa.int32())
+        )
+    return simple(
+        "length", args, [VARCHAR], INT, lambda a, n, c: pc.utf8_length(a[0]).cast(pa.int32())
+    )
 
 
 @register("octet_length")
 def _octet_length(args: list[Expr]) -> Expr:
-    return simple("octet_length", args, [VARCHAR], INT,
-                  lambda a, n, c: pc.binary_length(a[0]).cast(pa.int32()))
+    return simple(
+        "octet_length",
+        args,
+        [VARCHAR],
+        INT,
+        lambda a, n, c: pc.binary_length(a[0]).cast(pa.int32()),
+    )
 
 
 def _substr_py(s: str, start: int, length: int | None = None) -> str:
@@ -120,6 +143,7 @@ def _substr(args: list[Expr]) -> Expr:
             end = max(start - 1 + length, b)
             return pc.utf8_slice_codeunits(a[0], b, end)
         return _per_row(_substr_py, pa.string())(a, n, ctx)
+
     return Func("substr", tuple(args), VARCHAR, kernel)
 
 
@@ -149,15 +173,19 @@ def _concat_ws(args: list[Expr]) -> Expr:
             # a leading never-null "" keeps rows whose values are all NULL (arrow drops them
             # with null_handling="skip"); its separator is cut off again below
             lead = pa.array([""] * n, pa.string())
-            out = pc.binary_join_element_wise(lead, *[as_array(x, n) for x in rest], sep,
-                                              null_handling="skip")
+            out = pc.binary_join_element_wise(
+                lead, *[as_array(x, n) for x in rest], sep, null_handling="skip"
+            )
             return pc.utf8_slice_codeunits(out, len(sep.as_py()))
 
         def py(sp: str, *vals: str | None) -> str:
             return sp.join(v for v in vals if v is not None)
+
         cols = [as_array(x, n).to_pylist() for x in a]
-        return pa.array([None if row[0] is None else py(*row)
-                         for row in zip(*cols, strict=True)], pa.string())
+        return pa.array(
+            [None if row[0] is None else py(*row) for row in zip(*cols, strict=True)], pa.string()
+        )
+
     return Func("concat_ws", texts, VARCHAR, kernel)
 
 
@@ -175,14 +203,19 @@ def _trim_fn(kind: str) -> Callable[[list[Expr]], Expr]:
             if isinstance(chars, str) or is_scalar(chars):
                 cv = chars if isinstance(chars, str) else chars.as_py()
                 if cv is None:
-                    return pa.nulls(n, pa.string()) if not is_scalar(a[0]) else \
-                        pa.scalar(None, pa.string())
+                    return (
+                        pa.nulls(n, pa.string())
+                        if not is_scalar(a[0])
+                        else pa.scalar(None, pa.string())
+                    )
                 if cv == "":
                     return a[0]
                 return arrow(a[0], characters=cv)
             py = {"btrim": str.strip, "ltrim": str.lstrip, "rtrim": str.rstrip}[kind]
             return _per_row(lambda s, ch: py(s, ch), pa.string())(a, n, ctx)
+
         return Func(kind, tuple(args), VARCHAR, kernel)
+
     return resolve
 
 
@@ -196,10 +229,16 @@ def _replace(args: list[Expr]) -> Expr:
     args = coerce_to("replace", args, [VARCHAR, VARCHAR, VARCHAR])
 
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
-        if is_scalar(a[1]) and is_scalar(a[2]) and a[1].is_valid and a[2].is_valid \
-                and a[1].as_py() != "":
+        if (
+            is_scalar(a[1])
+            and is_scalar(a[2])
+            and a[1].is_valid
+            and a[2].is_valid
+            and a[1].as_py() != ""
+        ):
             return pc.replace_substring(a[0], a[1].as_py(), a[2].as_py())
         return _per_row(lambda s, f, t: s.replace(f, t) if f else s, pa.string())(a, n, ctx)
+
     return Func("replace", tuple(args), VARCHAR, kernel)
 
 
@@ -220,8 +259,15 @@ def _split_part(args: list[Expr]) -> Expr:
 
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
         s, d, i = a
-        if not is_scalar(s) and is_scalar(d) and is_scalar(i) and d.is_valid and i.is_valid \
-                and d.as_py() != "" and i.as_py() > 0:
+        if (
+            not is_scalar(s)
+            and is_scalar(d)
+            and is_scalar(i)
+            and d.is_valid
+            and i.is_valid
+            and d.as_py() != ""
+            and i.as_py() > 0
+        ):
             lists = pc.split_pattern(s, d.as_py())
             idx = i.as_py() - 1
             lens = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
@@ -236,6 +282,7 @@ def _split_part(args: list[Expr]) -> Expr:
             out = pc.if_else(pa.array(ok), picked, "")
             return pc.if_else(pc.is_null(s), pa.scalar(None, pa.string()), out)
         return _per_row(_split_part_py, pa.string())(a, n, ctx)
+
     return Func("split_part", tuple(args), VARCHAR, kernel)
 
 
@@ -255,16 +302,20 @@ def _strpos(args: list[Expr]) -> Expr:
             sv = s.cast(pa.binary())
             found = pc.greater_equal(byte_idx, 0)
             starts = pc.fill_null(byte_idx, 0).to_numpy(zero_copy_only=False)
-            if pa.types.is_string(s.type) and pc.all(pc.equal(pc.binary_length(s),
-                                                              pc.utf8_length(s))).as_py() \
-                    is not False:
+            if (
+                pa.types.is_string(s.type)
+                and pc.all(pc.equal(pc.binary_length(s), pc.utf8_length(s))).as_py() is not False
+            ):
                 chars = pa.array(starts)
             else:
-                pre = [None if v is None else len(v[:max(st, 0)].decode(errors="ignore"))
-                       for v, st in zip(sv.to_pylist(), starts, strict=True)]
+                pre = [
+                    None if v is None else len(v[: max(st, 0)].decode(errors="ignore"))
+                    for v, st in zip(sv.to_pylist(), starts, strict=True)
+                ]
                 chars = pa.array(pre, pa.int64())
             return pc.if_else(found, pc.add(chars, 1), 0).cast(pa.int32())
         return _per_row(_strpos_py, pa.int32())(a, n, ctx)
+
     return Func("strpos", tuple(args), INT, kernel)
 
 
@@ -274,7 +325,7 @@ def _left_py(s: str, k: int) -> str:
 
 def _right_py(s: str, k: int) -> str:
     if k >= 0:
-        return s[max(len(s) - k, 0):] if k else ""  # more than the length: the whole string
+        return s[max(len(s) - k, 0) :] if k else ""  # more than the length: the whole string
     return s[-k:]
 
 
@@ -288,8 +339,9 @@ def _right(args: list[Expr]) -> Expr:
     return simple("right", args, [VARCHAR, INT], VARCHAR, _per_row_vec(_right_py, "right"))
 
 
-def _per_row_vec(py: Callable[[str, int], str], which: str) -> Callable[[list[Datum], int,
-                                                                          EvalContext], Datum]:
+def _per_row_vec(
+    py: Callable[[str, int], str], which: str
+) -> Callable[[list[Datum], int, EvalContext], Datum]:
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
         s, k = a
         if not is_scalar(s) and is_scalar(k) and k.is_valid:
@@ -304,6 +356,7 @@ def _per_row_vec(py: Callable[[str, int], str], which: str) -> Callable[[list[Da
                 return pc.if_else(pc.is_null(s), pa.scalar(None, pa.string()), "")
             return pc.utf8_slice_codeunits(s, -kv)
         return _per_row(py, pa.string())(a, n, ctx)
+
     return kernel
 
 
@@ -327,14 +380,23 @@ def _pad_fn(left: bool) -> Callable[[list[Expr]], Expr]:
 
         def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
             fill = a[2] if len(a) == 3 else pa.scalar(" ")
-            if not is_scalar(a[0]) and is_scalar(a[1]) and is_scalar(fill) and a[1].is_valid \
-                    and fill.is_valid and len(fill.as_py()) == 1 and a[1].as_py() >= 0:
+            if (
+                not is_scalar(a[0])
+                and is_scalar(a[1])
+                and is_scalar(fill)
+                and a[1].is_valid
+                and fill.is_valid
+                and len(fill.as_py()) == 1
+                and a[1].as_py() >= 0
+            ):
                 w = a[1].as_py()
                 cut = pc.utf8_slice_codeunits(a[0], 0, w)
                 f = pc.utf8_lpad if left else pc.utf8_rpad
                 return f(cut, width=w, padding=fill.as_py())
             return _per_row(py, pa.string())(a, n, ctx)
+
         return Func(name, tuple(args), VARCHAR, kernel)
+
     return resolve
 
 
@@ -353,21 +415,31 @@ def _starts_with(args: list[Expr]) -> Expr:
         if is_scalar(a[1]) and a[1].is_valid:
             return pc.starts_with(a[0], a[1].as_py())
         return _per_row(lambda s, p: s.startswith(p), pa.bool_())(a, n, ctx)
+
     return simple("starts_with", args, [VARCHAR, VARCHAR], BOOLEAN, kernel)
 
 
 @register("md5")
 def _md5(args: list[Expr]) -> Expr:
-    return simple("md5", args, [VARCHAR], VARCHAR,
-                  _per_row(lambda s: hashlib.md5(s.encode()).hexdigest(), pa.string()))
+    return simple(
+        "md5",
+        args,
+        [VARCHAR],
+        VARCHAR,
+        _per_row(lambda s: hashlib.md5(s.encode()).hexdigest(), pa.string()),
+    )
 
 
 @register("repeat")
 def _repeat(args: list[Expr]) -> Expr:
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
-        times = pc.max_element_wise(a[1], 0) if not is_scalar(a[1]) else (
-            pa.scalar(max(a[1].as_py(), 0), pa.int32()) if a[1].is_valid else a[1])
+        times = (
+            pc.max_element_wise(a[1], 0)
+            if not is_scalar(a[1])
+            else (pa.scalar(max(a[1].as_py(), 0), pa.int32()) if a[1].is_valid else a[1])
+        )
         return pc.binary_repeat(a[0], times)
+
     return simple("repeat", args, [VARCHAR, INT], VARCHAR, kernel)
 
 
@@ -378,8 +450,9 @@ def _initcap(args: list[Expr]) -> Expr:
 
 @register("ascii")
 def _ascii(args: list[Expr]) -> Expr:
-    return simple("ascii", args, [VARCHAR], INT,
-                  _per_row(lambda s: ord(s[0]) if s else 0, pa.int32()))
+    return simple(
+        "ascii", args, [VARCHAR], INT, _per_row(lambda s: ord(s[0]) if s else 0, pa.int32())
+    )
 
 
 @register("chr")
@@ -389,13 +462,16 @@ def _chr(args: list[Expr]) -> Expr:
 
 @register("to_hex")
 def _to_hex(args: list[Expr]) -> Expr:
-    return simple("to_hex", args, [implicit_cast_target(args)], VARCHAR,
-                  _per_row(lambda v: format(v & 0xFFFFFFFFFFFFFFFF if v < 0 else v, "x"),
-                           pa.string()))
+    return simple(
+        "to_hex",
+        args,
+        [implicit_cast_target(args)],
+        VARCHAR,
+        _per_row(lambda v: format(v & 0xFFFFFFFFFFFFFFFF if v < 0 else v, "x"), pa.string()),
+    )
 
 
 def implicit_cast_target(args: list[Expr]) -> Any:
     from engine.types import BIGINT
 
     return BIGINT if args and args[0].type.kind is K.BIGINT else INT
-

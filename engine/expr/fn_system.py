@@ -671,6 +671,8 @@ _PRIV_SIGS: list[list[SqlType]] = [
     [OID, SMALLINT, TEXT],
     [TEXT, TEXT, TEXT, TEXT],
 ]
+
+
 def _priv_letters(text: str, table: dict[str, str]) -> list[tuple[str, bool]]:
     """'SELECT, INSERT WITH GRANT OPTION' -> [('r', False), ('a', True)]; 22023 for an
     unknown privilege name, as PostgreSQL."""
@@ -788,6 +790,8 @@ define(
     lambda v: ("E'" if "\\" in v else "'") + v.replace("\\", "\\\\").replace("'", "''") + "'",
 )
 define(("parse_ident",), [[TEXT], [TEXT, BOOLEAN]], SqlType(K.LIST, TEXT, "_text"), _parse_ident)
+
+
 def _commented(ctx: EvalContext, oid: int | None) -> Any:
     """The user relation with pg_class.oid `oid` (COMMENT ON reads and writes its extra)."""
     if oid is None or oid < FIRST_USER_OID or ctx.session is None:

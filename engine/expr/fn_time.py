@@ -41,8 +41,9 @@ def scaled_to_numeric(v: np.ndarray, scale: int, mask: np.ndarray | None) -> pa.
     if mask is not None and mask.any():
         validity = pa.py_buffer(np.packbits(~mask, bitorder="little").tobytes())
         nulls = int(mask.sum())
-    arr = pa.Array.from_buffers(pa.decimal128(38, scale), len(v),
-                                [validity, pa.py_buffer(words.tobytes())], nulls)
+    arr = pa.Array.from_buffers(
+        pa.decimal128(38, scale), len(v), [validity, pa.py_buffer(words.tobytes())], nulls
+    )
     return arr.cast(NUMERIC.arrow)
 
 
@@ -50,27 +51,53 @@ def scaled_to_numeric(v: np.ndarray, scale: int, mask: np.ndarray | None) -> pa.
 def _now(args: list[Expr]) -> Expr:
     if args:
         raise no_function("now", args)
-    return Func("now", (), TIMESTAMPTZ,
-                lambda a, n, c: pa.scalar(c.now_utc(), TIMESTAMPTZ.arrow), uses_now=True)
+    return Func(
+        "now",
+        (),
+        TIMESTAMPTZ,
+        lambda a, n, c: pa.scalar(c.now_utc(), TIMESTAMPTZ.arrow),
+        uses_now=True,
+    )
 
 
 @register("current_date")
 def _current_date(args: list[Expr]) -> Expr:
     def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
         ts = pa.array([c.now_utc()], TIMESTAMPTZ.arrow)
-        local = ts if c.timezone.upper() == "UTC" else pc.local_timestamp(
-            ts.cast(pa.timestamp("us", tz=c.timezone)))
+        local = (
+            ts
+            if c.timezone.upper() == "UTC"
+            else pc.local_timestamp(ts.cast(pa.timestamp("us", tz=c.timezone)))
+        )
         return pc.floor_temporal(local.cast(pa.timestamp("us")), unit="day").cast(pa.date32())[0]
+
     return Func("current_date", (), DATE, kernel, uses_now=True)
 
 
-_TRUNC_UNITS = {"microseconds": "microsecond", "microsecond": "microsecond",
-                "milliseconds": "millisecond", "millisecond": "millisecond",
-                "second": "second", "seconds": "second", "minute": "minute",
-                "minutes": "minute", "hour": "hour", "hours": "hour", "day": "day",
-                "days": "day", "week": "week", "weeks": "week", "month": "month",
-                "months": "month", "quarter": "quarter", "year": "year", "years": "year",
-                "decade": "decade", "century": "century", "millennium": "millennium"}
+_TRUNC_UNITS = {
+    "microseconds": "microsecond",
+    "microsecond": "microsecond",
+    "milliseconds": "millisecond",
+    "millisecond": "millisecond",
+    "second": "second",
+    "seconds": "second",
+    "minute": "minute",
+    "minutes": "minute",
+    "hour": "hour",
+    "hours": "hour",
+    "day": "day",
+    "days": "day",
+    "week": "week",
+    "weeks": "week",
+    "month": "month",
+    "months": "month",
+    "quarter": "quarter",
+    "year": "year",
+    "years": "year",
+    "decade": "decade",
+    "century": "century",
+    "millennium": "millennium",
+}
 
 
 def _const_text(e: Expr, what: str) -> str:
@@ -98,8 +125,9 @@ def _date_trunc(args: list[Expr]) -> Expr:
         if unit in ("decade", "century", "millennium"):
             span = {"decade": 10, "century": 100, "millennium": 1000}[unit]
             y = pc.year(ts).to_numpy(zero_copy_only=False)
-            base = (np.floor_divide(y - (1 if span > 10 else 0), span) * span
-                    + (1 if span > 10 else 0))
+            base = np.floor_divide(y - (1 if span > 10 else 0), span) * span + (
+                1 if span > 10 else 0
+            )
             days, _ = temporal.days_from_civil(base, np.ones_like(base), np.ones_like(base))
             return pa.array(days * temporal.US_PER_DAY).cast(pa.timestamp("us"))
         return pc.floor_temporal(ts, unit=unit, week_starts_monday=True)
@@ -113,25 +141,58 @@ def _date_trunc(args: list[Expr]) -> Expr:
             return out.cast(t.arrow)
         local = pc.local_timestamp(v.cast(pa.timestamp("us", tz=c.timezone)))
         out = trunc(local)
-        return pc.assume_timezone(out, c.timezone, ambiguous="earliest",
-                                  nonexistent="earliest").cast(t.arrow)
+        return pc.assume_timezone(
+            out, c.timezone, ambiguous="earliest", nonexistent="earliest"
+        ).cast(t.arrow)
+
     return Func("date_trunc", (Literal(unit_raw, VARCHAR), x), t, kernel)
 
 
-_FIELDS = {"year", "month", "day", "hour", "minute", "second", "epoch", "dow", "isodow", "doy",
-           "week", "quarter", "millisecond", "milliseconds", "microsecond", "microseconds",
-           "decade", "century", "millennium", "isoyear", "julian", "timezone"}
-_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour",
-            "minutes": "minute", "seconds": "second", "millisecond": "milliseconds",
-            "microsecond": "microseconds", "mon": "month", "mons": "month"}
+_FIELDS = {
+    "year",
+    "month",
+    "day",
+    "hour",
+    "minute",
+    "second",
+    "epoch",
+    "dow",
+    "isodow",
+    "doy",
+    "week",
+    "quarter",
+    "millisecond",
+    "milliseconds",
+    "microsecond",
+    "microseconds",
+    "decade",
+    "century",
+    "millennium",
+    "isoyear",
+    "julian",
+    "timezone",
+}
+_ALIASES = {
+    "years": "year",
+    "months": "month",
+    "days": "day",
+    "hours": "hour",
+    "minutes": "minute",
+    "seconds": "second",
+    "millisecond": "milliseconds",
+    "microsecond": "microseconds",
+    "mon": "month",
+    "mons": "month",
+}
 
 
 def bind_extract(field: str, x: Expr) -> Expr:
     f = field.lower()
     f = _ALIASES.get(f, f)
     if f not in _FIELDS:
-        raise InvalidParameterValue(f'unit "{field.lower()}" not recognized for type '
-                                    f"{x.type.display}")
+        raise InvalidParameterValue(
+            f'unit "{field.lower()}" not recognized for type {x.type.display}'
+        )
     if is_untyped(x):
         x = implicit_cast(x, TIMESTAMPTZ) or x
     k = x.type.kind
@@ -147,6 +208,7 @@ def bind_extract(field: str, x: Expr) -> Expr:
         else:
             vals, scale = _extract_ts(f, v, t, c)
         return scaled_to_numeric(vals, scale, mask)
+
     return Func("extract", (Literal(f.upper(), VARCHAR), x), NUMERIC, kernel)
 
 
@@ -163,6 +225,7 @@ def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.nda
 
     def np_(a: pa.Array) -> np.ndarray:
         return a.to_numpy(zero_copy_only=False).astype(np.int64)
+
     sec_us = np.mod(raw, 60_000_000)
     if f == "epoch":
         return raw, 6
@@ -172,9 +235,17 @@ def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.nda
         return sec_us, 3
     if f == "microseconds":
         return sec_us, 0
-    simple = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour,
-              "minute": pc.minute, "doy": pc.day_of_year, "quarter": pc.quarter,
-              "week": pc.iso_week, "isoyear": pc.iso_year}
+    simple = {
+        "year": pc.year,
+        "month": pc.month,
+        "day": pc.day,
+        "hour": pc.hour,
+        "minute": pc.minute,
+        "doy": pc.day_of_year,
+        "quarter": pc.quarter,
+        "week": pc.iso_week,
+        "isoyear": pc.iso_year,
+    }
     if f in simple:
         return np_(simple[f](vv)), 0
     if f == "dow":
@@ -246,6 +317,7 @@ def _to_timestamp(args: list[Expr]) -> Expr:
         if pc.any(pc.is_inf(us)).as_py():
             raise DatetimeFieldOverflow("timestamp out of range")
         return us.cast(pa.int64()).cast(TIMESTAMPTZ.arrow)
+
     return Func("to_timestamp", (a,), TIMESTAMPTZ, kernel)
 
 
@@ -258,17 +330,21 @@ def _make_date(args: list[Expr]) -> Expr:
         mask = np.zeros(n, dtype=bool)
         for col in cols:
             mask |= pc.is_null(col).to_numpy(zero_copy_only=False)
-        y, m, d = (pc.fill_null(col, 1).to_numpy(zero_copy_only=False).astype(np.int64)
-                   for col in cols)
+        y, m, d = (
+            pc.fill_null(col, 1).to_numpy(zero_copy_only=False).astype(np.int64) for col in cols
+        )
         y = np.where(y < 0, y + 1, y)  # negative years are BC
         days, ok = temporal.days_from_civil(y, m, d)
         bad = ~ok & ~mask
         if bad.any():
             i = int(np.argmax(bad))
             raise DatetimeFieldOverflow(
-                f"date field value out of range: {y[i]}-{m[i]:02d}-{d[i]:02d}")
-        return pa.array(days, pa.int64(), mask=mask if mask.any() else None) \
-            .cast(pa.int32()).cast(pa.date32())
+                f"date field value out of range: {y[i]}-{m[i]:02d}-{d[i]:02d}"
+            )
+        return (
+            pa.array(days, pa.int64(), mask=mask if mask.any() else None)
+            .cast(pa.int32())
+            .cast(pa.date32())
+        )
+
     return Func("make_date", tuple(a), DATE, kernel)
-
-

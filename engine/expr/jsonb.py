@@ -155,8 +155,9 @@ def parse_json_text(text: str) -> Any:
             return v
         return _STD.decode(text)
     except (orjson.JSONDecodeError, *_STD_ERRORS) as e:
-        raise InvalidTextRepresentation("invalid input syntax for type json",
-                                        detail=f'Token "{text[:40]}" is invalid.') from e
+        raise InvalidTextRepresentation(
+            "invalid input syntax for type json", detail=f'Token "{text[:40]}" is invalid.'
+        ) from e
 
 
 def _has_float(v: Any) -> bool:
@@ -224,8 +225,9 @@ def type_name(v: Any) -> str:
 
 def text_to_jsonb(col: pa.Array) -> pa.Array:
     check_jsonb_column(col)
-    return pa.array([None if s is None else canonicalize_text(s) for s in col.to_pylist()],
-                    pa.string())
+    return pa.array(
+        [None if s is None else canonicalize_text(s) for s in col.to_pylist()], pa.string()
+    )
 
 
 def _get(v: Any, key: Any) -> tuple[bool, Any]:
@@ -307,8 +309,9 @@ def _column_entry(arr: pa.Array) -> tuple[Any, ...]:
     return _cache_entry(key, arr, texts, parsed)
 
 
-def _cache_entry(key: tuple[int, ...], arr: pa.Array, texts: list[Any],
-                 parsed: list[Any]) -> tuple[Any, ...]:
+def _cache_entry(
+    key: tuple[int, ...], arr: pa.Array, texts: list[Any], parsed: list[Any]
+) -> tuple[Any, ...]:
     entry = (arr, texts, parsed, {})
     if len(texts) < _MIN_CACHED_ROWS:
         return entry
@@ -336,8 +339,9 @@ def access_column(arr: pa.Array, key: Any, as_text: bool) -> pa.Array:
     return res
 
 
-def _access_parsed(texts: list[Any], parsed: list[Any], key: Any, as_text: bool,
-                   sub: list[Any] | None) -> list[str | None]:
+def _access_parsed(
+    texts: list[Any], parsed: list[Any], key: Any, as_text: bool, sub: list[Any] | None
+) -> list[str | None]:
     """The results' texts; `sub` (if given) gets each result's parsed value."""
     if type(key) is str and parsed:
         # the usual case: every row an object holding the key, the values all of one type;
@@ -464,8 +468,13 @@ def _scalar_eq(a: Any, b: Any) -> bool:
 
 
 def contains(left: list[Any], right: list[Any]) -> pa.Array:
-    return pa.array([None if a is None or b is None else _contains(loads(a), loads(b))
-                     for a, b in zip(left, right, strict=True)], pa.bool_())
+    return pa.array(
+        [
+            None if a is None or b is None else _contains(loads(a), loads(b))
+            for a, b in zip(left, right, strict=True)
+        ],
+        pa.bool_(),
+    )
 
 
 def key_exists(col: list[Any], keys: list[Any]) -> pa.Array:
@@ -484,9 +493,15 @@ def key_exists(col: list[Any], keys: list[Any]) -> pa.Array:
     return pa.array(out, pa.bool_())
 
 
-_CAST_NAMES = {"boolean": "boolean", "integer": "integer", "bigint": "bigint",
-               "smallint": "smallint", "numeric": "numeric", "double precision": "double precision",
-               "real": "real"}
+_CAST_NAMES = {
+    "boolean": "boolean",
+    "integer": "integer",
+    "bigint": "bigint",
+    "smallint": "smallint",
+    "numeric": "numeric",
+    "double precision": "double precision",
+    "real": "real",
+}
 
 
 def cast_scalar(col: list[Any], target: str) -> list[Any]:
@@ -501,8 +516,11 @@ def cast_scalar(col: list[Any], target: str) -> list[Any]:
         if v is None:
             out.append(None)
             continue
-        ok = isinstance(v, bool) if want_bool else (
-            isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
+        ok = (
+            isinstance(v, bool)
+            if want_bool
+            else (isinstance(v, (int, float, Decimal)) and not isinstance(v, bool))
+        )
         if not ok:
             raise InvalidParameterValue(f"cannot cast jsonb {type_name(v)} to type {target}")
         out.append(v)

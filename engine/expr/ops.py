@@ -54,16 +54,18 @@ from engine.types import (
 )
 
 K = TypeKind
-_OP_HINT = ("No operator matches the given name and argument types. "
-            "You might need to add explicit type casts.")
+_OP_HINT = (
+    "No operator matches the given name and argument types. "
+    "You might need to add explicit type casts."
+)
 
 
 def no_operator(op: str, *types: SqlType) -> UndefinedFunction:
     if len(types) == 1:
-        return UndefinedFunction(f"operator does not exist: {op} {types[0].display}",
-                                 hint=_OP_HINT)
+        return UndefinedFunction(f"operator does not exist: {op} {types[0].display}", hint=_OP_HINT)
     return UndefinedFunction(
-        f"operator does not exist: {types[0].display} {op} {types[1].display}", hint=_OP_HINT)
+        f"operator does not exist: {types[0].display} {op} {types[1].display}", hint=_OP_HINT
+    )
 
 
 def _unify(op: str, left: Expr, right: Expr) -> tuple[Expr, Expr]:
@@ -110,15 +112,19 @@ def _dec_back(d: Datum) -> Datum:
 
 def _check_zero(a: Datum, b: Datum) -> None:
     """Raise 22012 when a non-NULL dividend meets a zero divisor (NULL / 0 is NULL)."""
-    z = pc.equal(b, pa.scalar(0, b.type) if not pa.types.is_decimal(b.type) else
-                 pa.scalar(0).cast(b.type))
+    z = pc.equal(
+        b, pa.scalar(0, b.type) if not pa.types.is_decimal(b.type) else pa.scalar(0).cast(b.type)
+    )
     z = pc.and_(z, pc.is_valid(a))
-    if (z.as_py() if is_scalar(z) else pc.any(z).as_py()):
+    if z.as_py() if is_scalar(z) else pc.any(z).as_py():
         raise DivisionByZero("division by zero")
 
 
-_INT_BOUNDS = {K.SMALLINT: (-(2**15), 2**15 - 1), K.INT: (-(2**31), 2**31 - 1),
-               K.BIGINT: (-(2**63), 2**63 - 1)}
+_INT_BOUNDS = {
+    K.SMALLINT: (-(2**15), 2**15 - 1),
+    K.INT: (-(2**31), 2**31 - 1),
+    K.BIGINT: (-(2**63), 2**63 - 1),
+}
 
 
 def _int64_values(d: Datum, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -152,8 +158,12 @@ def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
         lo, hi = _INT_BOUNDS[t.kind]
         if op == "/":  # only MIN / -1 overflows
             ovf = pc.and_(pc.equal(a, pa.scalar(lo, a.type)), pc.equal(b, pa.scalar(-1, b.type)))
-            out.append((pc.fill_null(as_array(ovf, n), False).to_numpy(zero_copy_only=False),
-                        out_of_range(t)))
+            out.append(
+                (
+                    pc.fill_null(as_array(ovf, n), False).to_numpy(zero_copy_only=False),
+                    out_of_range(t),
+                )
+            )
             return out
         x, xv = _int64_values(a, n)
         y, yv = _int64_values(b, n)
@@ -173,12 +183,17 @@ def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
                 ovf |= (x == -1) & (y == lo)
         out.append((ovf & xv & yv, out_of_range(t)))
         return out
+
     return row_errors
 
 
 def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
-    fname = {"+": "add_checked", "-": "subtract_checked", "*": "multiply_checked",
-             "/": "divide_checked"}.get(op)
+    fname = {
+        "+": "add_checked",
+        "-": "subtract_checked",
+        "*": "multiply_checked",
+        "/": "divide_checked",
+    }.get(op)
 
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         a, b = args
@@ -186,8 +201,7 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
             _check_zero(a, b)
         if t.kind is K.NUMERIC:
             if op in ("+", "-"):
-                r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(
-                    pa.decimal256(40, 10)))
+                r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(pa.decimal256(40, 10)))
                 return _dec_back(r)
             if op == "*":
                 return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
@@ -196,8 +210,11 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
             q = pc.divide_checked(_to256(a, 10), _to256(b))
             q = pc.trunc(q).cast(pa.decimal256(76, 10))
             prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))
-            return _dec_back(pc.subtract_checked(a.cast(pa.decimal256(40, 10)),
-                                                 _dec_back(prod).cast(pa.decimal256(40, 10))))
+            return _dec_back(
+                pc.subtract_checked(
+                    a.cast(pa.decimal256(40, 10)), _dec_back(prod).cast(pa.decimal256(40, 10))
+                )
+            )
         if op == "%":
             if t.is_float:
                 raise no_operator("%", t, t)
@@ -216,6 +233,7 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
             if "overflow" in str(e).lower():
                 raise out_of_range(t) from e
             raise
+
     return kernel
 
 
@@ -232,12 +250,14 @@ def _neg_kernel(t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
         if t.kind is K.INTERVAL:
             a = as_array(args[0], n)
             m, d, ns = temporal.interval_parts(a)
-            return temporal.make_interval_array(-m, -d, -ns,
-                                                pc.is_null(a).to_numpy(zero_copy_only=False))
+            return temporal.make_interval_array(
+                -m, -d, -ns, pc.is_null(a).to_numpy(zero_copy_only=False)
+            )
         try:
             return pc.negate_checked(args[0])
         except pa.ArrowInvalid as e:
             raise out_of_range(t) from e
+
     return kernel
 
 
@@ -261,6 +281,7 @@ def _ts_plus_interval(sign: int, t: SqlType) -> Callable[[list[Datum], int, Eval
         out = temporal.add_interval_us(us, sign * m, sign * d, sign * ns)
         mask = pc.or_(pc.is_null(ts), pc.is_null(iv)).to_numpy(zero_copy_only=False)
         return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(t.arrow)
+
     return kernel
 
 
@@ -284,6 +305,7 @@ def _date_plus_int(sign: int) -> Callable[[list[Datum], int, EvalContext], Datum
         off = args[1].cast(pa.int32())
         r = pc.add_checked(days, off) if sign > 0 else pc.subtract_checked(days, off)
         return r.cast(pa.date32())
+
     return kernel
 
 
@@ -294,6 +316,7 @@ def _iv_binop(sign: int) -> Callable[[list[Datum], int, EvalContext], Datum]:
         m2, d2, n2 = temporal.interval_parts(b)
         mask = pc.or_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
         return temporal.make_interval_array(m1 + sign * m2, d1 + sign * d2, n1 + sign * n2, mask)
+
     return kernel
 
 
@@ -309,11 +332,16 @@ def _iv_mul(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
     nf = ns * fv + (df - di) * 86_400e9
     mask = pc.or_(pc.is_null(a), pc.is_null(f)).to_numpy(zero_copy_only=False)
     live = ~mask
-    if live.any() and (np.abs(mi[live]).max() >= 2**31 or np.abs(di[live]).max() >= 2**31
-                       or np.abs(nf[live]).max() >= 2**63 or not np.isfinite(nf[live]).all()):
+    if live.any() and (
+        np.abs(mi[live]).max() >= 2**31
+        or np.abs(di[live]).max() >= 2**31
+        or np.abs(nf[live]).max() >= 2**63
+        or not np.isfinite(nf[live]).all()
+    ):
         raise DatetimeFieldOverflow("interval out of range")
-    return temporal.make_interval_array(mi.astype(np.int64), di.astype(np.int64),
-                                        np.round(nf).astype(np.int64), mask)
+    return temporal.make_interval_array(
+        mi.astype(np.int64), di.astype(np.int64), np.round(nf).astype(np.int64), mask
+    )
 
 
 def _null_constant(e: Expr) -> bool:
@@ -352,8 +380,14 @@ def unfolded_arith(op: str, left: Expr, right: Expr) -> Expr:
     t = left.type
     if t.kind is K.NUMERIC:
         t = numeric_with_scale(_result_scale(op, *scales))
-    return Func(_OP_NAMES[op], (left, right), t, arith_kernel(op, t), op=op,
-                row_errors=arith_row_errors(op, t))
+    return Func(
+        _OP_NAMES[op],
+        (left, right),
+        t,
+        arith_kernel(op, t),
+        op=op,
+        row_errors=arith_row_errors(op, t),
+    )
 
 
 def _result_scale(op: str, a: int | None, b: int | None) -> int | None:
@@ -387,8 +421,7 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
         left, right, lt, rt = right, left, rt, lt
     if op in "+-" and lt.kind in ts_kinds and rt.kind is K.INTERVAL:
         out = TIMESTAMP if lt.kind is K.DATE else lt
-        return Func(name, (left, right), out, _ts_plus_interval(1 if op == "+" else -1, out),
-                    op=op)
+        return Func(name, (left, right), out, _ts_plus_interval(1 if op == "+" else -1, out), op=op)
     if op == "-" and lt.kind in (K.TIMESTAMP, K.TIMESTAMPTZ) and rt.kind in ts_kinds:
         t = common_type([lt, rt])
         lc, rc = implicit_cast(left, t), implicit_cast(right, t)
@@ -427,8 +460,14 @@ def _one_double() -> Expr:
 
 # -- comparisons -----------------------------------------------------------------------------
 
-_CMP = {"=": pc.equal, "<>": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-        ">": pc.greater, ">=": pc.greater_equal}
+_CMP = {
+    "=": pc.equal,
+    "<>": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
 
 
 def _interval_key(d: Datum, n: int) -> Datum:
@@ -447,6 +486,7 @@ def cmp_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
         if t.kind is K.INTERVAL:
             a, b = _interval_key(a, n), _interval_key(b, n)
         return fn(a, b)
+
     return kernel
 
 
@@ -465,8 +505,7 @@ def unfolded_compare(op: str, left: Expr, right: Expr) -> Expr:
     return Func(_CMP[op].__name__, (left, right), BOOLEAN, cmp_kernel(op, t), op=op)
 
 
-def _distinct_kernel(negate: bool, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
-                                                             Datum]:
+def _distinct_kernel(negate: bool, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         a, b = as_array(args[0], n), as_array(args[1], n)
         if t.kind is K.INTERVAL:
@@ -475,6 +514,7 @@ def _distinct_kernel(negate: bool, t: SqlType) -> Callable[[list[Datum], int, Ev
         an, bn = pc.is_null(a), pc.is_null(b)
         same = pc.if_else(pc.or_(an, bn), pc.and_(an, bn), eq)
         return same if negate else pc.invert(same)
+
     return kernel
 
 
@@ -495,8 +535,9 @@ def _as_bool(e: Expr, what: str) -> Expr:
     if c is None:
         from engine.errors import DatatypeMismatch
 
-        raise DatatypeMismatch(f"argument of {what} must be type boolean, not type "
-                               f"{e.type.display}")
+        raise DatatypeMismatch(
+            f"argument of {what} must be type boolean, not type {e.type.display}"
+        )
     return c
 
 
@@ -564,8 +605,7 @@ def bind_not(arg: Expr) -> Expr:
 def bind_is_null(arg: Expr, negate: bool) -> Expr:
     arg = resolve_unknown(arg)
     if negate:
-        return Func("is_not_null", (arg,), BOOLEAN,
-                    lambda a, n, c: pc.is_valid(as_array(a[0], n)))
+        return Func("is_not_null", (arg,), BOOLEAN, lambda a, n, c: pc.is_valid(as_array(a[0], n)))
     return Func("is_null", (arg,), BOOLEAN, lambda a, n, c: pc.is_null(as_array(a[0], n)))
 
 
@@ -576,6 +616,7 @@ def bind_is_bool(arg: Expr, value: bool, negate: bool) -> Expr:
         x = as_array(a[0], n)
         r = pc.fill_null(pc.equal(x, value), False)
         return pc.invert(r) if negate else r
+
     name = f"is_{'not_' if negate else ''}{str(value).lower()}"
     return Func(name, (arg,), BOOLEAN, kernel)
 
@@ -631,10 +672,17 @@ def bind_like(arg: Expr, pattern: Expr, escape: str | None, ilike: bool, negate:
         else:
             sv = as_array(s, n).to_pylist()
             flags = re.S | (re.I if ilike else 0)
-            r = pa.array([None if x is None or y is None else
-                          re.match(_like_pattern_to_regex(y, esc or None), x, flags) is not None
-                          for x, y in zip(sv, p.to_pylist(), strict=True)], pa.bool_())
+            r = pa.array(
+                [
+                    None
+                    if x is None or y is None
+                    else re.match(_like_pattern_to_regex(y, esc or None), x, flags) is not None
+                    for x, y in zip(sv, p.to_pylist(), strict=True)
+                ],
+                pa.bool_(),
+            )
         return pc.invert(r) if negate else r
+
     name = ("not_" if negate else "") + ("ilike" if ilike else "like")
     op = ("NOT " if negate else "") + ("ILIKE" if ilike else "LIKE")
     return Func(name, (arg, pattern), BOOLEAN, kernel, op=op)
@@ -642,8 +690,9 @@ def bind_like(arg: Expr, pattern: Expr, escape: str | None, ilike: bool, negate:
 
 def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
 
-    types = [arg.type if not is_untyped(arg) else UNKNOWN] + \
-        [i.type if not is_untyped(i) else UNKNOWN for i in items]
+    types = [arg.type if not is_untyped(arg) else UNKNOWN] + [
+        i.type if not is_untyped(i) else UNKNOWN for i in items
+    ]
     try:
         t = common_type(types, "IN")
     except Exception as e:
@@ -666,6 +715,7 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
                 hit = pc.if_else(hit, True, pa.scalar(None, pa.bool_()))
             hit = pc.if_else(pc.is_null(x), pa.scalar(None, pa.bool_()), hit)
             return pc.invert(hit) if negate else hit
+
         label = "NOT IN" if negate else "IN"
         # the constant items are baked into the kernel; the name shows them for EXPLAIN
         name = label.lower().replace(" ", "_") + "[" + ", ".join(str(i) for i in cast_items) + "]"

@@ -21,8 +21,10 @@ FUNCTIONS: dict[str, Resolver] = {}
 # -> Expr, or None to fall through (engine.expr.fn_system registers OPERATOR(), ANY(...),
 # COLLATE, casts to reg* types...)
 NODE_BINDERS: dict[type, Callable[[Any, Any], Expr | None]] = {}
-_HINT = ("No function matches the given name and argument types. "
-         "You might need to add explicit type casts.")
+_HINT = (
+    "No function matches the given name and argument types. "
+    "You might need to add explicit type casts."
+)
 
 
 def register(*names: str) -> Callable[[Resolver], Resolver]:
@@ -30,6 +32,7 @@ def register(*names: str) -> Callable[[Resolver], Resolver]:
         for n in names:
             FUNCTIONS[n] = fn
         return fn
+
     return deco
 
 
@@ -54,8 +57,9 @@ def coerce_to(name: str, args: list[Expr], types: list[SqlType]) -> list[Expr]:
     return out
 
 
-def simple(name: str, args: list[Expr], types: list[SqlType], ret: SqlType, kernel: Kernel,
-           **kw: Any) -> Func:
+def simple(
+    name: str, args: list[Expr], types: list[SqlType], ret: SqlType, kernel: Kernel, **kw: Any
+) -> Func:
     return Func(name, tuple(coerce_to(name, args, types)), ret, kernel, **kw)
 
 

@@ -35,14 +35,18 @@ class Scope:
     def _tables(self) -> set[str]:
         return {c.table for c in self.columns if c.table is not None}
 
-    def resolve(self, name: str, table: str | None = None,
-                position: int | None = None) -> ColumnBinding:
+    def resolve(
+        self, name: str, table: str | None = None, position: int | None = None
+    ) -> ColumnBinding:
         if table is not None and table not in self._tables():
-            raise UndefinedTable(f'missing FROM-clause entry for table "{table}"',
-                                 position=position)
-        hits = [c for c in self.columns
-                if c.name == name and (c.table == table if table is not None
-                                       else not c.qualified_only)]
+            raise UndefinedTable(
+                f'missing FROM-clause entry for table "{table}"', position=position
+            )
+        hits = [
+            c
+            for c in self.columns
+            if c.name == name and (c.table == table if table is not None else not c.qualified_only)
+        ]
         if not hits:
             what = f"{table}.{name}" if table is not None else f'"{name}"'
             raise UndefinedColumn(f"column {what} does not exist", position=position)
@@ -54,8 +58,11 @@ class Scope:
     def star(self, table: str | None = None) -> list[ColumnBinding]:
         if table is not None and table not in self._tables():
             raise UndefinedTable(f'missing FROM-clause entry for table "{table}"')
-        return [c for c in self.columns if not c.hidden
-                and (c.table == table if table is not None else not c.qualified_only)]
+        return [
+            c
+            for c in self.columns
+            if not c.hidden and (c.table == table if table is not None else not c.qualified_only)
+        ]
 
 
 class ParamContext:

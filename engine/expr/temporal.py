@@ -87,8 +87,14 @@ def _parse_ts(text: pa.Array, tname: str, with_tz: bool) -> np.ndarray:
         oh = pc.if_else(pc.equal(pc.utf8_length(digits), 1), digits, oh)
         oh_n = pc.fill_null(pc.if_else(pc.equal(oh, ""), "0", oh).cast(pa.int64()), 0)
         om_n = pc.fill_null(pc.if_else(pc.equal(om, ""), "0", om).cast(pa.int64()), 0)
-        off = sign * (oh_n.to_numpy(zero_copy_only=False) * 3600
-                      + om_n.to_numpy(zero_copy_only=False) * 60) * US_PER_SEC
+        off = (
+            sign
+            * (
+                oh_n.to_numpy(zero_copy_only=False) * 3600
+                + om_n.to_numpy(zero_copy_only=False) * 60
+            )
+            * US_PER_SEC
+        )
         if with_tz:
             us = us - np.where(has_off, off, 0)
     if special is not None:
@@ -181,7 +187,9 @@ def format_timestamp(ts: pa.Array, tz: str | None = None) -> pa.Array:
     text = _strip_fraction(local.cast(pa.string()))
     off_min = np.floor_divide(
         pc.fill_null(local.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        - pc.fill_null(utc.cast(pa.int64()), 0).to_numpy(zero_copy_only=False), 60_000_000)
+        - pc.fill_null(utc.cast(pa.int64()), 0).to_numpy(zero_copy_only=False),
+        60_000_000,
+    )
     sign = np.where(off_min < 0, "-", "+")
     absm = np.abs(off_min)
     hh = pc.utf8_lpad(pa.array(absm // 60).cast(pa.string()), 2, "0")
@@ -211,17 +219,21 @@ def interval_parts(iv: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if iv.null_count:
         iv = iv.fill_null(pa.scalar((0, 0, 0), pa.month_day_nano_interval()))
     buf = iv.buffers()[1]
-    rec = np.frombuffer(buf, dtype=_MDN, count=len(iv) + iv.offset)[iv.offset:]
-    return (rec["months"].astype(np.int64), rec["days"].astype(np.int64),
-            rec["nanos"].astype(np.int64))
+    rec = np.frombuffer(buf, dtype=_MDN, count=len(iv) + iv.offset)[iv.offset :]
+    return (
+        rec["months"].astype(np.int64),
+        rec["days"].astype(np.int64),
+        rec["nanos"].astype(np.int64),
+    )
 
 
 def _out_of_i32(v: np.ndarray) -> bool:
     return bool(v.dtype.itemsize > 4 and (v.max() > 2**31 - 1 or v.min() < -(2**31)))
 
 
-def make_interval_array(months: np.ndarray, days: np.ndarray, nanos: np.ndarray,
-                        mask: np.ndarray | None = None) -> pa.Array:
+def make_interval_array(
+    months: np.ndarray, days: np.ndarray, nanos: np.ndarray, mask: np.ndarray | None = None
+) -> pa.Array:
     if len(months) and (_out_of_i32(months) or _out_of_i32(days)):
         raise DatetimeFieldOverflow("interval out of range")
     rec = np.empty(len(months), dtype=_MDN)
@@ -231,12 +243,17 @@ def make_interval_array(months: np.ndarray, days: np.ndarray, nanos: np.ndarray,
     if mask is not None and mask.any():
         validity = pa.py_buffer(np.packbits(~mask, bitorder="little").tobytes())
         null_count = int(mask.sum())
-    return pa.Array.from_buffers(pa.month_day_nano_interval(), len(months),
-                                 [validity, pa.py_buffer(rec.tobytes())], null_count)
+    return pa.Array.from_buffers(
+        pa.month_day_nano_interval(),
+        len(months),
+        [validity, pa.py_buffer(rec.tobytes())],
+        null_count,
+    )
 
 
-def add_interval_us(us: np.ndarray, months: np.ndarray, days: np.ndarray,
-                    nanos: np.ndarray) -> np.ndarray:
+def add_interval_us(
+    us: np.ndarray, months: np.ndarray, days: np.ndarray, nanos: np.ndarray
+) -> np.ndarray:
     """Timestamp (µs) + interval: months first (clamping the day), then days, then time."""
     day = np.floor_divide(us, US_PER_DAY)
     tod = us - day * US_PER_DAY
@@ -252,22 +269,46 @@ def add_interval_us(us: np.ndarray, months: np.ndarray, days: np.ndarray,
 
 
 _IV_UNITS = {
-    "microsecond": (0, 0, 1_000), "microseconds": (0, 0, 1_000), "us": (0, 0, 1_000),
-    "millisecond": (0, 0, 1_000_000), "milliseconds": (0, 0, 1_000_000),
+    "microsecond": (0, 0, 1_000),
+    "microseconds": (0, 0, 1_000),
+    "us": (0, 0, 1_000),
+    "millisecond": (0, 0, 1_000_000),
+    "milliseconds": (0, 0, 1_000_000),
     "ms": (0, 0, 1_000_000),
-    "second": (0, 0, 10**9), "seconds": (0, 0, 10**9), "sec": (0, 0, 10**9),
-    "secs": (0, 0, 10**9), "s": (0, 0, 10**9),
-    "minute": (0, 0, 60 * 10**9), "minutes": (0, 0, 60 * 10**9), "min": (0, 0, 60 * 10**9),
-    "mins": (0, 0, 60 * 10**9), "m": (0, 0, 60 * 10**9),
-    "hour": (0, 0, 3600 * 10**9), "hours": (0, 0, 3600 * 10**9), "h": (0, 0, 3600 * 10**9),
-    "hr": (0, 0, 3600 * 10**9), "hrs": (0, 0, 3600 * 10**9),
-    "day": (0, 1, 0), "days": (0, 1, 0), "d": (0, 1, 0),
-    "week": (0, 7, 0), "weeks": (0, 7, 0), "w": (0, 7, 0),
-    "month": (1, 0, 0), "months": (1, 0, 0), "mon": (1, 0, 0), "mons": (1, 0, 0),
-    "year": (12, 0, 0), "years": (12, 0, 0), "y": (12, 0, 0), "yr": (12, 0, 0),
+    "second": (0, 0, 10**9),
+    "seconds": (0, 0, 10**9),
+    "sec": (0, 0, 10**9),
+    "secs": (0, 0, 10**9),
+    "s": (0, 0, 10**9),
+    "minute": (0, 0, 60 * 10**9),
+    "minutes": (0, 0, 60 * 10**9),
+    "min": (0, 0, 60 * 10**9),
+    "mins": (0, 0, 60 * 10**9),
+    "m": (0, 0, 60 * 10**9),
+    "hour": (0, 0, 3600 * 10**9),
+    "hours": (0, 0, 3600 * 10**9),
+    "h": (0, 0, 3600 * 10**9),
+    "hr": (0, 0, 3600 * 10**9),
+    "hrs": (0, 0, 3600 * 10**9),
+    "day": (0, 1, 0),
+    "days": (0, 1, 0),
+    "d": (0, 1, 0),
+    "week": (0, 7, 0),
+    "weeks": (0, 7, 0),
+    "w": (0, 7, 0),
+    "month": (1, 0, 0),
+    "months": (1, 0, 0),
+    "mon": (1, 0, 0),
+    "mons": (1, 0, 0),
+    "year": (12, 0, 0),
+    "years": (12, 0, 0),
+    "y": (12, 0, 0),
+    "yr": (12, 0, 0),
     "yrs": (12, 0, 0),
-    "decade": (120, 0, 0), "decades": (120, 0, 0),
-    "century": (1200, 0, 0), "centuries": (1200, 0, 0),
+    "decade": (120, 0, 0),
+    "decades": (120, 0, 0),
+    "century": (1200, 0, 0),
+    "centuries": (1200, 0, 0),
 }
 _IV_TOKEN = re.compile(r"([+-]?\d+(?:\.\d*)?|[+-]?\.\d+)\s*([a-z]+)?")
 _IV_TIME = re.compile(r"^([+-])?(\d+):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?$")

@@ -57,8 +57,9 @@ def drop_secret(session: Any, st: Statement) -> QueryResult:
         if users:
             raise DependentObjectsStillExist(
                 f"cannot drop secret {name} because other objects depend on it",
-                detail="\n".join(f"{r.kind.value} {r.name} depends on secret {name}"
-                                 for r in users),
+                detail="\n".join(
+                    f"{r.kind.value} {r.name} depends on secret {name}" for r in users
+                ),
                 hint="Drop the dependent objects first.",
             )
         cat.remove_secret(name)

@@ -55,9 +55,7 @@ from engine.types import BYTEA, JSONB, VARCHAR, Field, TypeKind, arrow_schema
 K = TypeKind
 
 WEBHOOK_OPTIONS = ("connector", "is_batched", "webhook.wait_for_persistence")
-VALIDATE_NOTICE = (
-    "VALIDATE clause is strongly recommended for safety or production usages"
-)
+VALIDATE_NOTICE = "VALIDATE clause is strongly recommended for safety or production usages"
 _TRUE = ("true", "t", "on", "1", "yes")
 _FALSE = ("false", "f", "off", "0", "no")
 
@@ -93,8 +91,10 @@ def body_column_name(fields: list[Field]) -> str:
 
 
 def validate_scope(fields: list[Field], secret: str | None) -> ex.Scope:
-    cols = [ex.ColumnBinding("headers", JSONB, 0), ex.ColumnBinding(body_column_name(fields),
-                                                                    BYTEA, 1)]
+    cols = [
+        ex.ColumnBinding("headers", JSONB, 0),
+        ex.ColumnBinding(body_column_name(fields), BYTEA, 1),
+    ]
     if secret is not None:
         cols.append(ex.ColumnBinding(secret, VARCHAR, 2))
     return ex.Scope(cols)
@@ -124,12 +124,14 @@ def webhook_table_spec(
     for k in options:
         if k not in WEBHOOK_OPTIONS:
             raise not_supported(
-                f'option "{k}" for connector \'webhook\'',
+                f"option \"{k}\" for connector 'webhook'",
                 hint="Supported options: " + ", ".join(WEBHOOK_OPTIONS) + ".",
             )
     if clauses is not None and (clauses.secret_refs or clauses.format or clauses.include):
-        raise not_supported("FORMAT, INCLUDE or secret options on a webhook table",
-                            hint="A webhook table takes the JSON body as is.")
+        raise not_supported(
+            "FORMAT, INCLUDE or secret options on a webhook table",
+            hint="A webhook table takes the JSON body as is.",
+        )
     if not_null:
         raise not_supported("NOT NULL columns in a webhook table")
     batched = _bool_option(options, "is_batched", False)
@@ -276,8 +278,9 @@ class WebhookTarget:
     def _evaluate(self, requests: list[IncomingRequest]) -> list[int | None]:
         assert self.validator is not None
         cols: list[pa.Array] = [
-            pa.array([dumps_parsed(in_jsonb_order(dict(r.headers))) for r in requests],
-                     pa.string()),
+            pa.array(
+                [dumps_parsed(in_jsonb_order(dict(r.headers))) for r in requests], pa.string()
+            ),
             pa.array([r.body for r in requests], pa.binary()),
         ]
         if self.secret is not None:
@@ -328,14 +331,16 @@ class WebhookTarget:
         except (orjson.JSONDecodeError, EngineError) as e:
             raise WebhookError(422, _parse_error(text, self.batched)) from e
         if not all(type(o) is dict for o in objs):
-            raise WebhookError(422, "failed to decode webhook JSON payload: "
-                                    "expected a JSON object")
+            raise WebhookError(422, "failed to decode webhook JSON payload: expected a JSON object")
         arrays = [_column([o.get(f.name) for o in objs], f) for f in self.columns]
         for i in self.rel.pk:
             f = self.rel.fields[i]
             if not f.hidden and arrays[self.columns.index(f)].null_count:
-                raise WebhookError(422, "failed to decode webhook JSON payload: "
-                                        f'primary key "{f.name}" is missing or null')
+                raise WebhookError(
+                    422,
+                    "failed to decode webhook JSON payload: "
+                    f'primary key "{f.name}" is missing or null',
+                )
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     # -- writing -----------------------------------------------------------------------------
@@ -406,8 +411,9 @@ def _column(values: list[Any], f: Field) -> pa.Array:
     k = t.kind
     try:
         if k is K.JSONB:
-            return pa.array([None if v is None else jsonb_canonical(v) for v in values],
-                            pa.string())
+            return pa.array(
+                [None if v is None else jsonb_canonical(v) for v in values], pa.string()
+            )
         if k is K.VARCHAR:
             if all(v is None or type(v) is str for v in values):
                 return pa.array(values, pa.string())
@@ -424,8 +430,10 @@ def _column(values: list[Any], f: Field) -> pa.Array:
                 return _from_text(values, f, ok)
             if all(v is None or type(v) in ok for v in values):
                 if k is K.NUMERIC:
-                    values = [None if v is None else Decimal(repr(v)) if type(v) is float
-                              else Decimal(v) for v in values]
+                    values = [
+                        None if v is None else Decimal(repr(v)) if type(v) is float else Decimal(v)
+                        for v in values
+                    ]
                 elif k in (K.REAL, K.DOUBLE):
                     values = [float(v) if type(v) is Decimal else v for v in values]
                 return pa.array(values, t.arrow)
@@ -434,8 +442,11 @@ def _column(values: list[Any], f: Field) -> pa.Array:
             return pa.array(values, t.arrow)
         return _from_text(values, f, ())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError) as e:
-        raise WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}" '
-                                f"cannot hold the given value as {t.display}") from e
+        raise WebhookError(
+            422,
+            f'failed to decode webhook JSON payload: column "{f.name}" '
+            f"cannot hold the given value as {t.display}",
+        ) from e
 
 
 def _from_text(values: list[Any], f: Field, native: tuple[type, ...]) -> pa.Array:
@@ -454,14 +465,20 @@ def _from_text(values: list[Any], f: Field, native: tuple[type, ...]) -> pa.Arra
     try:
         return ex.cast(ex.InputRef(0, VARCHAR, "v"), f.type).eval(batch, ex.EvalContext())
     except EngineError as e:
-        raise WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}": '
-                                f"{e.message if hasattr(e, 'message') else e}") from e
+        raise WebhookError(
+            422,
+            f'failed to decode webhook JSON payload: column "{f.name}": '
+            f"{e.message if hasattr(e, 'message') else e}",
+        ) from e
 
 
 def _mismatch(f: Field, values: list[Any], ok: tuple[type, ...]) -> WebhookError:
     bad = next(v for v in values if v is not None and type(v) not in ok)
-    return WebhookError(422, f'failed to decode webhook JSON payload: column "{f.name}" '
-                             f"expects {f.type.display}, got JSON {_json_kind(bad)}")
+    return WebhookError(
+        422,
+        f'failed to decode webhook JSON payload: column "{f.name}" '
+        f"expects {f.type.display}, got JSON {_json_kind(bad)}",
+    )
 
 
 def _json_kind(v: Any) -> str:

@@ -300,13 +300,22 @@ class WindowPlannerMixin:
         rn_fields = list(node.schema) + [Field("_distinct_rn", BIGINT, hidden=True)]
         if getattr(self, "streaming", False):
             top = GroupTopN(
-                rn_fields, node.stream_key, input=node, group_keys=list(on),
-                order_by=list(order), limit=1, offset=0,
+                rn_fields,
+                node.stream_key,
+                input=node,
+                group_keys=list(on),
+                order_by=list(order),
+                limit=1,
+                offset=0,
             )
             return Project(list(node.schema), node.stream_key, input=top, exprs=keep)
         key = node.stream_key
         win = OverWindow(
-            rn_fields, key, input=node, partition_by=list(on), order_by=list(order),
+            rn_fields,
+            key,
+            input=node,
+            partition_by=list(on),
+            order_by=list(order),
             calls=[WindowCall("row_number", (), BIGINT)],
             tiebreak=list(key) if key else list(range(n)),
         )

@@ -382,8 +382,12 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         for arg in ("group", "having", "order", "limit", "offset", "distinct", "where"):
             probe.set(arg, None)
         probe.set("expressions", [e.copy() for e in grouping_expressions(q)])
-        p = Planner(self.catalog, params=self.params, session_func=self.session_func,
-                    subquery_runner=self.subquery_runner)
+        p = Planner(
+            self.catalog,
+            params=self.params,
+            session_func=self.session_func,
+            subquery_runner=self.subquery_runner,
+        )
         p.ctes = self.ctes
         node = p.plan_query(probe)
         return [f.type.display for f in node.schema if not f.hidden]
@@ -558,8 +562,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         if isinstance(any_, exp.Any) and isinstance(any_.this, exp.Subquery):
             # x = ANY (subquery) is x IN (subquery)
             return self._subquery(exp.In(this=n.this, query=any_.this), binder)
-        if isinstance(n, exp.Array) and n.expressions and isinstance(
-            n.expressions[0], (exp.Select, exp.Subquery, exp.Union)
+        if (
+            isinstance(n, exp.Array)
+            and n.expressions
+            and isinstance(n.expressions[0], (exp.Select, exp.Subquery, exp.Union))
         ):
             return self._subquery(n, binder)  # ARRAY(SELECT ...)
         if isinstance(n, exp.Column) and getattr(self, "outer_scope", None) is not None:
@@ -646,7 +652,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         column of the FROM clause, resolved like any column reference; no duplicates)."""
         items = star.args.get("except_") or []
         if star.args.get("replace") or star.args.get("rename"):
-            raise SqlSyntaxError("syntax error at or near \"REPLACE\"", position=_pos(star))
+            raise SqlSyntaxError('syntax error at or near "REPLACE"', position=_pos(star))
         if not items:
             return set()
         scope = self._scope(cols)

@@ -103,8 +103,13 @@ def tokenize(text: str) -> list[Token]:
 
 def _up(t: Token) -> str:
     """Upper-cased keyword text of an unquoted word token ('' for strings, quoted names)."""
-    if t.token_type in (TokenType.STRING, TokenType.IDENTIFIER, TokenType.BYTE_STRING,
-                        TokenType.NATIONAL_STRING, TokenType.RAW_STRING):
+    if t.token_type in (
+        TokenType.STRING,
+        TokenType.IDENTIFIER,
+        TokenType.BYTE_STRING,
+        TokenType.NATIONAL_STRING,
+        TokenType.RAW_STRING,
+    ):
         return ""
     return t.text.upper()
 
@@ -112,8 +117,9 @@ def _up(t: Token) -> str:
 def _syntax(t: Token | None, text: str) -> SqlSyntaxError:
     if t is None:
         return SqlSyntaxError("syntax error at end of input", position=len(text) + 1)
-    return SqlSyntaxError(f'syntax error at or near "{text[t.start:t.end + 1]}"',
-                          position=t.start + 1)
+    return SqlSyntaxError(
+        f'syntax error at or near "{text[t.start : t.end + 1]}"', position=t.start + 1
+    )
 
 
 def _name(t: Token) -> str:
@@ -154,8 +160,14 @@ class _Cursor:
 
     def ident(self) -> Token:
         t = self.next()
-        if t.token_type in (TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN,
-                            TokenType.R_PAREN, TokenType.COMMA, TokenType.EQ):
+        if t.token_type in (
+            TokenType.STRING,
+            TokenType.NUMBER,
+            TokenType.L_PAREN,
+            TokenType.R_PAREN,
+            TokenType.COMMA,
+            TokenType.EQ,
+        ):
             raise _syntax(t, self.text)
         return t
 
@@ -180,20 +192,35 @@ def _option_list(cur: _Cursor) -> tuple[dict[str, str], dict[str, str]]:
         if eq.token_type is not TokenType.EQ:
             raise _syntax(eq, cur.text)
         if key in options or key in secrets:
-            raise SqlSyntaxError(f'option "{key}" specified more than once',
-                                 position=key_tok.start + 1)
+            raise SqlSyntaxError(
+                f'option "{key}" specified more than once', position=key_tok.start + 1
+            )
         v = cur.next()
         tt = v.token_type
-        if tt in (TokenType.STRING, TokenType.BYTE_STRING, TokenType.NATIONAL_STRING,
-                  TokenType.RAW_STRING) or tt is TokenType.NUMBER:
+        if (
+            tt
+            in (
+                TokenType.STRING,
+                TokenType.BYTE_STRING,
+                TokenType.NATIONAL_STRING,
+                TokenType.RAW_STRING,
+            )
+            or tt is TokenType.NUMBER
+        ):
             options[key] = v.text
-        elif tt is TokenType.DASH and cur.peek() is not None \
-                and cur.peek().token_type is TokenType.NUMBER:  # type: ignore[union-attr]
+        elif (
+            tt is TokenType.DASH
+            and cur.peek() is not None
+            and cur.peek().token_type is TokenType.NUMBER
+        ):  # type: ignore[union-attr]
             options[key] = "-" + cur.next().text
         elif tt in (TokenType.TRUE, TokenType.FALSE):
             options[key] = v.text.lower()
-        elif _up(v) == "SECRET" and cur.peek() is not None \
-                and cur.peek().token_type not in (TokenType.COMMA, TokenType.R_PAREN):  # type: ignore[union-attr]
+        elif (
+            _up(v) == "SECRET"
+            and cur.peek() is not None
+            and cur.peek().token_type not in (TokenType.COMMA, TokenType.R_PAREN)
+        ):  # type: ignore[union-attr]
             secrets[key] = _name(cur.ident())
         elif tt in (TokenType.COMMA, TokenType.R_PAREN, TokenType.L_PAREN, TokenType.EQ):
             raise _syntax(v, cur.text)
@@ -247,13 +274,17 @@ def parse_ddl_clauses(text: str) -> DdlClauses:
         cur = _Cursor(text, toks, i)
         if tt is TokenType.WITH and nxt is not None and nxt.token_type is TokenType.L_PAREN:
             if out.has_with:
-                raise SqlSyntaxError("WITH options specified more than once",
-                                     position=t.start + 1)
+                raise SqlSyntaxError("WITH options specified more than once", position=t.start + 1)
             cur.next()
             out.options, out.secret_refs = _option_list(cur)
             out.has_with = True
-        elif w == "FORMAT" and nxt is not None and nxt.token_type is not TokenType.L_PAREN \
-                and i + 2 < n and _up(toks[i + 2]) == "ENCODE":
+        elif (
+            w == "FORMAT"
+            and nxt is not None
+            and nxt.token_type is not TokenType.L_PAREN
+            and i + 2 < n
+            and _up(toks[i + 2]) == "ENCODE"
+        ):
             if out.format is not None:
                 raise SqlSyntaxError("FORMAT specified more than once", position=t.start + 1)
             cur.next()
@@ -278,16 +309,25 @@ def parse_ddl_clauses(text: str) -> DdlClauses:
             cur.next()
             cur.next()
             _on_conflict(cur, out)
-        elif w == "FROM" and nxt is not None and i + 3 < n and _up(toks[i + 2]) == "TABLE" \
-                and toks[i + 3].token_type is TokenType.STRING:
+        elif (
+            w == "FROM"
+            and nxt is not None
+            and i + 3 < n
+            and _up(toks[i + 2]) == "TABLE"
+            and toks[i + 3].token_type is TokenType.STRING
+        ):
             cur.next()
             src = cur.ident()
-            out.from_source = src.text if src.token_type is TokenType.IDENTIFIER \
-                else src.text.lower()
+            out.from_source = (
+                src.text if src.token_type is TokenType.IDENTIFIER else src.text.lower()
+            )
             cur.next()
             out.from_table = cur.next().text
-        elif w == "VALIDATE" and nxt is not None and (_up(nxt) in ("SECRET", "AS")
-                                                       or nxt.token_type is TokenType.ALIAS):
+        elif (
+            w == "VALIDATE"
+            and nxt is not None
+            and (_up(nxt) in ("SECRET", "AS") or nxt.token_type is TokenType.ALIAS)
+        ):
             cur.next()
             if cur.word() == "SECRET":
                 cur.next()
@@ -299,7 +339,7 @@ def parse_ddl_clauses(text: str) -> DdlClauses:
             if first is None:
                 raise _syntax(None, text)
             last = toks[-1]
-            out.validate = text[first.start:last.end + 1]
+            out.validate = text[first.start : last.end + 1]
             out.validate_position = first.start
             cur.i = n
         else:
@@ -320,14 +360,20 @@ def _include(cur: _Cursor) -> IncludeClause:
         inc.inner = cur.next().text
     # an optional type (one word, possibly with [] or a parenthesised modifier)
     p = cur.peek()
-    if p is not None and p.token_type is not TokenType.ALIAS and _up(p) not in _CLAUSE_WORDS \
-            and p.token_type not in (TokenType.WITH, TokenType.ON, TokenType.L_PAREN):
+    if (
+        p is not None
+        and p.token_type is not TokenType.ALIAS
+        and _up(p) not in _CLAUSE_WORDS
+        and p.token_type not in (TokenType.WITH, TokenType.ON, TokenType.L_PAREN)
+    ):
         start = cur.next()
         end = start
         while cur.peek() is not None and cur.peek().token_type in (  # type: ignore[union-attr]
-                TokenType.L_BRACKET, TokenType.R_BRACKET):
+            TokenType.L_BRACKET,
+            TokenType.R_BRACKET,
+        ):
             end = cur.next()
-        inc.type_sql = cur.text[start.start:end.end + 1]
+        inc.type_sql = cur.text[start.start : end.end + 1]
     p = cur.peek()
     if p is not None and p.token_type is TokenType.ALIAS:
         cur.next()
@@ -407,20 +453,27 @@ def _create_secret(text: str) -> SecretDef:
     if a.token_type is not TokenType.ALIAS:
         raise _syntax(a, text)
     v = cur.next()
-    if v.token_type not in (TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING,
-                            TokenType.BYTE_STRING):
-        raise SqlSyntaxError("syntax error: the secret value must be a string literal",
-                             position=v.start + 1)
+    if v.token_type not in (
+        TokenType.STRING,
+        TokenType.NATIONAL_STRING,
+        TokenType.RAW_STRING,
+        TokenType.BYTE_STRING,
+    ):
+        raise SqlSyntaxError(
+            "syntax error: the secret value must be a string literal", position=v.start + 1
+        )
     if cur.peek() is not None:
         raise _syntax(cur.peek(), text)
     backend = options.get("backend", "meta").lower()
     if backend != "meta":
-        raise not_supported(f"secret backend '{backend}'",
-                            hint="Only backend = 'meta' is supported.")
+        raise not_supported(
+            f"secret backend '{backend}'", hint="Only backend = 'meta' is supported."
+        )
     for k in options:
         if k != "backend":
-            raise not_supported(f'option "{k}" of CREATE SECRET',
-                                hint="Only backend = 'meta' is supported.")
+            raise not_supported(
+                f'option "{k}" of CREATE SECRET', hint="Only backend = 'meta' is supported."
+            )
     return SecretDef(name, v.text, options, exists)
 
 
@@ -452,7 +505,7 @@ def create_object_kind(text: str) -> str | None:
     if not words or words[0] != "CREATE":
         return None
     k = 1
-    if words[k:k + 2] == ["OR", "REPLACE"]:
+    if words[k : k + 2] == ["OR", "REPLACE"]:
         k += 2
     if k < len(words) and words[k] in ("TEMPORARY", "TEMP"):
         k += 1

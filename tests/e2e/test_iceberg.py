@@ -33,6 +33,7 @@ from harness.server import SwellServer
 
 pytestmark = pytest.mark.timeout(900)
 
+
 def post_events(srv: SwellServer, table: str, ids: list[str]) -> None:
     url = srv.webhook_url(table)
     deadline = time.monotonic() + 15
@@ -89,9 +90,7 @@ def test_seed_webhook_view_upsert_sink_rest(
         c.execute(SEED_MV)
         # the seed's statement; hosts point at the local services, and lakana only allows
         # the namespaces bronze/silver/gold (the seed's is trino_namespace)
-        c.execute(
-            local(REST_SINK, rest=lakana["uri"], token=lakana["token"])
-        )
+        c.execute(local(REST_SINK, rest=lakana["uri"], token=lakana["token"]))
         ids = [str(uuid.uuid4()) for _ in range(40)]
         post_events(srv, "wbhtable1", ids)
         post_events(srv, "wbhtable1", ids[:5])  # retried deliveries: upsert keeps one each

@@ -65,8 +65,11 @@ BINDER = [
     ),
     ("CREATE MATERIALIZED VIEW sr_bad AS SELECT id FROM sr_t JOIN sr_u USING (k)", "42702", "id"),
     ("CREATE SINK sr_bad AS SELECT nope FROM sr_t WITH (connector = 'blackhole')", "42703", "nope"),
-    ("CREATE SINK sr_bad AS SELECT id FROM no_table WITH (connector = 'blackhole')", "42P01",
-     "no_table"),
+    (
+        "CREATE SINK sr_bad AS SELECT id FROM no_table WITH (connector = 'blackhole')",
+        "42P01",
+        "no_table",
+    ),
     ("CREATE SINK sr_bad AS SELECT id + FROM sr_t WITH (connector = 'blackhole')", "42601", "FROM"),
     ("SELEC * FROM sr_t", "42601", "SELEC"),
     ("INSERT INTO no_table VALUES (1)", "42P01", "no_table"),

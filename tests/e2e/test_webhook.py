@@ -36,24 +36,29 @@ def event(i: int) -> dict[str, Any]:
     }
 
 
-async def post_all(url: str, bodies: list[bytes], headers: dict[str, str],
-                   concurrency: int = 100) -> list[int]:
+async def post_all(
+    url: str, bodies: list[bytes], headers: dict[str, str], concurrency: int = 100
+) -> list[int]:
     sem = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession() as http:
+
         async def one(b: bytes) -> int:
             async with sem, http.post(url, data=b, headers=headers) as r:
                 await r.read()
                 return r.status
+
         return await asyncio.gather(*[one(b) for b in bodies])
 
 
 def status(url: str, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[int, Any]:
     async def go() -> tuple[int, Any]:
-        async with aiohttp.ClientSession() as http, http.request(
-            method, url, data=body, headers=headers
-        ) as r:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.request(method, url, data=body, headers=headers) as r,
+        ):
             text = await r.text()
             return r.status, (json.loads(text) if text else None)
+
     return asyncio.run(go())
 
 
@@ -65,8 +70,9 @@ def test_seed_pipeline_statuses_and_curl(fresh_server: SwellServer) -> None:
         c.execute(SEED_TABLE)
         c.execute(SEED_MV)
         c.execute("CREATE TABLE plain_t (a INT)")
-        c.execute("CREATE TABLE batched_t (data JSONB) WITH (connector = 'webhook', "
-                  "is_batched = true)")
+        c.execute(
+            "CREATE TABLE batched_t (data JSONB) WITH (connector = 'webhook', is_batched = true)"
+        )
 
         events = [event(i) for i in range(100)]
         codes = asyncio.run(post_all(url, [json.dumps(e).encode() for e in events], AUTH))
@@ -75,8 +81,11 @@ def test_seed_pipeline_statuses_and_curl(fresh_server: SwellServer) -> None:
         # the seed's own curl call, verbatim apart from the port
         if shutil.which("curl"):
             # uuidgen (util-linux) may be missing: an exported shell function stands in
-            shim = "" if shutil.which("uuidgen") else (
-                "uuidgen() { cat /proc/sys/kernel/random/uuid; }; export -f uuidgen\n")
+            shim = (
+                ""
+                if shutil.which("uuidgen")
+                else ("uuidgen() { cat /proc/sys/kernel/random/uuid; }; export -f uuidgen\n")
+            )
             script = shim + (
                 "seq 1 10 | xargs -I {} -P 10 bash -c '\n"
                 '  EVENT_ID=$(uuidgen)\n  USER_ID="usr_$(uuidgen | head -c 8)"\n'
@@ -110,7 +119,9 @@ def test_seed_pipeline_statuses_and_curl(fresh_server: SwellServer) -> None:
         assert status(srv.webhook_url("no_such_table"), b"{}", AUTH)[0] == 404
         assert status(srv.webhook_url("wbhtable1", database="other"), b"{}", AUTH)[0] == 404
         assert status(srv.webhook_url("plain_t"), b"{}", AUTH) == (
-            403, {"error": "Table `plain_t` is not backed by a webhook source"})
+            403,
+            {"error": "Table `plain_t` is not backed by a webhook source"},
+        )
         assert status(srv.webhook_url("product_view_events"), b"{}", AUTH)[0] == 403
         assert status(url, b"{}", AUTH, method="GET")[0] == 405
         big = b'{"x": "' + b"a" * (11 * 1024 * 1024) + b'"}'
@@ -122,21 +133,32 @@ def test_seed_pipeline_statuses_and_curl(fresh_server: SwellServer) -> None:
         c.execute("FLUSH")
         got = c.execute(
             "SELECT event_id, user_id, event_name, product_id, category, price, raw_data "
-            "FROM product_view_events").fetchall()
+            "FROM product_view_events"
+        ).fetchall()
         ours = sorted(r for r in got if r[0].startswith("ev-"))
         want = sorted(
-            (e["event_id"], e["user_id"], "product_viewed", e["properties"]["product_id"],
-             "electronics", 9199.99)
+            (
+                e["event_id"],
+                e["user_id"],
+                "product_viewed",
+                e["properties"]["product_id"],
+                "electronics",
+                9199.99,
+            )
             for e in events
         )
         assert [r[:6] for r in ours] == want
         assert len(got) == 100 + n_curl
         assert all(json.loads(r[6])["event_name"] == "product_viewed" for r in got)
-        ts = c.execute("SELECT DISTINCT event_timestamp::VARCHAR FROM product_view_events "
-                       "WHERE event_id LIKE 'ev-%'").fetchall()
+        ts = c.execute(
+            "SELECT DISTINCT event_timestamp::VARCHAR FROM product_view_events "
+            "WHERE event_id LIKE 'ev-%'"
+        ).fetchall()
         assert ts == [("2025-01-02 03:04:05+00:00",)]
         assert sorted(c.execute("SELECT (data->>'n')::INT FROM batched_t").fetchall()) == [
-            (1,), (2,)]
+            (1,),
+            (2,),
+        ]
         c.execute("DROP MATERIALIZED VIEW product_view_events")
         c.execute("DROP TABLE wbhtable1")
         assert status(url, b"{}", AUTH)[0] == 404
@@ -148,13 +170,16 @@ def test_acknowledged_events_survive_kill9(fresh_server: SwellServer) -> None:
     srv = fresh_server
     wait_webhook(srv)
     with srv.connect() as c:
-        c.execute("CREATE TABLE dur_t (data JSONB) WITH (connector = 'webhook', "
-                  "webhook.wait_for_persistence = true) "
-                  "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')")
+        c.execute(
+            "CREATE TABLE dur_t (data JSONB) WITH (connector = 'webhook', "
+            "webhook.wait_for_persistence = true) "
+            "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')"
+        )
         c.execute("CREATE MATERIALIZED VIEW dur_mv AS SELECT (data->>'i')::INT AS i FROM dur_t")
     n = 300
-    codes = asyncio.run(post_all(srv.webhook_url("dur_t"),
-                                 [json.dumps({"i": i}).encode() for i in range(n)], AUTH))
+    codes = asyncio.run(
+        post_all(srv.webhook_url("dur_t"), [json.dumps({"i": i}).encode() for i in range(n)], AUTH)
+    )
     assert codes == [200] * n
     srv.kill9()  # right after the last 200
     srv.start()

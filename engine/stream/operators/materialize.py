@@ -104,11 +104,7 @@ class MaterializeOp(Operator):
             ins_idx = df.group_by(self._pk_names).agg(last).get_column(INDEX).to_numpy()
         else:
             names = [col_name(i) for i in self._all]
-            net = (
-                df.group_by(names)
-                .agg(pl.col(WEIGHT).sum(), last)
-                .filter(pl.col(WEIGHT) != 0)
-            )
+            net = df.group_by(names).agg(pl.col(WEIGHT).sum(), last).filter(pl.col(WEIGHT) != 0)
             del_idx = net.filter(pl.col(WEIGHT) < 0).get_column(INDEX).to_numpy()
             pos = net.filter(pl.col(WEIGHT) > 0)
             ins_idx = pos.group_by(self._pk_names).agg(last).get_column(INDEX).to_numpy()

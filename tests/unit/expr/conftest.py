@@ -38,19 +38,31 @@ COLUMNS = [
     ("s", VARCHAR, ["hello", "Wörld", None, ""]),
     ("b", BOOLEAN, [True, False, None, True]),
     ("d", DATE, [dt.date(2024, 1, 31), dt.date(2020, 2, 29), None, dt.date(1969, 12, 31)]),
-    ("ts", TIMESTAMP, [dt.datetime(2024, 1, 31, 10, 30, 15, 250000), None,
-                       dt.datetime(2020, 2, 29), dt.datetime(1969, 12, 31, 23, 59, 59)]),
+    (
+        "ts",
+        TIMESTAMP,
+        [
+            dt.datetime(2024, 1, 31, 10, 30, 15, 250000),
+            None,
+            dt.datetime(2020, 2, 29),
+            dt.datetime(1969, 12, 31, 23, 59, 59),
+        ],
+    ),
     ("tz", TIMESTAMPTZ, [dt.datetime(2024, 3, 10, 12, 0, tzinfo=dt.UTC), None, None, None]),
-    ("j", JSONB, ['{"a": 1, "b": [1, 2.50, "x"], "c": {"d": null}}', '[1, "x", true]', None,
-                  '"str"']),
+    (
+        "j",
+        JSONB,
+        ['{"a": 1, "b": [1, 2.50, "x"], "c": {"d": null}}', '[1, "x", true]', None, '"str"'],
+    ),
 ]
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def make_batch() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array(v, t.arrow) for _, t, v in COLUMNS],
-                                      names=[c[0] for c in COLUMNS])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(v, t.arrow) for _, t, v in COLUMNS], names=[c[0] for c in COLUMNS]
+    )
 
 
 def make_scope() -> Scope:
@@ -65,6 +77,7 @@ def parse(sql: str) -> sqlglot.exp.Expression:
 def bind() -> Callable[..., Expr]:
     def f(sql: str, params: ParamContext | None = None) -> Expr:
         return ExprBinder(make_scope(), params).bind(parse(sql))
+
     return f
 
 
@@ -76,6 +89,7 @@ def ev() -> Callable[..., list[Any]]:
         assert out.type == e.type.arrow or e.type.kind.value == "unknown"
         assert len(out) == 4
         return out.to_pylist()
+
     return f
 
 
@@ -87,4 +101,5 @@ def ev1() -> Callable[..., Any]:
         out = e.eval(batch, EvalContext(timezone=tz, now=NOW))
         assert out.type == e.type.arrow or e.type.kind.value == "unknown"
         return out[0].as_py()
+
     return f

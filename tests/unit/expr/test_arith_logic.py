@@ -111,8 +111,7 @@ def test_like(ev) -> None:
 
 
 def test_case_coalesce_nullif_greatest(ev) -> None:
-    assert ev("CASE WHEN i > 0 THEN 'pos' WHEN i < 0 THEN 'neg' END") == \
-        ["pos", "neg", None, "pos"]
+    assert ev("CASE WHEN i > 0 THEN 'pos' WHEN i < 0 THEN 'neg' END") == ["pos", "neg", None, "pos"]
     assert ev("CASE l WHEN 10 THEN 1 WHEN 3 THEN 2 ELSE 0 END") == [1, 2, 0, 0]
     assert ev("CASE WHEN l = 3 THEN 0 ELSE 30 / (l - 3) END") == [4, 0, 15, None]
     assert ev("CASE WHEN b THEN 1.5 ELSE 1 END") == [D("1.5"), D(1), D(1), D("1.5")]

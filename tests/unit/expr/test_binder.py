@@ -44,13 +44,15 @@ def P(sql: str) -> sqlglot.exp.Expression:  # noqa: N802
     return sqlglot.parse_one("SELECT " + sql, read="risingwave").expressions[0]
 
 
-SCOPE = Scope([
-    ColumnBinding("a", INT, 0, "t"),
-    ColumnBinding("b", VARCHAR, 1, "t"),
-    ColumnBinding("a", BIGINT, 2, "u"),
-    ColumnBinding("_row_id", BIGINT, 3, "t", hidden=True),
-    ColumnBinding("Mixed", INT, 4, "u"),
-])
+SCOPE = Scope(
+    [
+        ColumnBinding("a", INT, 0, "t"),
+        ColumnBinding("b", VARCHAR, 1, "t"),
+        ColumnBinding("a", BIGINT, 2, "u"),
+        ColumnBinding("_row_id", BIGINT, 3, "t", hidden=True),
+        ColumnBinding("Mixed", INT, 4, "u"),
+    ]
+)
 
 
 def test_column_resolution_qualified_and_not() -> None:
@@ -90,17 +92,23 @@ def test_star_skips_hidden_columns() -> None:
         SCOPE.star("zz")
 
 
-@pytest.mark.parametrize("sql,typ,value", [
-    ("1", INT, 1),
-    ("2147483648", BIGINT, 2147483648),
-    ("-2147483648", INT, -2147483648),
-    ("99999999999999999999", NUMERIC, Decimal("99999999999999999999")),
-    ("1.5", NUMERIC, Decimal("1.5")),
-    ("TRUE", BOOLEAN, True),
-    ("DATE '2024-01-02'", DATE, __import__("datetime").date(2024, 1, 2)),
-    ("TIMESTAMP '2024-01-02 03:04:05'", TIMESTAMP,
-     __import__("datetime").datetime(2024, 1, 2, 3, 4, 5)),
-])
+@pytest.mark.parametrize(
+    "sql,typ,value",
+    [
+        ("1", INT, 1),
+        ("2147483648", BIGINT, 2147483648),
+        ("-2147483648", INT, -2147483648),
+        ("99999999999999999999", NUMERIC, Decimal("99999999999999999999")),
+        ("1.5", NUMERIC, Decimal("1.5")),
+        ("TRUE", BOOLEAN, True),
+        ("DATE '2024-01-02'", DATE, __import__("datetime").date(2024, 1, 2)),
+        (
+            "TIMESTAMP '2024-01-02 03:04:05'",
+            TIMESTAMP,
+            __import__("datetime").datetime(2024, 1, 2, 3, 4, 5),
+        ),
+    ],
+)
 def test_literal_types(sql: str, typ: object, value: object) -> None:
     e = ExprBinder(SCOPE).bind(P(sql))
     assert e.type == typ
@@ -120,8 +128,10 @@ def test_unknown_function_and_operator() -> None:
     with pytest.raises(UndefinedFunction) as e:
         b.bind(P("foo(t.a)"))
     assert str(e.value) == "function foo(integer) does not exist"
-    assert e.value.hint == ("No function matches the given name and argument types. "
-                            "You might need to add explicit type casts.")
+    assert e.value.hint == (
+        "No function matches the given name and argument types. "
+        "You might need to add explicit type casts."
+    )
     assert e.value.position == 8
     with pytest.raises(UndefinedFunction, match=r"function upper\(integer\) does not exist"):
         b.bind(P("upper(t.a)"))
@@ -206,14 +216,23 @@ def test_assign_cast() -> None:
     assert assign_cast(b.bind(P("NULL")), INT).type == INT
     with pytest.raises(DatatypeMismatch) as e:
         assign_cast(b.bind(P("t.b")), INT, column="x")
-    assert str(e.value) == 'column "x" is of type integer but expression is of type ' \
-        "character varying"
+    assert (
+        str(e.value) == 'column "x" is of type integer but expression is of type character varying'
+    )
 
 
-@pytest.mark.parametrize("name,typ", [
-    ("int", INT), ("varchar(10)", VARCHAR), ("numeric(10,2)", NUMERIC), ("int[]", list_of(INT)),
-    ("text[][]", list_of(list_of(VARCHAR))), ("timestamp", TIMESTAMP), ("bigint", BIGINT),
-])
+@pytest.mark.parametrize(
+    "name,typ",
+    [
+        ("int", INT),
+        ("varchar(10)", VARCHAR),
+        ("numeric(10,2)", NUMERIC),
+        ("int[]", list_of(INT)),
+        ("text[][]", list_of(list_of(VARCHAR))),
+        ("timestamp", TIMESTAMP),
+        ("bigint", BIGINT),
+    ],
+)
 def test_parse_data_type(name: str, typ: object) -> None:
     assert parse_data_type(sqlglot.exp.DataType.build(name, dialect="risingwave")) == typ
 

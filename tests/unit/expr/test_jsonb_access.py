@@ -35,16 +35,14 @@ KEYS = ["a", "b", "ü", "", "zz", 0, 1, -1, 5]
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.none(), values), max_size=6), st.sampled_from(KEYS),
-       st.booleans())
+@given(st.lists(st.one_of(st.none(), values), max_size=6), st.sampled_from(KEYS), st.booleans())
 def test_access_column_equals_access(docs: list[Any], key: Any, as_text: bool) -> None:
     texts = [None if d is None else jsonb.jsonb_canonical(d) for d in docs]
     col = pa.array(texts, pa.string())
     expected = jsonb.access(texts, [key] * len(texts), as_text)
     assert jsonb.access_column(col, key, as_text).equals(expected)
     # a second key over the same column hits the parse cache
-    assert jsonb.access_column(col, "a", True).equals(
-        jsonb.access(texts, ["a"] * len(texts), True))
+    assert jsonb.access_column(col, "a", True).equals(jsonb.access(texts, ["a"] * len(texts), True))
 
 
 def test_digits_and_huge_integers_are_kept() -> None:

@@ -27,8 +27,9 @@ def test_timestamp_interval_arithmetic(ev, ev1) -> None:
     assert ev("d - 1")[0] == dt.date(2024, 1, 30)
     diff = ev1("TIMESTAMP '2024-01-02 03:00:00' - TIMESTAMP '2024-01-01 00:00:00'")
     assert diff == pa.MonthDayNano([0, 1, 3 * 3600 * 10**9])
-    assert ev1("(TIMESTAMP '2024-01-02 03:00:00' - TIMESTAMP '2024-01-01')::text") == \
-        "1 day 03:00:00"
+    assert (
+        ev1("(TIMESTAMP '2024-01-02 03:00:00' - TIMESTAMP '2024-01-01')::text") == "1 day 03:00:00"
+    )
     assert ev1("(INTERVAL '1 hour' * 2)::text") == "02:00:00"
     assert ev1("(INTERVAL '1 day' + INTERVAL '1 hour')::text") == "1 day 01:00:00"
     assert ev1("INTERVAL '1 hour' < INTERVAL '1 day'") is True
@@ -48,8 +49,9 @@ def test_date_trunc(ev) -> None:
     assert ev("date_trunc('year', ts)")[3] == dt.datetime(1969, 1, 1)
     assert ev("date_trunc('day', tz)")[0] == dt.datetime(2024, 3, 10, tzinfo=UTC)
     # in a session zone the day boundary is local
-    assert ev("date_trunc('day', tz)", tz="Asia/Tokyo")[0] == \
-        dt.datetime(2024, 3, 9, 15, tzinfo=UTC)
+    assert ev("date_trunc('day', tz)", tz="Asia/Tokyo")[0] == dt.datetime(
+        2024, 3, 9, 15, tzinfo=UTC
+    )
     assert ev("date_trunc('day', d)")[0] == dt.datetime(2024, 1, 31, tzinfo=UTC)
     with pytest.raises(InvalidParameterValue, match='units "fortnight" not recognized'):
         ev("date_trunc('fortnight', ts)")
@@ -106,20 +108,20 @@ def test_jsonb_predicates_and_functions(ev) -> None:
     assert ev("jsonb_array_length(j -> 'b')") == [3, None, None, None]
     with pytest.raises(InvalidParameterValue, match="cannot get array length of a scalar"):
         ev("jsonb_array_length('5'::jsonb)")
-    assert ev("jsonb_build_object('s', s, 'i', i, 'n', n)")[0] == \
-        '{"i": 1, "n": 1.5, "s": "hello"}'
+    assert ev("jsonb_build_object('s', s, 'i', i, 'n', n)")[0] == '{"i": 1, "n": 1.5, "s": "hello"}'
     assert ev("jsonb_build_object('s', s)")[2] == '{"s": null}'
     assert ev("jsonb_build_array(i, s, b, j)")[1] == '[-7, "Wörld", false, [1, "x", true]]'
     assert ev("to_jsonb(s)") == ['"hello"', '"Wörld"', None, '""']
     assert ev("to_jsonb(ts)")[0] == '"2024-01-31T10:30:15.25"'
     assert ev("to_jsonb(f)") == ["1.5", "-2.5", None, "0"]
-    assert ev("j || '{\"z\": 0}'")[0] == '{"a": 1, "b": [1, 2.50, "x"], "c": {"d": null}, ' \
-        '"z": 0}'
+    assert ev("j || '{\"z\": 0}'")[0] == '{"a": 1, "b": [1, 2.50, "x"], "c": {"d": null}, "z": 0}'
 
 
 def test_jsonb_canonical() -> None:
-    assert jsonb_canonical({"bb": 1, "a": [1, 2.5, None, True], "c": "x\n"}) == \
-        '{"a": [1, 2.5, null, true], "c": "x\\n", "bb": 1}'
+    assert (
+        jsonb_canonical({"bb": 1, "a": [1, 2.5, None, True], "c": "x\n"})
+        == '{"a": [1, 2.5, null, true], "c": "x\\n", "bb": 1}'
+    )
     assert jsonb_canonical(D("1.50")) == "1.50"
     assert jsonb_canonical("é") == '"é"'
     assert jsonb_canonical([]) == "[]" and jsonb_canonical({}) == "{}"

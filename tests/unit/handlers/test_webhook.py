@@ -65,11 +65,17 @@ def test_ddl_rules(db: SwellDatabase) -> None:
     assert e.sqlstate == "0A000" and "foo" in e.message
     e = err(db, "CREATE TABLE z (data JSONB) WITH (connector = 'webhook', is_batched = 'maybe')")
     assert e.sqlstate == "22023"
-    e = err(db, "CREATE TABLE z (data JSONB) WITH (connector = 'webhook') "
-                "VALIDATE SECRET nope AS secure_compare(headers->>'a', nope)")
+    e = err(
+        db,
+        "CREATE TABLE z (data JSONB) WITH (connector = 'webhook') "
+        "VALIDATE SECRET nope AS secure_compare(headers->>'a', nope)",
+    )
     assert e.sqlstate == "42704"
-    e = err(db, "CREATE TABLE z (data JSONB) WITH (connector = 'webhook') "
-                "VALIDATE AS secure_compare(headers->>'a', nosuchcol)")
+    e = err(
+        db,
+        "CREATE TABLE z (data JSONB) WITH (connector = 'webhook') "
+        "VALIDATE AS secure_compare(headers->>'a', nosuchcol)",
+    )
     assert e.sqlstate == "42703"
     show = run(db, "SHOW CREATE TABLE wbhtable1")[0].rows[0][1]
     assert show == SEED
@@ -79,9 +85,12 @@ def test_secrets_never_shown_and_drop_refused_while_used(db: SwellDatabase) -> N
     run(db, "CREATE SECRET gh_secret WITH (backend = 'meta') AS 'hunter2'")
     assert err(db, "CREATE SECRET gh_secret AS 'x'").sqlstate == "42710"
     run(db, "CREATE SECRET IF NOT EXISTS gh_secret AS 'x'")
-    run(db, "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET "
-            "gh_secret AS secure_compare(headers->>'x-hub-signature-256', "
-            "'sha256=' || encode(hmac(gh_secret, data, 'sha256'), 'hex'))")
+    run(
+        db,
+        "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET "
+        "gh_secret AS secure_compare(headers->>'x-hub-signature-256', "
+        "'sha256=' || encode(hmac(gh_secret, data, 'sha256'), 'hex'))",
+    )
     show = run(db, "SHOW CREATE TABLE gh")[0].rows[0][1]
     assert "hunter2" not in show and "gh_secret" in show
     e = err(db, "DROP SECRET gh_secret")
@@ -111,25 +120,35 @@ def test_resolve_statuses(db: SwellDatabase) -> None:
 def test_validate_token_github_segment(db: SwellDatabase) -> None:
     run(db, SEED)
     run(db, "CREATE SECRET s1 AS 'sek'")
-    run(db, "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s1 AS "
-            "secure_compare(headers->>'x-hub-signature-256', "
-            "'sha256=' || encode(hmac(s1, data, 'sha256'), 'hex'))")
-    run(db, "CREATE TABLE seg (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s1 AS "
-            "secure_compare(headers->>'x-signature', encode(hmac(s1, data, 'sha1'), 'hex'))")
+    run(
+        db,
+        "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s1 AS "
+        "secure_compare(headers->>'x-hub-signature-256', "
+        "'sha256=' || encode(hmac(s1, data, 'sha256'), 'hex'))",
+    )
+    run(
+        db,
+        "CREATE TABLE seg (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s1 AS "
+        "secure_compare(headers->>'x-signature', encode(hmac(s1, data, 'sha1'), 'hex'))",
+    )
     ing = WebhookIngest(db)
     body = b'{"a": 1}'
     tok = ing.resolve("dev", "public", "wbhtable1")
-    assert tok.validate([
-        IncomingRequest({"authorization": "TEST_WEBHOOK"}, body),
-        IncomingRequest({"authorization": "wrong"}, body),
-        IncomingRequest({}, body),
-    ]) == [None, 401, 400]
+    assert tok.validate(
+        [
+            IncomingRequest({"authorization": "TEST_WEBHOOK"}, body),
+            IncomingRequest({"authorization": "wrong"}, body),
+            IncomingRequest({}, body),
+        ]
+    ) == [None, 401, 400]
     gh = ing.resolve("dev", "public", "gh")
     good = "sha256=" + hmac.new(b"sek", body, hashlib.sha256).hexdigest()
-    assert gh.validate([
-        IncomingRequest({"x-hub-signature-256": good}, body),
-        IncomingRequest({"x-hub-signature-256": good}, body + b" "),
-    ]) == [None, 401]
+    assert gh.validate(
+        [
+            IncomingRequest({"x-hub-signature-256": good}, body),
+            IncomingRequest({"x-hub-signature-256": good}, body + b" "),
+        ]
+    ) == [None, 401]
     seg = ing.resolve("dev", "public", "seg")
     sig = hmac.new(b"sek", body, hashlib.sha1).hexdigest()
     assert seg.validate([IncomingRequest({"x-signature": sig}, body)]) == [None]
@@ -138,9 +157,12 @@ def test_validate_token_github_segment(db: SwellDatabase) -> None:
 def test_decode_jsonb_batched_and_typed(db: SwellDatabase) -> None:
     run(db, "CREATE TABLE j (data JSONB) WITH (connector = 'webhook')")
     run(db, "CREATE TABLE b (data JSONB) WITH (connector = 'webhook', is_batched = true)")
-    run(db, "CREATE TABLE ty (id INT PRIMARY KEY, name VARCHAR, ts TIMESTAMPTZ, "
-            "price DOUBLE PRECISION, amount NUMERIC, ok BOOLEAN, tags JSONB) "
-            "WITH (connector = 'webhook')")
+    run(
+        db,
+        "CREATE TABLE ty (id INT PRIMARY KEY, name VARCHAR, ts TIMESTAMPTZ, "
+        "price DOUBLE PRECISION, amount NUMERIC, ok BOOLEAN, tags JSONB) "
+        "WITH (connector = 'webhook')",
+    )
     ing = WebhookIngest(db)
     j = ing.resolve("dev", "public", "j")
     assert j.decode(b'{"b": 2.50, "a": [1, {"x": null}]}').column(0).to_pylist() == [
@@ -152,14 +174,23 @@ def test_decode_jsonb_batched_and_typed(db: SwellDatabase) -> None:
         b.decode(b'{"n": 1}\n{"n": \n')
     assert e.value.status == 422
     ty = ing.resolve("dev", "public", "ty")
-    row = ty.decode(b'{"id": 1, "name": "a", "ts": "2024-01-01T00:00:00Z", "price": 9199.99, '
-                    b'"amount": "12.5", "ok": true, "tags": {"k": 1.10}, "unknown": 1}')
+    row = ty.decode(
+        b'{"id": 1, "name": "a", "ts": "2024-01-01T00:00:00Z", "price": 9199.99, '
+        b'"amount": "12.5", "ok": true, "tags": {"k": 1.10}, "unknown": 1}'
+    )
     got = row.to_pylist()[0]
     assert got["id"] == 1 and got["price"] == 9199.99 and str(got["amount"]).startswith("12.5")
     assert got["tags"] == '{"k": 1.10}' and got["ts"].year == 2024
     assert ty.decode(b'{"id": 2}').to_pylist()[0]["name"] is None
-    for bad in [b'{"id": "x"}', b'{"id": 1, "name": 5}', b'{"id": 1, "ok": "yes!"}',
-                b"[1]", b'{"name": "no key"}', b"not json", b"\xff\xfe"]:
+    for bad in [
+        b'{"id": "x"}',
+        b'{"id": 1, "name": 5}',
+        b'{"id": 1, "ok": "yes!"}',
+        b"[1]",
+        b'{"name": "no key"}',
+        b"not json",
+        b"\xff\xfe",
+    ]:
         with pytest.raises(WebhookError) as e:
             ty.decode(bad)
         assert e.value.status == 422, bad
@@ -221,10 +252,16 @@ def test_validate_verdicts_are_cached_by_the_header_values_read(db: SwellDatabas
 
     run(db, SEED)
     run(db, "CREATE SECRET s2 AS 'one'")
-    run(db, "CREATE TABLE sec (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
-            "secure_compare(headers->>'x-token', s2)")
-    run(db, "CREATE TABLE gh2 (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
-            "secure_compare(headers->>'x-sig', encode(hmac(s2, data, 'sha256'), 'hex'))")
+    run(
+        db,
+        "CREATE TABLE sec (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
+        "secure_compare(headers->>'x-token', s2)",
+    )
+    run(
+        db,
+        "CREATE TABLE gh2 (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET s2 AS "
+        "secure_compare(headers->>'x-sig', encode(hmac(s2, data, 'sha256'), 'hex'))",
+    )
     ing = WebhookIngest(db)
     tok = ing.resolve("dev", "public", "wbhtable1")
     assert tok.header_keys == ("authorization",)
@@ -247,8 +284,11 @@ def test_validate_verdicts_are_cached_by_the_header_values_read(db: SwellDatabas
 
 def test_validate_on_a_header_subset_matches_all_headers(db: SwellDatabase) -> None:
     """The server passes VALIDATE only the (lower-cased) headers it reads: same verdicts."""
-    run(db, "CREATE TABLE up (data JSONB) WITH (connector = 'webhook') VALIDATE AS "
-            "secure_compare(headers->>'Authorization', 'x')")
+    run(
+        db,
+        "CREATE TABLE up (data JSONB) WITH (connector = 'webhook') VALIDATE AS "
+        "secure_compare(headers->>'Authorization', 'x')",
+    )
     t = WebhookIngest(db).resolve("dev", "public", "up")
     assert t.header_keys == ("Authorization",)
     full = IncomingRequest({"authorization": "x", "host": "h"}, b"{}")

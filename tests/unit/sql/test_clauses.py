@@ -43,7 +43,10 @@ SEED_KAFKA_SINK = """CREATE SINK kafka_sink2 FROM events WITH (
 def test_seed_webhook_table() -> None:
     c = parse_ddl_clauses(SEED_WBH)
     assert c.options == {"connector": "webhook"}
-    assert c.validate == "secure_compare(\n      headers->>'authorization',\n      'TEST_WEBHOOK'\n    )"
+    assert (
+        c.validate
+        == "secure_compare(\n      headers->>'authorization',\n      'TEST_WEBHOOK'\n    )"
+    )
     assert c.validate_secret is None
     assert len(c.stripped) == len(SEED_WBH)
     assert c.stripped.count("\n") == SEED_WBH.count("\n")

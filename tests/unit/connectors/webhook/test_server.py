@@ -28,10 +28,12 @@ class Env:
     def url(self, table: str, database: str = "dev") -> str:
         return f"http://127.0.0.1:{self.srv.port}/webhook/{database}/public/{table}"
 
-    async def post(self, table: str, body: bytes, headers: dict[str, str] | None = None,
-                   method: str = "POST") -> tuple[int, Any]:
-        async with self.http.request(method, self.url(table), data=body,
-                                     headers=headers or {}) as r:
+    async def post(
+        self, table: str, body: bytes, headers: dict[str, str] | None = None, method: str = "POST"
+    ) -> tuple[int, Any]:
+        async with self.http.request(
+            method, self.url(table), data=body, headers=headers or {}
+        ) as r:
             text = await r.text()
             return r.status, (json.loads(text) if text else None)
 
@@ -42,8 +44,11 @@ def with_env(tmp_path: Path, scenario: Callable[[Env], Awaitable[None]]) -> None
 
     async def main() -> None:
         db = SwellDatabase(Config(data_dir=tmp_path / "data", barrier_interval_ms=50))
-        run(db, "CREATE TABLE tok (data JSONB) WITH (connector = 'webhook') "
-                "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')")
+        run(
+            db,
+            "CREATE TABLE tok (data JSONB) WITH (connector = 'webhook') "
+            "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')",
+        )
         srv = await start_webhook_server(db, "127.0.0.1", 0, max_body_bytes=4096)
         http = aiohttp.ClientSession()
         try:
@@ -72,7 +77,9 @@ async def _test_every_status(env: Env) -> None:
     run(env.db, "CREATE TABLE bat (data JSONB) WITH (connector = 'webhook', is_batched = true)")
     assert await env.post("tok", b'{"a": 1}', AUTH) == (200, None)
     assert await env.post("tok", b'{"a": 1}', {"Authorization": "x"}) == (
-        401, {"error": "Signature verification failed"})
+        401,
+        {"error": "Signature verification failed"},
+    )
     assert await env.post("tok", b'{"a": 1}') == (400, {"error": "`SECURE_COMPARE()` failed"})
     assert (await env.post("tok", b"{nope", AUTH))[0] == 422
     assert (await env.post("tok", b"{nope", {"Authorization": "x"}))[0] == 401
@@ -98,8 +105,9 @@ def test_concurrent_requests_share_flushes_and_fsyncs(tmp_path: Path) -> None:
 async def _test_concurrent_requests_share_flushes_and_fsyncs(env: Env) -> None:
     n = 300
     fsyncs0 = env.db.wal.fsyncs
-    res = await asyncio.gather(*[env.post("tok", json.dumps({"i": i}).encode(), AUTH)
-                                 for i in range(n)])
+    res = await asyncio.gather(
+        *[env.post("tok", json.dumps({"i": i}).encode(), AUTH) for i in range(n)]
+    )
     assert {r[0] for r in res} == {200}
     assert env.db.wal.durable_seq >= env.db.wal.last_seq - 0  # every ack was durable
     got = rows(env.db, "SELECT (data->>'i')::INT FROM tok")
@@ -113,9 +121,12 @@ def test_github_hmac_over_http(tmp_path: Path) -> None:
 
 async def _test_github_hmac_over_http(env: Env) -> None:
     run(env.db, "CREATE SECRET gh_s AS 'topsecret'")
-    run(env.db, "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET gh_s "
-                "AS secure_compare(headers->>'x-hub-signature-256', "
-                "'sha256=' || encode(hmac(gh_s, data, 'sha256'), 'hex'))")
+    run(
+        env.db,
+        "CREATE TABLE gh (data JSONB) WITH (connector = 'webhook') VALIDATE SECRET gh_s "
+        "AS secure_compare(headers->>'x-hub-signature-256', "
+        "'sha256=' || encode(hmac(gh_s, data, 'sha256'), 'hex'))",
+    )
     body = b'{"action": "opened"}'
     sig = "sha256=" + hmac.new(b"topsecret", body, hashlib.sha256).hexdigest()
     assert (await env.post("gh", body, {"X-Hub-Signature-256": sig}))[0] == 200
@@ -127,8 +138,11 @@ def test_no_wait_for_persistence_and_typed(tmp_path: Path) -> None:
 
 
 async def _test_no_wait_for_persistence_and_typed(env: Env) -> None:
-    run(env.db, "CREATE TABLE fast (id INT, name VARCHAR) WITH (connector = 'webhook', "
-                "webhook.wait_for_persistence = false)")
+    run(
+        env.db,
+        "CREATE TABLE fast (id INT, name VARCHAR) WITH (connector = 'webhook', "
+        "webhook.wait_for_persistence = false)",
+    )
     assert (await env.post("fast", b'{"id": 1, "name": "a"}'))[0] == 200
     st, body = await env.post("fast", b'{"id": "one"}')
     assert st == 422 and body["error"].startswith("failed to decode webhook JSON payload")

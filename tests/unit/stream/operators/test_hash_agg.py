@@ -26,22 +26,29 @@ F = [Field("k", INT), Field("v", INT)]
 CNT = AggCall("count_star", None, BIGINT)
 
 
-def agg(aggs: list[AggCall], keys: list[int] | None = None, fields: list[Field] = F,
-        alloc: LocalStateAllocator | None = None) -> HashAggOp:
+def agg(
+    aggs: list[AggCall],
+    keys: list[int] | None = None,
+    fields: list[Field] = F,
+    alloc: LocalStateAllocator | None = None,
+) -> HashAggOp:
     keys = [0] if keys is None else keys
     names = [fields[k].name for k in keys] + [f"a{i}" for i in range(len(aggs))]
     return HashAggOp(fields, keys, aggs, alloc or LocalStateAllocator(), names)
 
 
 def full(alloc: LocalStateAllocator | None = None) -> HashAggOp:
-    return agg([
-        CNT,
-        AggCall("count", 1, BIGINT),
-        AggCall("sum", 1, BIGINT),
-        AggCall("min", 1, INT),
-        AggCall("max", 1, INT),
-        AggCall("avg", 1, NUMERIC),
-    ], alloc=alloc)
+    return agg(
+        [
+            CNT,
+            AggCall("count", 1, BIGINT),
+            AggCall("sum", 1, BIGINT),
+            AggCall("min", 1, INT),
+            AggCall("max", 1, INT),
+            AggCall("avg", 1, NUMERIC),
+        ],
+        alloc=alloc,
+    )
 
 
 def test_schema_stream_key_and_explain() -> None:
@@ -59,15 +66,21 @@ def test_schema_stream_key_and_explain() -> None:
 
 def test_groups_appear_update_and_disappear() -> None:
     op = full()
-    assert_chunk(op.step([chunk("+ 1 5\n+ 1 7\n+ 2 4", F)]), """
+    assert_chunk(
+        op.step([chunk("+ 1 5\n+ 1 7\n+ 2 4", F)]),
+        """
         + 1 2 2 12 5 7 6.0000000000
         + 2 1 1 4 4 4 4.0000000000
-    """)
-    assert_chunk(op.step([chunk("+ 1 8\n- 2 4", F)]), """
+    """,
+    )
+    assert_chunk(
+        op.step([chunk("+ 1 8\n- 2 4", F)]),
+        """
         U- 1 2 2 12 5 7 6.0000000000
         U+ 1 3 3 20 5 8 6.6666666667
         - 2 1 1 4 4 4 4.0000000000
-    """)
+    """,
+    )
     # the group reappears as a fresh insert
     assert_chunk(op.step([chunk("+ 2 9", F)]), "+ 2 1 1 9 9 9 9.0000000000")
 
@@ -75,10 +88,13 @@ def test_groups_appear_update_and_disappear() -> None:
 def test_update_pair_input() -> None:
     op = full()
     op.step([chunk("+ 1 5\n+ 1 7", F)])
-    assert_chunk(op.step([chunk("U- 1 7\nU+ 1 1", F)]), """
+    assert_chunk(
+        op.step([chunk("U- 1 7\nU+ 1 1", F)]),
+        """
         U- 1 2 2 12 5 7 6.0000000000
         U+ 1 2 2 6 1 5 3.0000000000
-    """)
+    """,
+    )
 
 
 def test_no_output_when_nothing_changes() -> None:
@@ -110,39 +126,57 @@ def test_delete_current_min_and_max() -> None:
 def test_nulls() -> None:
     op = full()
     # NULL values: counted by count(*), ignored by the others; NULL group key is a group
-    assert_chunk(op.step([chunk("+ 1 .\n+ 1 .\n+ . 3\n+ . .", F)]), """
+    assert_chunk(
+        op.step([chunk("+ 1 .\n+ 1 .\n+ . 3\n+ . .", F)]),
+        """
         + 1 2 0 . . . .
         + . 2 1 3 3 3 3.0000000000
-    """)
-    assert_chunk(op.step([chunk("+ 1 4\n- . 3", F)]), """
+    """,
+    )
+    assert_chunk(
+        op.step([chunk("+ 1 4\n- . 3", F)]),
+        """
         U- 1 2 0 . . . .
         U+ 1 3 1 4 4 4 4.0000000000
         U- . 2 1 3 3 3 3.0000000000
         U+ . 1 0 . . . .
-    """)
+    """,
+    )
     # back to no non-null values: sum/min/max/avg are NULL again
-    assert_chunk(op.step([chunk("- 1 4", F)]), """
+    assert_chunk(
+        op.step([chunk("- 1 4", F)]),
+        """
         U- 1 3 1 4 4 4 4.0000000000
         U+ 1 2 0 . . . .
-    """)
+    """,
+    )
 
 
 def test_filter_clause_and_distinct() -> None:
     fields = [Field("k", INT), Field("v", INT), Field("f", BOOLEAN)]
-    op = agg([
-        AggCall("count_star", None, BIGINT, filter=2),
-        AggCall("sum", 1, BIGINT, filter=2),
-        AggCall("count", 1, BIGINT, distinct=True),
-        AggCall("sum", 1, BIGINT, distinct=True),
-        AggCall("avg", 1, NUMERIC, distinct=True, filter=2),
-        AggCall("max", 1, INT, filter=2),
-    ], fields=fields)
-    assert_chunk(op.step([chunk("+ 1 2 t\n+ 1 2 f\n+ 1 3 .\n+ 1 5 t\n+ 1 2 t", fields)]),
-                 "+ 1 3 9 3 10 3.5000000000 5")
-    assert_chunk(op.step([chunk("- 1 2 t\n- 1 5 t", fields)]),
-                 "U- 1 3 9 3 10 3.5000000000 5\nU+ 1 1 2 2 5 2.0000000000 2")
-    assert_chunk(op.step([chunk("- 1 2 t\n- 1 2 f", fields)]),
-                 "U- 1 1 2 2 5 2.0000000000 2\nU+ 1 0 . 1 3 . .")
+    op = agg(
+        [
+            AggCall("count_star", None, BIGINT, filter=2),
+            AggCall("sum", 1, BIGINT, filter=2),
+            AggCall("count", 1, BIGINT, distinct=True),
+            AggCall("sum", 1, BIGINT, distinct=True),
+            AggCall("avg", 1, NUMERIC, distinct=True, filter=2),
+            AggCall("max", 1, INT, filter=2),
+        ],
+        fields=fields,
+    )
+    assert_chunk(
+        op.step([chunk("+ 1 2 t\n+ 1 2 f\n+ 1 3 .\n+ 1 5 t\n+ 1 2 t", fields)]),
+        "+ 1 3 9 3 10 3.5000000000 5",
+    )
+    assert_chunk(
+        op.step([chunk("- 1 2 t\n- 1 5 t", fields)]),
+        "U- 1 3 9 3 10 3.5000000000 5\nU+ 1 1 2 2 5 2.0000000000 2",
+    )
+    assert_chunk(
+        op.step([chunk("- 1 2 t\n- 1 2 f", fields)]),
+        "U- 1 1 2 2 5 2.0000000000 2\nU+ 1 0 . 1 3 . .",
+    )
     assert op.explain().endswith(
         "aggs: [count(*) filter($2), sum($1) filter($2), count(distinct $1), "
         "sum(distinct $1), avg(distinct $1) filter($2), max($1) filter($2)] }"
@@ -150,25 +184,44 @@ def test_filter_clause_and_distinct() -> None:
 
 
 def test_result_types_and_exact_sums() -> None:
-    fields = [Field("k", INT), Field("b", BIGINT), Field("r", REAL), Field("d", DOUBLE),
-              Field("n", NUMERIC), Field("s", VARCHAR)]
-    op = agg([
-        AggCall("sum", 1, NUMERIC),
-        AggCall("avg", 1, NUMERIC),
-        AggCall("sum", 2, REAL),
-        AggCall("avg", 3, DOUBLE),
-        AggCall("sum", 4, NUMERIC),
-        AggCall("avg", 4, NUMERIC),
-        AggCall("min", 5, VARCHAR),
-        AggCall("max", 4, NUMERIC),
-    ], fields=fields)
+    fields = [
+        Field("k", INT),
+        Field("b", BIGINT),
+        Field("r", REAL),
+        Field("d", DOUBLE),
+        Field("n", NUMERIC),
+        Field("s", VARCHAR),
+    ]
+    op = agg(
+        [
+            AggCall("sum", 1, NUMERIC),
+            AggCall("avg", 1, NUMERIC),
+            AggCall("sum", 2, REAL),
+            AggCall("avg", 3, DOUBLE),
+            AggCall("sum", 4, NUMERIC),
+            AggCall("avg", 4, NUMERIC),
+            AggCall("min", 5, VARCHAR),
+            AggCall("max", 4, NUMERIC),
+        ],
+        fields=fields,
+    )
     big = 2**62
-    out = op.step([chunk(f"+ 1 {big} 1.5 0.5 1.25 b\n+ 1 {big} 2 1 2.5 a\n+ 1 {big} . . . .",
-                         fields)])
+    out = op.step(
+        [chunk(f"+ 1 {big} 1.5 0.5 1.25 b\n+ 1 {big} 2 1 2.5 a\n+ 1 {big} . . . .", fields)]
+    )
     assert out is not None
     [(_, row)] = out.to_rows()
-    assert row == (1, Decimal(3 * big), Decimal(big), 3.5, 0.75, Decimal("3.75"),
-                   Decimal("1.875"), "a", Decimal("2.5"))
+    assert row == (
+        1,
+        Decimal(3 * big),
+        Decimal(big),
+        3.5,
+        0.75,
+        Decimal("3.75"),
+        Decimal("1.875"),
+        "a",
+        Decimal("2.5"),
+    )
     # avg of integers rounds to the numeric scale
     op2 = agg([AggCall("avg", 1, NUMERIC)])
     assert_chunk(op2.step([chunk("+ 1 1\n+ 1 2\n+ 1 4", F)]), "+ 1 2.3333333333")
@@ -236,10 +289,13 @@ def test_min_max_survive_restart() -> None:
     op2 = full(LocalStateAllocator())
     for t in op2.state_tables():
         t.load(store)
-    assert_chunk(op2.step([chunk("- 1 1\n- 1 9", F)]), """
+    assert_chunk(
+        op2.step([chunk("- 1 1\n- 1 9", F)]),
+        """
         U- 1 3 3 15 1 9 5.0000000000
         U+ 1 1 1 5 5 5 5.0000000000
-    """)
+    """,
+    )
     store.checkpoint(op2.state_tables())
     assert sorted(op2.state_tables()[1].keys()) == [(1, 5), (2, 3)]
 
@@ -249,11 +305,14 @@ def test_multiple_and_unusual_group_keys() -> None:
     op = agg([CNT, AggCall("max", 2, INT)], keys=[1, 0], fields=fields)
     assert [f.name for f in op.schema] == ["b", "a", "a0", "a1"]
     assert op.stream_key == [0, 1]
-    assert_chunk(op.step([chunk("+ x 1 3\n+ y 1 4\n+ x 1 5\n+ x . 1", fields)]), """
+    assert_chunk(
+        op.step([chunk("+ x 1 3\n+ y 1 4\n+ x 1 5\n+ x . 1", fields)]),
+        """
         + 1 x 2 5
         + 1 y 1 4
         + . x 1 1
-    """)
+    """,
+    )
 
 
 def test_interval_list_and_timestamptz_group_keys() -> None:
@@ -262,21 +321,34 @@ def test_interval_list_and_timestamptz_group_keys() -> None:
     from engine.chunk import StreamChunk
     from engine.types import INTERVAL, TIMESTAMPTZ, arrow_schema, list_of
 
-    fields = [Field("i", INTERVAL), Field("l", list_of(INT)), Field("t", TIMESTAMPTZ),
-              Field("v", INT)]
+    fields = [
+        Field("i", INTERVAL),
+        Field("l", list_of(INT)),
+        Field("t", TIMESTAMPTZ),
+        Field("v", INT),
+    ]
     iv = pa.MonthDayNano([1, 2, 3])
-    rows = [{"i": iv, "l": [1, 2], "t": None, "v": 1}, {"i": iv, "l": [1, 2], "t": None, "v": 5},
-            {"i": None, "l": None, "t": None, "v": 2}]
+    rows = [
+        {"i": iv, "l": [1, 2], "t": None, "v": 1},
+        {"i": iv, "l": [1, 2], "t": None, "v": 5},
+        {"i": None, "l": None, "t": None, "v": 2},
+    ]
     batch = pa.RecordBatch.from_pylist(rows, schema=arrow_schema(fields))
-    op = agg([CNT, AggCall("max", 3, INT), AggCall("min", 0, INTERVAL)], keys=[0, 1, 2],
-             fields=fields)
+    op = agg(
+        [CNT, AggCall("max", 3, INT), AggCall("min", 0, INTERVAL)], keys=[0, 1, 2], fields=fields
+    )
     out = op.step([StreamChunk.inserts(batch)])
     assert out is not None and out.data.schema == arrow_schema(op.schema)
-    assert sorted(out.to_rows(), key=repr) == sorted([
-        (Op.INSERT, (iv, [1, 2], None, 2, 5, iv)),
-        (Op.INSERT, (None, None, None, 1, 2, None)),
-    ], key=repr)
+    assert sorted(out.to_rows(), key=repr) == sorted(
+        [
+            (Op.INSERT, (iv, [1, 2], None, 2, 5, iv)),
+            (Op.INSERT, (None, None, None, 1, 2, None)),
+        ],
+        key=repr,
+    )
     out = op.step([StreamChunk.deletes(batch.slice(1, 1))])
     assert out is not None
-    assert out.to_rows() == [(Op.UPDATE_DELETE, (iv, [1, 2], None, 2, 5, iv)),
-                             (Op.UPDATE_INSERT, (iv, [1, 2], None, 1, 1, iv))]
+    assert out.to_rows() == [
+        (Op.UPDATE_DELETE, (iv, [1, 2], None, 2, 5, iv)),
+        (Op.UPDATE_INSERT, (iv, [1, 2], None, 1, 1, iv)),
+    ]

@@ -95,8 +95,18 @@ def expected(inp: Counter[Row], grouped: bool) -> Counter[Row]:
         c = r["c"]
         s = r["s"] if c else None
         cd = r["cd"]
-        vals = (r["cs"], c, s, r["mn"], r["mx"], _avg(s, c), r["cf"], r["mxf"], cd,
-                r["sd"] if cd else None)
+        vals = (
+            r["cs"],
+            c,
+            s,
+            r["mn"],
+            r["mx"],
+            _avg(s, c),
+            r["cf"],
+            r["mxf"],
+            cd,
+            r["sd"] if cd else None,
+        )
         out[((r["k"],) if grouped else ()) + vals] += 1
     return out
 

@@ -75,8 +75,18 @@ def run(case: tuple[str, bool, bool, bool, list[Events], list[Events], int]) -> 
     condition = bind_compare(">", InputRef(2, INT), InputRef(5, INT)) if cond else None
 
     def make() -> HashJoinOp:
-        return HashJoinOp(L, R, kind, [1], [1], condition, None, LocalStateAllocator(),
-                          [0] if lkeyed else [], [0] if rkeyed else [])
+        return HashJoinOp(
+            L,
+            R,
+            kind,
+            [1],
+            [1],
+            condition,
+            None,
+            LocalStateAllocator(),
+            [0] if lkeyed else [],
+            [0] if rkeyed else [],
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore.open(Path(tmp) / "state")

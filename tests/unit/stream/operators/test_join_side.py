@@ -124,26 +124,41 @@ def test_unknown_state_format_is_refused() -> None:
 
 
 def fjoin(kind: str, lkey: list[int] | None = None) -> HashJoinOp:
-    return HashJoinOp(FL, FR, kind, [1], [1], None, None, LocalStateAllocator(),
-                      [0] if lkey is None else lkey, [0])
+    return HashJoinOp(
+        FL,
+        FR,
+        kind,
+        [1],
+        [1],
+        None,
+        None,
+        LocalStateAllocator(),
+        [0] if lkey is None else lkey,
+        [0],
+    )
 
 
 def test_nan_keys_match_each_other_and_null_keys_never(tmp_path: Path) -> None:
     store = StateStore.open(tmp_path / "state")
     try:
         op = fjoin("full")
-        out = op.step([chunk("+ 1 NaN\n+ 2 .\n+ 3 0.0", FL),
-                       chunk("+ 10 NaN\n+ 11 .\n+ 12 -0.0", FR)])
+        out = op.step(
+            [chunk("+ 1 NaN\n+ 2 .\n+ 3 0.0", FL), chunk("+ 10 NaN\n+ 11 .\n+ 12 -0.0", FR)]
+        )
         got = sorted(str(r) for r in out.to_rows())
-        assert got == sorted(str(r) for r in chunk(
-            "+ 1 NaN 10 NaN\n+ 2 . . .\n+ . . 11 .\n+ 3 0.0 12 -0.0",
-            FL + FR).to_rows())
+        assert got == sorted(
+            str(r)
+            for r in chunk(
+                "+ 1 NaN 10 NaN\n+ 2 . . .\n+ . . 11 .\n+ 3 0.0 12 -0.0", FL + FR
+            ).to_rows()
+        )
         checkpoint(store, op)
         op = restart(store, lambda: fjoin("full"))
         # the NaN row found again after the restart: its pair is retracted, 10 padded
         out = op.step([chunk("- 1 NaN", FL), None])
         assert sorted(str(r) for r in out.to_rows()) == sorted(
-            str(r) for r in chunk("- 1 NaN 10 NaN\n+ . . 10 NaN", FL + FR).to_rows())
+            str(r) for r in chunk("- 1 NaN 10 NaN\n+ . . 10 NaN", FL + FR).to_rows()
+        )
         assert op.side_rows(0) == 1  # row 3 (row 2 has a NULL key, never stored)
     finally:
         store.close()
@@ -159,24 +174,33 @@ def test_duplicate_rows_without_stream_key_survive_restart(tmp_path: Path) -> No
         op.step([chunk("+ 1 10 a\n+ 1 10 a\n+ 1 10 a\n+ 2 20 b", L), None])
         checkpoint(store, op)
         op = restart(store, make)
-        assert_chunk(op.step([None, chunk("+ 100 10 x", R)]), """
+        assert_chunk(
+            op.step([None, chunk("+ 100 10 x", R)]),
+            """
             - 1 10 a . . .
             - 1 10 a . . .
             - 1 10 a . . .
             + 1 10 a 100 10 x
             + 1 10 a 100 10 x
             + 1 10 a 100 10 x
-        """)
-        assert_chunk(op.step([chunk("- 1 10 a\n- 1 10 a", L), None]), """
+        """,
+        )
+        assert_chunk(
+            op.step([chunk("- 1 10 a\n- 1 10 a", L), None]),
+            """
             - 1 10 a 100 10 x
             - 1 10 a 100 10 x
-        """)
+        """,
+        )
         checkpoint(store, op)
         op = restart(store, make)
-        assert_chunk(op.step([None, chunk("- 100 10 x", R)]), """
+        assert_chunk(
+            op.step([None, chunk("- 100 10 x", R)]),
+            """
             - 1 10 a 100 10 x
             + 1 10 a . . .
-        """)
+        """,
+        )
         with pytest.raises(InternalError, match="row count became negative"):
             op.step([chunk("- 1 10 a\n- 1 10 a", L), None])
     finally:
@@ -198,21 +222,32 @@ def test_degrees_with_condition_survive_merges_and_restart(tmp_path: Path) -> No
             checkpoint(store, op)
         op = restart(store, make)
         # rid 5 matches ids 7, 9, 11 and 20..30; ids 1, 3, 5 stay padded
-        assert_chunk(op.step([None, chunk("- 5 10 x", R)]), "\n".join(
-            [f"- {i} 10 a 5 10 x\n+ {i} 10 a . . ." for i in (7, 9, 11)]
-            + [f"- {i} 10 b 5 10 x\n+ {i} 10 b . . ." for i in range(20, 31, 2)]))
-        assert_chunk(op.step([None, chunk("+ 2 10 y", R)]), "\n".join(
-            [f"- {i} 10 a . . .\n+ {i} 10 a 2 10 y" for i in (3, 5, 7, 9, 11)]
-            + [f"- {i} 10 b . . .\n+ {i} 10 b 2 10 y" for i in range(20, 31, 2)]))
+        assert_chunk(
+            op.step([None, chunk("- 5 10 x", R)]),
+            "\n".join(
+                [f"- {i} 10 a 5 10 x\n+ {i} 10 a . . ." for i in (7, 9, 11)]
+                + [f"- {i} 10 b 5 10 x\n+ {i} 10 b . . ." for i in range(20, 31, 2)]
+            ),
+        )
+        assert_chunk(
+            op.step([None, chunk("+ 2 10 y", R)]),
+            "\n".join(
+                [f"- {i} 10 a . . .\n+ {i} 10 a 2 10 y" for i in (3, 5, 7, 9, 11)]
+                + [f"- {i} 10 b . . .\n+ {i} 10 b 2 10 y" for i in range(20, 31, 2)]
+            ),
+        )
     finally:
         store.close()
 
 
 def test_multi_column_and_text_keys() -> None:
     op = HashJoinOp(L, R, "inner", [1, 2], [1, 2], None, None, LocalStateAllocator(), [0], [0])
-    assert_chunk(op.step([chunk("+ 1 10 a\n+ 2 10 b\n+ 3 . a", L),
-                          chunk("+ 100 10 a\n+ 101 10 c\n+ 102 . a", R)]),
-                 "+ 1 10 a 100 10 a")
+    assert_chunk(
+        op.step(
+            [chunk("+ 1 10 a\n+ 2 10 b\n+ 3 . a", L), chunk("+ 100 10 a\n+ 101 10 c\n+ 102 . a", R)]
+        ),
+        "+ 1 10 a 100 10 a",
+    )
     assert_chunk(op.step([None, chunk("U- 101 10 c\nU+ 101 10 b", R)]), "+ 2 10 b 101 10 b")
 
 
@@ -223,8 +258,9 @@ def test_key_ids_of_vanished_keys_are_forgotten(monkeypatch: pytest.MonkeyPatch)
     for e in range(1, 30):  # keys come and go; key 5 stays matched throughout
         new = f"+ {e * 10} {e * 10} a\n+ {e * 10 + 1} 5 b"
         old = f"\n- {(e - 1) * 10} {(e - 1) * 10} a" if e > 1 else ""
-        right = chunk(f"+ {200 + e} {e * 10} x" + (f"\n- {199 + e} {e * 10 - 10} x" if e > 1
-                                                       else ""), R)
+        right = chunk(
+            f"+ {200 + e} {e * 10} x" + (f"\n- {199 + e} {e * 10 - 10} x" if e > 1 else ""), R
+        )
         out = op.step([chunk(new + old, L), right])
         expect = [f"+ {e * 10} {e * 10} a {200 + e} {e * 10} x", f"+ {e * 10 + 1} 5 b 100 5 keep"]
         if e > 1:
@@ -232,8 +268,10 @@ def test_key_ids_of_vanished_keys_are_forgotten(monkeypatch: pytest.MonkeyPatch)
         assert_chunk(out, "\n".join(expect))
         assert len(op._jkids) <= 2 * 3 + 2
     # key 5 still finds all its left rows after many compactions
-    assert_chunk(op.step([None, chunk("- 100 5 keep", R)]), "\n".join(
-        f"- {e * 10 + 1} 5 b 100 5 keep\n+ {e * 10 + 1} 5 b . . ." for e in range(1, 30)))
+    assert_chunk(
+        op.step([None, chunk("- 100 5 keep", R)]),
+        "\n".join(f"- {e * 10 + 1} 5 b 100 5 keep\n+ {e * 10 + 1} 5 b . . ." for e in range(1, 30)),
+    )
 
 
 def workload(rng: np.random.Generator, epochs: int, n_ins: int, keys: int) -> list[Any]:
@@ -279,8 +317,12 @@ def test_many_tiers_restarts_and_compactions_match_duckdb(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, cond: bool
 ) -> None:
     # small tiers and segments so a few thousand rows make every tier, splits and renumbering
-    for name, value in (("BASE_ROWS", 64), ("MAX_SEGMENT_ROWS", 4096), ("KEY_SLACK", 0),
-                        ("RENUMBER_SLACK", 0)):
+    for name, value in (
+        ("BASE_ROWS", 64),
+        ("MAX_SEGMENT_ROWS", 4096),
+        ("KEY_SLACK", 0),
+        ("RENUMBER_SLACK", 0),
+    ):
         monkeypatch.setattr(join_side, name, value)
     li = [Field("id", INT), Field("k", INT), Field("v", INT)]
     ri = [Field("rid", INT), Field("rk", INT), Field("w", INT)]
@@ -289,8 +331,7 @@ def test_many_tiers_restarts_and_compactions_match_duckdb(
     condition = bind_compare(">", InputRef(2, INT), InputRef(5, INT)) if cond else None
 
     def make() -> HashJoinOp:
-        return HashJoinOp(li, ri, kind, [1], [1], condition, None, LocalStateAllocator(),
-                          [0], [0])
+        return HashJoinOp(li, ri, kind, [1], [1], condition, None, LocalStateAllocator(), [0], [0])
 
     store = StateStore.open(tmp_path / "state")
     con = duckdb.connect()

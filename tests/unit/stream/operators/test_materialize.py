@@ -32,10 +32,10 @@ def test_consistent_delta_passes_through() -> None:
     op = mat()
     assert op.stream_key == [0]
     assert op.explain() == "StreamMaterialize { columns: [id, name, v], pk_columns: [id] }"
-    assert_chunk(op.step([chunk("+ 1 a 10\n+ 2 b 20\n+ 3 c .", F)]),
-                 "+ 1 a 10\n+ 2 b 20\n+ 3 c .")
-    assert_chunk(op.step([chunk("U- 1 a 10\nU+ 1 a 11\n- 2 b 20", F)]),
-                 "U- 1 a 10\nU+ 1 a 11\n- 2 b 20")
+    assert_chunk(op.step([chunk("+ 1 a 10\n+ 2 b 20\n+ 3 c .", F)]), "+ 1 a 10\n+ 2 b 20\n+ 3 c .")
+    assert_chunk(
+        op.step([chunk("U- 1 a 10\nU+ 1 a 11\n- 2 b 20", F)]), "U- 1 a 10\nU+ 1 a 11\n- 2 b 20"
+    )
     assert snapshot_rows(op) == [(1, "a", 11), (3, "c", None)]
 
 
@@ -44,8 +44,9 @@ def test_insert_on_existing_pk_overwrites() -> None:
     op.step([chunk("+ 1 a 10", F)])
     assert_chunk(op.step([chunk("+ 1 b 20", F)]), "U- 1 a 10\nU+ 1 b 20")
     # several inserts of one pk in an epoch: the last one wins
-    assert_chunk(op.step([chunk("+ 2 x 1\n+ 2 y 2\n+ 1 c 30\n+ 1 d 40", F)]),
-                 "+ 2 y 2\nU- 1 b 20\nU+ 1 d 40")
+    assert_chunk(
+        op.step([chunk("+ 2 x 1\n+ 2 y 2\n+ 1 c 30\n+ 1 d 40", F)]), "+ 2 y 2\nU- 1 b 20\nU+ 1 d 40"
+    )
     # re-inserting the stored row changes nothing
     assert op.step([chunk("+ 2 y 2", F)]) is None
     assert snapshot_rows(op) == [(1, "d", 40), (2, "y", 2)]
@@ -102,7 +103,10 @@ def epochs_st(draw: st.DrawFn) -> list[list[tuple[Op, Row]]]:
         ev: list[tuple[Op, Row]] = []
         for _ in range(draw(st.integers(0, 10))):
             kind = draw(st.sampled_from(["ins", "del", "upd"]))
-            new = (draw(st.sampled_from(["a", "b", None])), draw(st.one_of(st.none(), st.integers(0, 3))))
+            new = (
+                draw(st.sampled_from(["a", "b", None])),
+                draw(st.one_of(st.none(), st.integers(0, 3))),
+            )
             if kind == "ins" or not live:
                 pk = draw(st.integers(0, 12))
                 if pk in live:

@@ -37,7 +37,9 @@ def test_project_keeps_ops_and_computes_columns() -> None:
 
 def test_filter_null_is_false_and_broken_pairs_become_plain_ops() -> None:
     op = FilterOp(F, Gt(ColRef(1, INT), 2), Ctx(), [0])
-    out = op.step([chunk("+ 1 3 a\n+ 2 . b\nU- 3 1 c\nU+ 3 5 c\nU- 4 5 d\nU+ 4 0 d\nU- 5 7 e\nU+ 5 8 e", F)])
+    out = op.step(
+        [chunk("+ 1 3 a\n+ 2 . b\nU- 3 1 c\nU+ 3 5 c\nU- 4 5 d\nU+ 4 0 d\nU- 5 7 e\nU+ 5 8 e", F)]
+    )
     assert out is not None
     assert out.to_pretty() == "+ 1 3 a\n+ 3 5 c\n- 4 5 d\nU- 5 7 e\nU+ 5 8 e"
 

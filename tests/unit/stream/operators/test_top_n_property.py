@@ -45,12 +45,21 @@ payload = st.tuples(
 EPOCHS = 6
 order_st = st.lists(
     st.tuples(st.sampled_from([2, 3]), st.booleans(), st.booleans()),
-    min_size=1, max_size=2, unique_by=lambda o: o[0],
+    min_size=1,
+    max_size=2,
+    unique_by=lambda o: o[0],
 )
 
 
-def reference(inp: Counter[Row], order: list[OrderSpec], limit: int, offset: int,
-              grouped: bool, keyed: bool, rank: bool) -> Counter[Row]:
+def reference(
+    inp: Counter[Row],
+    order: list[OrderSpec],
+    limit: int,
+    offset: int,
+    grouped: bool,
+    keyed: bool,
+    rank: bool,
+) -> Counter[Row]:
     con = duckdb.connect()
     con.register("t", arrow_table(F, inp))
     names = [f.name for f in F]
@@ -61,9 +70,7 @@ def reference(inp: Counter[Row], order: list[OrderSpec], limit: int, offset: int
     ]
     parts += [f"{k} ASC NULLS LAST" for k in keys]
     part = "PARTITION BY g " if grouped else ""
-    sql = (
-        f"SELECT *, row_number() OVER ({part}ORDER BY {', '.join(parts)}) AS rn FROM t"
-    )
+    sql = f"SELECT *, row_number() OVER ({part}ORDER BY {', '.join(parts)}) AS rn FROM t"
     hi = offset + limit
     rows = con.execute(f"SELECT * FROM ({sql}) WHERE rn > {offset} AND rn <= {hi}").fetchall()
     con.close()
@@ -78,16 +85,16 @@ def norm(c: Counter[Row]) -> Counter[Row]:
 
 
 @st.composite
-def case_st(draw: st.DrawFn) -> tuple[list[OrderSpec], int, int, bool, bool, bool,
-                                      list[Events], int]:
+def case_st(
+    draw: st.DrawFn,
+) -> tuple[list[OrderSpec], int, int, bool, bool, bool, list[Events], int]:
     grouped = draw(st.booleans())
     keyed = draw(st.booleans())
     rank = grouped and draw(st.booleans())
     offset = 0 if grouped else draw(st.integers(0, 2))
     limit = draw(st.integers(1, 3))
     ev = draw(changes_st(EPOCHS, payload, keyed, max_events=10))
-    return (draw(order_st), limit, offset, grouped, keyed, rank, ev,
-            draw(st.integers(0, EPOCHS)))
+    return (draw(order_st), limit, offset, grouped, keyed, rank, ev, draw(st.integers(0, EPOCHS)))
 
 
 @settings(max_examples=120, deadline=None)
@@ -98,8 +105,16 @@ def test_top_n_matches_duckdb(
     order, limit, offset, grouped, keyed, rank, epochs, restart_at = case
 
     def make() -> TopNOp:
-        return TopNOp(F, order, limit, offset, [1] if grouped else [], LocalStateAllocator(),
-                      [0] if keyed else [], with_rank_column=rank)
+        return TopNOp(
+            F,
+            order,
+            limit,
+            offset,
+            [1] if grouped else [],
+            LocalStateAllocator(),
+            [0] if keyed else [],
+            with_rank_column=rank,
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         store = StateStore.open(Path(tmp) / "state")
