@@ -122,6 +122,12 @@ def _syntax(t: Token | None, text: str) -> SqlSyntaxError:
     )
 
 
+def _peek_is(cur: _Cursor, *types: TokenType, end: bool = False) -> bool:
+    """Whether the next token is one of `types` (`end`: what the end of input counts as)."""
+    nxt = cur.peek()
+    return end if nxt is None else nxt.token_type in types
+
+
 def _name(t: Token) -> str:
     """An identifier as the catalog stores it: quoted keeps case, unquoted is lower-cased."""
     return t.text if t.token_type is TokenType.IDENTIFIER else t.text.lower()
@@ -208,19 +214,11 @@ def _option_list(cur: _Cursor) -> tuple[dict[str, str], dict[str, str]]:
             or tt is TokenType.NUMBER
         ):
             options[key] = v.text
-        elif (
-            tt is TokenType.DASH
-            and cur.peek() is not None
-            and cur.peek().token_type is TokenType.NUMBER
-        ):  # type: ignore[union-attr]
+        elif tt is TokenType.DASH and _peek_is(cur, TokenType.NUMBER):
             options[key] = "-" + cur.next().text
         elif tt in (TokenType.TRUE, TokenType.FALSE):
             options[key] = v.text.lower()
-        elif (
-            _up(v) == "SECRET"
-            and cur.peek() is not None
-            and cur.peek().token_type not in (TokenType.COMMA, TokenType.R_PAREN)
-        ):  # type: ignore[union-attr]
+        elif _up(v) == "SECRET" and not _peek_is(cur, TokenType.COMMA, TokenType.R_PAREN, end=True):
             secrets[key] = _name(cur.ident())
         elif tt in (TokenType.COMMA, TokenType.R_PAREN, TokenType.L_PAREN, TokenType.EQ):
             raise _syntax(v, cur.text)

@@ -198,6 +198,7 @@ def make_index(types: list[pa.DataType]) -> DictIndex | IntIndex:
     (its keys are Python ints, see `segments.key_fn`), else `DictIndex`."""
     if len(types) == 1:
         t = types[0]
-        if (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_temporal(t):
+        temporal = pa.types.is_temporal(t) and not pa.types.is_interval(t)  # intervals: bytes
+        if (pa.types.is_integer(t) and t != pa.uint64()) or temporal:
             return IntIndex()
     return DictIndex()
