@@ -452,6 +452,15 @@ async def start_metrics_server(host: str, port: int, sources: MetricsSources) ->
 
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    runner, site, bound = await start_site(app, host, port)
+    return MetricsServer(runner, site, host, bound)
+
+
+async def start_site(
+    app: web.Application, host: str, port: int
+) -> tuple[web.AppRunner, web.TCPSite, int]:
+    """Serve `app` on host:port (the HTTP listeners of the metrics and dashboard ports):
+    the runner to clean up, the site, and the bound port (port 0 picks a free one)."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -464,4 +473,4 @@ async def start_metrics_server(host: str, port: int, sources: MetricsSources) ->
     server = getattr(site, "_server", None)
     if server is not None and server.sockets:
         bound = server.sockets[0].getsockname()[1]
-    return MetricsServer(runner, site, host, bound)
+    return runner, site, bound

@@ -49,6 +49,7 @@ from engine.stream.overview import overview
 from pgwire.dashboard.rates import Rates
 from pgwire.dashboard.svg import job_svg, latency_svg, lineage_svg
 from pgwire.limits import Limits, is_loopback
+from pgwire.metrics import start_site
 
 log = logging.getLogger("swell.dashboard")
 
@@ -206,16 +207,5 @@ async def start_dashboard_server(
     db: Any, host: str, port: int, limits: Limits | None = None
 ) -> DashboardServer:
     app = build_app(db, limits or Limits(), host)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    try:
-        await site.start()
-    except BaseException:
-        await runner.cleanup()
-        raise
-    bound = port
-    server = getattr(site, "_server", None)
-    if server is not None and server.sockets:
-        bound = server.sockets[0].getsockname()[1]
+    runner, _site, bound = await start_site(app, host, port)
     return DashboardServer(runner, host, bound)
