@@ -27,6 +27,7 @@ from engine.errors import (
     SqlSyntaxError,
     not_supported,
 )
+from engine.sql.identifiers import fold_ident as _ident
 from engine.sql.parser import Statement
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
@@ -41,13 +42,6 @@ _DROP = re.compile(
     re.I | re.S,
 )
 BUILTIN = ("public", *SYSTEM_SCHEMAS)
-
-
-def _ident(raw: str) -> str:
-    raw = raw.strip()
-    if raw.startswith('"'):
-        return raw[1:-1].replace('""', '"')
-    return raw.lower()
 
 
 def parse_schema_statement(head: str, body: str, text: str) -> Statement:

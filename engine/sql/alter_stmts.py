@@ -22,7 +22,8 @@ import re
 from typing import Any
 
 from engine.errors import SqlSyntaxError
-from engine.sql.create_function import ident, parse_type
+from engine.sql.create_function import parse_type
+from engine.sql.identifiers import fold_ident as ident
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _QUAL = rf"{_IDENT}(?:\s*\.\s*{_IDENT})?"

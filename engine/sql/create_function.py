@@ -27,6 +27,7 @@ from sqlglot.errors import ParseError
 
 from engine.errors import EngineError, SqlSyntaxError
 from engine.expr.coerce import parse_data_type
+from engine.sql.identifiers import fold_ident as ident
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType
 
@@ -42,13 +43,6 @@ _DROP = re.compile(
     re.I | re.S,
 )
 _DOLLAR = re.compile(r"\$([A-Za-z_]\w*)?\$")
-
-
-def ident(raw: str) -> str:
-    raw = raw.strip()
-    if raw.startswith('"'):
-        return raw[1:-1].replace('""', '"')
-    return raw.lower()
 
 
 def qualified(raw: str) -> tuple[str, str | None]:

@@ -27,6 +27,15 @@ NAME_MAX_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 _STAR_AFTER = (TokenType.SELECT, TokenType.COMMA, TokenType.DOT, TokenType.DISTINCT, TokenType.ALL)
 
 
+def fold_ident(raw: str) -> str:
+    """A SQL identifier's name as written in a statement: quoted as written (doubled
+    quotes undone), unquoted lower-cased. For the hand-written statement parsers."""
+    raw = raw.strip()
+    if raw.startswith('"'):
+        return raw[1:-1].replace('""', '"')
+    return raw.lower()
+
+
 def truncate_name(name: str) -> str:
     """`name` cut to 63 bytes of UTF-8 without splitting a character."""
     raw = name.encode()

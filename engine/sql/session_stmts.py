@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from engine.errors import FeatureNotSupported, SqlSyntaxError
+from engine.sql.identifiers import fold_ident as ident
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 
@@ -40,14 +41,6 @@ _COPY = re.compile(
     r"(?P<dir>TO|FROM)\s+(?P<target>\S+)(?:\s+(?P<opts>.*))?$",
     re.I | re.S,
 )
-
-
-def ident(raw: str) -> str:
-    """A SQL identifier's name: quoted as written, unquoted lower-cased."""
-    raw = raw.strip()
-    if raw.startswith('"'):
-        return raw[1:-1].replace('""', '"')
-    return raw.lower()
 
 
 def parse_session_statement(head: str, body: str, text: str) -> Any:

@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from engine.errors import SqlSyntaxError
+from engine.sql.identifiers import fold_ident as ident
 
 _ID = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _QNAME = rf"(?P<{{g}}>{_ID}(?:\s*\.\s*{_ID})?)"
@@ -60,13 +61,6 @@ _DECLARE = re.compile(
     re.I | re.S,
 )
 _OPTION = re.compile(r"\s*([A-Za-z_][\w.]*)\s*=\s*(?:'((?:[^']|'')*)'|([^,\s]+))\s*(?:,|$)")
-
-
-def ident(raw: str) -> str:
-    raw = raw.strip()
-    if raw.startswith('"'):
-        return raw[1:-1].replace('""', '"')
-    return raw.lower()
 
 
 def qualified(raw: str) -> tuple[str, str | None]:
