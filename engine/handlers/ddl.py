@@ -28,6 +28,7 @@ from engine.errors import (
 from engine.handlers.column_defs import column_field, key_names
 from engine.handlers.index import index_job
 from engine.handlers.jobs import job_options, wait_for_job
+from engine.plan.append_only import derived_append_only
 from engine.plan.logical import PlanNode
 from engine.plan.plan_udf import functions_used
 from engine.plan.planner import Planner, check_unique_names
@@ -344,7 +345,6 @@ def _create_view(
         if used:
             rel.extra["functions"] = used
         if materialized:
-            from engine.handlers.sink import derived_append_only
             from engine.plan.plan_time import watermark_columns
 
             rel.append_only = eowc or derived_append_only(plan)  # what sinks on it may assume

@@ -16,7 +16,8 @@ from typing import Any
 
 from engine.errors import SqlSyntaxError
 from engine.handlers.ddl import plan_view_query
-from engine.handlers.sink import derived_append_only, sink_type
+from engine.handlers.sink import sink_type
+from engine.plan.append_only import derived_append_only
 from engine.plan.logical import PlanNode
 from engine.plan.stream_lower import local_ids, lower_stream_plan
 from engine.plan.stream_plan import StreamPlan, explain_lines

@@ -33,8 +33,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.handlers.jobs import job_options, wait_for_job
-from engine.plan.logical import Filter as PlanFilter
-from engine.plan.logical import Join, PlanNode, Project, Scan, UnionAll
+from engine.plan.append_only import derived_append_only
 from engine.plan.plan_udf import functions_used
 from engine.plan.planner import check_unique_names
 from engine.plan.stream_lower import lower_stream_plan
@@ -49,22 +48,6 @@ _LEGACY_TYPES = {"append-only": APPEND_ONLY, "upsert": UPSERT, "debezium": DEBEZ
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def derived_append_only(plan: PlanNode) -> bool:
-    """True if the plan's output never retracts: append-only inputs (sources, APPEND ONLY
-    tables, append-only materialized views) through filters, projections, time windows,
-    UNION ALL and inner joins (aggregations and top-N update their rows)."""
-    if isinstance(plan, Scan):
-        rel = plan.relation
-        return rel.kind is RelationKind.SOURCE or bool(rel.append_only)
-    if isinstance(plan, (PlanFilter, Project)) or type(plan).__name__ == "TimeWindow":
-        return derived_append_only(plan.inputs()[0])
-    if isinstance(plan, UnionAll) or (
-        isinstance(plan, Join) and str(getattr(plan, "kind", "")).lower() == "inner"
-    ):
-        return all(derived_append_only(c) for c in plan.inputs())
-    return False
 
 
 def _truthy(v: str | None) -> bool:
