@@ -155,6 +155,18 @@ class StreamChunk:
         return f"StreamChunk(\n{self.to_pretty()}\n)"
 
 
+@dataclass(frozen=True, slots=True)
+class TruncateChunk(StreamChunk):
+    """A marker without rows, queued into a table between ordinary chunks: "delete every
+    row the table holds at this point" (an upstream TRUNCATE replicated by a CDC source).
+    Only `engine.stream.graph.TableFlow` interprets it (it becomes deletes of the stored
+    rows when the barrier drains the table); no other operator ever sees one."""
+
+    @classmethod
+    def marker(cls, schema: pa.Schema) -> TruncateChunk:
+        return cls(pa.array([], pa.int8()), pa.RecordBatch.from_pylist([], schema=schema))
+
+
 def _as_batch(data: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
     if isinstance(data, pa.RecordBatch):
         return data

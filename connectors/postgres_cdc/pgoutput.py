@@ -14,6 +14,9 @@ How changes map onto a table keyed by primary key: an insert and an update are u
 (the table's MaterializeOp overwrites the row of that key); an update that changes the key
 (pgoutput sends the old key) is a delete of the old key, then an upsert; a delete carries
 the key columns only (others NULL), and the table deletes its stored row of that key.
+A TRUNCATE of the table (pgoutput's Truncate message, also one that names several
+tables) becomes a `TruncateChunk` in its place among the rows: the table deletes every
+row it holds at that point, so rows inserted after it in the same transaction stay.
 Unchanged TOASTed values of an update (sent as "unchanged") are not supported: the table
 needs REPLICA IDENTITY FULL upstream for them; such rows are reported, not guessed.
 """
@@ -28,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.chunk import Op, StreamChunk
+from engine.chunk import Op, StreamChunk, TruncateChunk
 from engine.types import Field, TypeKind, arrow_schema
 
 log = logging.getLogger("swell.postgres_cdc")
@@ -37,6 +40,7 @@ _I32 = struct.Struct("!i")
 _I16 = struct.Struct("!h")
 _I64 = struct.Struct("!q")
 Row = list[str | None]
+TRUNCATE = 0  # the op of a TRUNCATE of the table in a transaction's rows (no values)
 
 
 def _cstr(b: bytes, i: int) -> tuple[str, int]:
@@ -56,7 +60,6 @@ class TxnDecoder:
         self.done: list[tuple[int, Row]] = []
         self.end_lsn = 0  # end LSN of the last commit moved to `done`
         self.unchanged_toast = 0
-        self.truncated = 0  # TRUNCATEs of the table seen (not replicated: reported)
 
     def feed(self, b: bytes) -> None:
         kind = b[:1]
@@ -76,7 +79,7 @@ class TxnDecoder:
             n = _I32.unpack_from(b, 1)[0]
             ids = struct.unpack_from(f"!{n}i", b, 6)
             if self.relid in ids:
-                self.truncated += 1
+                self.txn.append((TRUNCATE, []))
 
     def take_rows(self) -> list[tuple[int, Row]]:
         rows, self.done = self.done, []
@@ -141,6 +144,10 @@ def to_chunks(rows: list[tuple[int, Row]], fields: list[Field]) -> list[StreamCh
     n = len(rows)
     while start < n:
         op = rows[start][0]
+        if op == TRUNCATE:
+            out.append(TruncateChunk.marker(arrow_schema(fields)))
+            start += 1
+            continue
         end = start + 1
         while end < n and rows[end][0] == op:
             end += 1

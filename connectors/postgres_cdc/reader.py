@@ -201,14 +201,6 @@ class PgCdcReader:
                 self.lsn = end
         with self.stats.lock:
             self.stats.messages += len(rows)
-        if self.decoder.truncated:
-            msg = (
-                f"TRUNCATE of {self.decoder.schema}.{self.decoder.table} upstream is not"
-                " replicated: the table keeps its rows (drop and recreate it to resync)"
-            )
-            log.warning("postgres-cdc %s: %s", self.rel.name, msg)
-            self.stats.set_state("running", msg)
-            self.decoder.truncated = 0
         if self.decoder.unchanged_toast:
             log.warning(
                 "postgres-cdc %s: %d unchanged TOAST values read as NULL (set REPLICA IDENTITY"

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.catalog import Relation
-from engine.chunk import Op, StreamChunk
+from engine.chunk import Op, StreamChunk, TruncateChunk
 from engine.state.disk_table import DiskTables
 from engine.state.table import StateTable
 from engine.stream.cpu import StreamCpu
@@ -106,12 +106,28 @@ class TableFlow:
             return None
         self.rows_in += sum(len(c) for c in self.in_flight)
         try:
-            outs = [self.mat.step([c]) for c in merge_inserts(self.in_flight)]
+            outs = [self._step(c) for c in merge_inserts(self.in_flight)]
         except BaseException:
             self.broken = True  # the epoch is rolled back; recovery rebuilds the flow
             raise
         self.in_flight = []
         return StreamChunk.concat([o for o in outs if o is not None])
+
+    def _step(self, chunk: StreamChunk) -> StreamChunk | None:
+        if isinstance(chunk, TruncateChunk):  # every row stored so far goes
+            rows = self.mat.snapshot()  # type: ignore[attr-defined]
+            return self.mat.step([StreamChunk.deletes(rows)]) if rows.num_rows else None
+        return self.mat.step([chunk])
+
+
+def preview_chunks(stored: pa.Table, chunks: list[StreamChunk]) -> list[StreamChunk]:
+    """`chunks` as a table's DML preview steps them (`Runtime.live_rows`): a TRUNCATE
+    marker becomes deletes of the `stored` rows, and the chunks before it no longer
+    matter (they are truncated too)."""
+    last = max((i for i, c in enumerate(chunks) if isinstance(c, TruncateChunk)), default=-1)
+    if last < 0:
+        return chunks
+    return [StreamChunk.deletes(stored), *chunks[last + 1 :]]
 
 
 def merge_inserts(chunks: list[StreamChunk]) -> list[StreamChunk]:
@@ -123,7 +139,10 @@ def merge_inserts(chunks: list[StreamChunk]) -> list[StreamChunk]:
     out: list[StreamChunk] = []
     run: list[StreamChunk] = []
     for c in chunks:
-        if (c.ops.to_numpy(zero_copy_only=False) == Op.INSERT).all():
+        if (
+            not isinstance(c, TruncateChunk)
+            and (c.ops.to_numpy(zero_copy_only=False) == Op.INSERT).all()
+        ):
             run.append(c)
             continue
         out.extend(_joined(run))

@@ -69,7 +69,7 @@ import pyarrow as pa
 from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
-from engine.chunk import StreamChunk
+from engine.chunk import StreamChunk, TruncateChunk
 from engine.errors import EngineError, EpochFailed, not_supported
 from engine.expr import EvalContext
 from engine.expr.core import job_context
@@ -91,6 +91,7 @@ from engine.stream.graph import (
     ViewFlow,
     decode_wal_record,
     encode_wal_record,
+    preview_chunks,
 )
 from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
@@ -968,6 +969,8 @@ class Runtime:
             time.sleep(0.005)
         if not chunks:
             return flow.mat.snapshot()  # type: ignore[attr-defined]
+        if any(isinstance(c, TruncateChunk) for c in chunks):
+            chunks = preview_chunks(flow.mat.snapshot(), chunks)  # type: ignore[attr-defined]
         return flow.mat.apply_preview(chunks)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------------------------

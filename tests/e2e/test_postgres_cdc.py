@@ -187,3 +187,40 @@ def test_create_errors(upstream: int, conn: psycopg.Connection[Any]) -> None:
         conn.execute("DROP SOURCE e")
     conn.execute("DROP TABLE haspk")
     conn.execute("DROP SOURCE e")
+
+
+def test_truncate_upstream_and_dml_refused(upstream: int, conn: psycopg.Connection[Any]) -> None:
+    """An upstream TRUNCATE empties the CDC table at its place in the stream (rows
+    inserted after it in the same transaction stay); writes to a CDC table are refused."""
+    with pg(upstream) as u:
+        u.execute("CREATE TABLE tr (id INT PRIMARY KEY, v INT)")
+        u.execute("INSERT INTO tr SELECT i, i FROM generate_series(1, 50) i")
+    conn.execute(source_sql(upstream, "trs"))
+    conn.execute("CREATE TABLE tr (id INT, v INT, PRIMARY KEY (id)) FROM trs TABLE 'public.tr'")
+    conn.execute("CREATE MATERIALIZED VIEW trv AS SELECT count(*) AS n, sum(v) AS s FROM tr")
+    count = "SELECT count(*) FROM tr"
+    wait_for(lambda: conn.execute(count).fetchone(), (50,))
+    for sql in (
+        "INSERT INTO tr VALUES (100, 1)",
+        "UPDATE tr SET v = 0",
+        "DELETE FROM tr WHERE id = 1",
+    ):
+        with pytest.raises(psycopg.errors.WrongObjectType, match="with a connector"):
+            conn.execute(sql)
+    with pg(upstream) as u:
+        with u.transaction():
+            u.execute("INSERT INTO tr VALUES (60, 60)")
+            u.execute("TRUNCATE tr")
+            u.execute("INSERT INTO tr VALUES (70, 7), (71, 8)")
+        u.execute("INSERT INTO tr VALUES (72, 9)")
+    wait_for(lambda: conn.execute(count).fetchone(), (3,))
+    assert conn.execute("SELECT id, v FROM tr ORDER BY id").fetchall() == [
+        (70, 7),
+        (71, 8),
+        (72, 9),
+    ]
+    conn.execute("FLUSH")
+    assert conn.execute("SELECT n, s FROM trv").fetchone() == (3, 24)
+    conn.execute("DROP MATERIALIZED VIEW trv")
+    conn.execute("DROP TABLE tr")
+    conn.execute("DROP SOURCE trs")

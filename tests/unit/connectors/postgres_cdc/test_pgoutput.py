@@ -64,8 +64,7 @@ def test_transactions_key_changes_and_runs() -> None:
     d.feed(begin())
     d.feed(b"I" + struct.pack("!i", 7) + b"N" + tup("t", "9", None, "open"))  # not committed
     d.feed(b"T" + struct.pack("!i", 2) + b"\0" + struct.pack("!ii", 9, 7))
-    assert d.truncated == 1  # reported by the reader, not replicated
-    rows = d.take_rows()
+    rows = d.take_rows()  # the open transaction (insert, truncate) is not handed over
     assert d.end_lsn == 200
     assert [op for op, _ in rows] == [
         Op.INSERT,
@@ -112,3 +111,21 @@ def test_from_source_table_clause() -> None:
     assert (c.from_source, c.from_table) == ("pg", "public.t")
     assert c.stripped.split() == ["CREATE", "TABLE", "t", "(id", "INT", "PRIMARY", "KEY)"]
     assert parse_ddl_clauses("CREATE SINK s FROM mv WITH (connector = 'x')").from_source is None
+
+
+def test_truncate_is_a_marker_in_place() -> None:
+    d = TxnDecoder(FIELDS, "public", "t")
+    d.feed(relation(7))
+    d.feed(begin())
+    d.feed(b"I" + struct.pack("!i", 7) + b"N" + tup("t", "1", None, "a"))
+    d.feed(b"T" + struct.pack("!i", 1) + b"\0" + struct.pack("!i", 9))  # another table
+    d.feed(b"T" + struct.pack("!i", 2) + b"\0" + struct.pack("!ii", 9, 7))
+    d.feed(b"I" + struct.pack("!i", 7) + b"N" + tup("t", "2", None, "b"))
+    d.feed(commit(300))
+    chunks = to_chunks(d.take_rows(), FIELDS)
+    assert [type(c).__name__ for c in chunks] == ["StreamChunk", "TruncateChunk", "StreamChunk"]
+    assert [c.data.to_pylist() for c in chunks] == [
+        [{"id": 1, "v": "a", "ok": True}],
+        [],
+        [{"id": 2, "v": "b", "ok": True}],
+    ]
