@@ -116,7 +116,7 @@ BENCHES = [
         "read_latency_bench.py",
         "e2e",
         ["--seconds", "5", "--copy-rows", "300000"],
-        ["--seconds", "15"],
+        ["--seconds", "15", "--backfill-rows", "5000000"],
         own_profile=True,
     ),
     Bench("groupby", "groupby_bench.py", "in-process", ["--rows", "200000"], []),

@@ -38,7 +38,8 @@ are gone and before the checkpoint is read (at startup and after a failed epoch)
 `copy_queued`, in COPY FROM STDIN once its rows are in the WAL and the table's queue
 (before the WAL fsync is awaited; a table with a primary key still holds its DML lock);
 `backfill_sliced`, after each slice of a creating job's backfill (between barriers,
-`engine.stream.backfill`).
+`engine.stream.backfill`); `source_backfill_read`, after a creating job's one-shot read of
+a source upstream returned, before its rows are stepped (without the epoch lock).
 
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
@@ -68,7 +69,7 @@ POINTS = (
     "post_committed",
 )
 
-OTHER_POINTS = ("recovery", "copy_queued", "backfill_sliced")
+OTHER_POINTS = ("recovery", "copy_queued", "backfill_sliced", "source_backfill_read")
 
 
 class InjectedFailure(RuntimeError):

@@ -470,17 +470,22 @@ class Connection:
             self.send_status(result)
 
     async def send_copy(self, result: QueryResult, tz: tzinfo) -> None:
-        """COPY ... TO STDOUT: CopyOutResponse, a CopyData per line, CopyDone."""
+        """COPY ... TO STDOUT: CopyOutResponse, a CopyData per line, CopyDone. A large result
+        arrives chunk by chunk (`result.more`), so it is never held whole."""
         assert result.columns is not None and result.copy is not None
         self.send(copy.copy_out_response(len(result.columns)))
         if result.copy.get("header"):
             self.send(copy.copy_data(copy.header_line(result)))
         line = copy.line_renderer(result, tz)
-        for row in result.rows:
-            self.send(copy.copy_data(line(row)))
-            if len(self.out) >= FLUSH_THRESHOLD:
-                self.check_send_cancel()
-                await self.flush()
+        while True:
+            for row in result.rows:
+                self.send(copy.copy_data(line(row)))
+                if len(self.out) >= FLUSH_THRESHOLD:
+                    self.check_send_cancel()
+                    await self.flush()
+            # a streaming result: the next chunk, computed on the worker thread
+            if result.more is None or not await self.pull_rows(result):
+                break
         self.send(copy.copy_done())
 
     async def copy_in(self, result: QueryResult, tz: tzinfo) -> str:

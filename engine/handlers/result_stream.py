@@ -5,8 +5,8 @@ first chunks of the plan's stream; when the whole result arrived within `FIRST_R
 it answers an ordinary `QueryResult`. Otherwise the result carries the rows so far and a
 `ResultStream` in `QueryResult.more`: pgwire sends those rows, then calls `next()` on the
 connection's worker thread for each further chunk (None at the end, when the result's
-`tag` becomes `SELECT n`), so a 10M-row result is never built whole and its first rows
-reach the client while the rest is computed.
+`tag` becomes `SELECT n`, or `COPY n` for COPY ... TO STDOUT), so a 10M-row result is
+never built whole and its first rows reach the client while the rest is computed.
 
 The statement is still running while its rows stream: each `next()` makes the statement's
 cancel token current again (a CancelRequest, `statement_timeout` or a dropped client
@@ -52,6 +52,7 @@ class ResultStream:
         self.count = sent
         self.token = cancellation.current()
         self.done = False
+        self.verb = "SELECT"  # the final tag's verb (COPY ... TO STDOUT: "COPY")
         session._stream_token = self.token  # a cancel between chunks still reaches it
 
     def next(self) -> list[tuple[Any, ...]] | None:
@@ -76,7 +77,7 @@ class ResultStream:
             raise
         finally:
             s._token = outer
-        self.result.tag = f"SELECT {self.count}"
+        self.result.tag = f"{self.verb} {self.count}"
         self.close()
         return None
 

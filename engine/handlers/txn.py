@@ -13,7 +13,8 @@ cursors, so the session keeps the block bookkeeping PostgreSQL clients rely on:
   an INSENSITIVE cursor); FETCH/MOVE walk them with PostgreSQL's position rules; cursors
   without HOLD close at COMMIT/ROLLBACK; CLOSE ALL and DISCARD ALL close every cursor.
 - COPY ... TO STDOUT runs its query and returns the rows with `QueryResult.copy` set, so
-  pgwire answers with CopyOutResponse / CopyData / CopyDone instead of a row set.
+  pgwire answers with CopyOutResponse / CopyData / CopyDone instead of a row set; a large
+  result streams chunk by chunk as a SELECT's does (`QueryResult.more`), never built whole.
 """
 
 from __future__ import annotations
@@ -246,10 +247,15 @@ def _close(session: Any, st: Statement, params: ParamContext | None) -> QueryRes
 def _copy(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:
     from engine.handlers.query import run_select
 
-    result = run_select(session, st.args["query"], params)
-    return QueryResult(
-        f"COPY {len(result.rows)}", result.columns, result.rows, copy=dict(st.args["options"])
-    )
+    # served to pgwire, a large result streams like a SELECT's (ResultStream, `COPY n`)
+    stream, session._stream_this = session._stream_this, False
+    result = run_select(session, st.args["query"], params, stream=stream)
+    result.copy = dict(st.args["options"])
+    if result.more is not None:
+        result.more.verb = "COPY"
+    else:
+        result.tag = f"COPY {len(result.rows)}"
+    return result
 
 
 def _copy_in(session: Any, st: Statement, params: ParamContext | None) -> QueryResult:

@@ -20,7 +20,10 @@ lock for as long as that takes, so every other session, view and barrier waits. 
   `engine.stream.backfill_cursor.SnapshotCursor` and steps the job with those rows as
   inserts, then releases the lock, so other sessions and barriers run in between.
   Upstreams are filled one after another (a join's sides each have their own position).
-  A source (Kafka) upstream is read once, up to the reader's committed position.
+  A source (Kafka) upstream is read once, up to the reader's position at the start of
+  the read, without the lock (`Backfiller._read_source`): the broker round trips never
+  hold a barrier, and the deltas of the barriers during the read are held and stepped
+  after its rows.
 * The positions, rows done and the job's settings are a state table of the job
   (`backfill.progress` in `Relation.state_tables`), committed with the job's operator
   state in each checkpoint: after a crash the job is rebuilt as creating and resumes from
@@ -75,12 +78,18 @@ class UpstreamState:
     pos: Key | None = None
     rows_done: int = 0
     cursor: SnapshotCursor | None = None
+    # a source's one-shot read is under way (without the lock): the deltas of the
+    # barriers meanwhile are held here and stepped right after the read's rows
     preparing: bool = False
+    held: list[StreamChunk] = field(default_factory=list)
 
     def forward(self, chunk: StreamChunk | None) -> StreamChunk | None:
         """The part of an upstream delta the job takes now (the position rule)."""
         if chunk is None or len(chunk) == 0 or self.status == DONE:
             return chunk
+        if self.preparing:
+            self.held.append(chunk)
+            return None
         if self.status == NOT_STARTED or self.key_cols is None:
             return None
         assert self.pos is not None
@@ -286,6 +295,11 @@ class Backfiller:
                 self._prepare(job, u)
                 pause = 0.0
                 continue
+            if u.key_cols is None and self.rt.is_source_upstream(u.rel_id):
+                if job.budget(time.monotonic()) > 0:
+                    self._read_source(job, u)
+                    pause = 0.0
+                continue
             n = job.budget(time.monotonic())
             if n <= 0:
                 continue
@@ -328,6 +342,47 @@ class Backfiller:
             else:
                 assert u.cursor is not None
                 u.status, u.pos = RUNNING, u.cursor.pos
+            job.save()
+            job.took(got, time.perf_counter() - t0)
+            faults.hit("backfill_sliced", job.rel.name)
+            if job.done:
+                self._finish(job)
+
+    def _read_source(self, job: BackfillJob, u: UpstreamState) -> None:
+        """A source upstream, read once up to the reader's position: the position is taken
+        under the lock, the broker is read without it (barriers go on; their deltas of
+        this upstream are held), then the read's rows and the held deltas are stepped,
+        in that order, under the lock. Until then the progress table says not started,
+        so a crash re-reads up to the recovered position, which covers the held rows."""
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is not job:
+                return
+            src = self.rt.sources[u.rel_id]
+            point = src.backfill_point()
+            u.preparing, u.held = True, []
+        t0 = time.perf_counter()
+        try:
+            rows = src.read_upto(point)
+            faults.hit("source_backfill_read", job.rel.name)
+        except BaseException:
+            with self.rt.lock:
+                u.preparing, u.held = False, []  # the next try reads up to a later position
+            raise
+        with self.rt.lock:
+            if self.jobs.get(job.rel.id) is not job:  # cancelled, or a rollback rebuilt it
+                return
+            held, u.preparing, u.held = u.held, False, []
+            got = rows.num_rows if rows.num_columns else 0
+            try:
+                if got:
+                    job.step({u.rel_id: StreamChunk.inserts(rows)})
+                if held:
+                    job.step({u.rel_id: StreamChunk.concat(held)})
+            except Exception as e:  # the half-stepped job cannot go on: drop it
+                self._fail(job, e)
+                return
+            u.rows_done += got + sum(len(c) for c in held)
+            u.status, u.pos, u.cursor = DONE, None, None
             job.save()
             job.took(got, time.perf_counter() - t0)
             faults.hit("backfill_sliced", job.rel.name)

@@ -840,6 +840,10 @@ class Runtime:
         self.backfill.add(job)
         return job
 
+    def is_source_upstream(self, rel_id: int) -> bool:
+        """A SOURCE (no stored rows): a new dependent reads it once from the broker."""
+        return rel_id in self.sources and rel_id not in self.tables and rel_id not in self.views
+
     def upstream_pin(self, rel_id: int) -> Pinned:
         """An upstream's rows now (a source: read up to the reader's position)."""
         return self.pin(rel_id)

@@ -172,9 +172,21 @@ class SourceFlow:
 
     def backfill(self) -> pa.Table:
         """Rows a new dependent view starts from: the topic up to the current position."""
+        return self.read_upto(self.backfill_point())
+
+    def backfill_point(self) -> dict[str, Any] | None:
+        """The position a new dependent view's one-shot read ends at (take it under the
+        epoch lock: the deltas of later barriers start exactly there); None: nothing."""
         if self.reader is None or not self.position:
+            return None
+        return dict(self.position)
+
+    def read_upto(self, point: dict[str, Any] | None) -> pa.Table:
+        """The topic's rows up to `point` (a `backfill_point`). Talks to the broker, so the
+        backfill calls it without the epoch lock."""
+        if point is None:
             return arrow_schema(self.rel.fields).empty_table()
-        return connector_for(self.rel).read_now(self.rel, self.position, None)
+        return connector_for(self.rel).read_now(self.rel, point, None)
 
 
 def source_delta(chunks: list[StreamChunk]) -> StreamChunk | None:

@@ -209,6 +209,38 @@ def test_large_result_streams_while_it_is_computed(server: SwellServer, big: str
         assert c.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_copy_to_stdout_streams_and_cancels(server: SwellServer, big: str) -> None:
+    """COPY ... TO STDOUT of a 9M-row query sends its first lines while the statement still
+    runs (a result built whole first would have ended it); a cancel stops the rest. A
+    complete COPY of a result larger than one chunk has every line and the `COPY n` tag."""
+    with server.connect() as c, server.connect() as watch:
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            with c.cursor().copy("COPY (SELECT x.a, y.a FROM cw_big x, cw_big y) TO STDOUT") as cp:
+                first = bytes(next(iter(cp)))
+                assert b"\t" in first
+                assert (_active(watch, pid) or "").startswith("COPY (SELECT x.a")
+                c.cancel_safe()
+                for _ in cp:
+                    pass
+        assert _active(watch, pid) is None
+        assert c.execute("SELECT 1").fetchone() == (1,)
+        cur = c.cursor()
+        data = bytearray()
+        with cur.copy(
+            "COPY (SELECT x.a, x.b FROM cw_big x, cw_two y) TO STDOUT (FORMAT CSV)"
+        ) as cp:
+            for part in cp:
+                data += part
+        assert cur.rowcount == 6000  # the `COPY n` tag
+        lines = bytes(data).decode().splitlines()
+        assert sorted(lines) == sorted(f"{a},{a % 7}" for a in range(1, 3001) for _ in range(2))
+        cur = c.cursor()
+        with cur.copy("COPY (SELECT x.a FROM cw_big x, cw_big y WHERE y.a <= 30) TO STDOUT") as cp:
+            n = sum(bytes(part).count(b"\n") for part in cp)
+        assert n == 90_000 and cur.rowcount == 90_000  # beyond the first chunk
+
+
 @pytest.mark.needs("psql")
 def test_psql_ctrl_c_cancels(server: SwellServer, big: str) -> None:
     """psql's Ctrl-C (SIGINT) sends a CancelRequest: the query stops with its error."""

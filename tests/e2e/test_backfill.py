@@ -12,12 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 from engine import faults
+from harness.kafka import KafkaBroker
 from harness.server import SwellServer
 
 ROWS = 6000
@@ -260,3 +262,52 @@ def test_views_on_views_and_sinks_backfill(fresh_server: SwellServer) -> None:
         _equal(c, "named", "SELECT b.id, b.v, d.name FROM big b JOIN dim d ON b.g = d.g")
         _equal(c, "per_name", "SELECT name, count(*), sum(v) FROM named GROUP BY name")
         _equal(c, "copy", "SELECT id, v, name FROM named")
+
+
+def test_source_backfill_reads_the_broker_without_the_lock(
+    make_server: Callable[..., SwellServer],
+    kafka_broker: KafkaBroker,
+    kafka_topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """A new view on a running Kafka source reads the topic once, up to the reader's
+    position; the read is held after it returned, and barriers, reads and the source's
+    other view go on meanwhile. Messages that arrive during the read count once."""
+    hold = tmp_path / "hold-source-read"
+    srv = make_server(
+        env={faults.PAUSE_ENV: "source_backfill_read@sb_g", faults.PAUSE_FILE_ENV: str(hold)}
+    )
+    topic = kafka_topic(partitions=2)
+    kafka_broker.produce(topic, ({"g": i % 5, "v": i} for i in range(500)))
+    with srv.connect() as c:
+        c.execute(
+            f"CREATE SOURCE sb (g INT, v BIGINT) WITH (connector = 'kafka', topic = '{topic}', "
+            f"properties.bootstrap.server = '{kafka_broker.bootstrap}', "
+            "scan.startup.mode = 'earliest') FORMAT PLAIN ENCODE JSON"
+        )
+        c.execute("CREATE MATERIALIZED VIEW sb_all AS SELECT count(*) AS n FROM sb")
+        _wait(lambda: c.execute("SELECT n FROM sb_all").fetchone() == (500,), "the first view")
+        hold.touch()
+        c.execute("SET background_ddl = true")
+        c.execute(
+            "CREATE MATERIALIZED VIEW sb_g AS SELECT g, count(*) AS n, sum(v) AS s FROM sb GROUP BY g"
+        )
+        _wait(lambda: "paused at source_backfill_read" in srv.log_text(), "the held read")
+        try:
+            kafka_broker.produce(topic, ({"g": i % 5, "v": i} for i in range(500, 800)))
+            # barriers carry the new messages into the other view while the read is held
+            _wait(lambda: c.execute("SELECT n FROM sb_all").fetchone() == (800,), "a barrier")
+            c.execute("FLUSH")
+            assert c.execute("SELECT 1").fetchone() == (1,)
+            assert _progress(c, "sb_g") is not None  # still creating
+            assert "resumed at" not in srv.log_text()
+        finally:
+            hold.unlink()
+        c.execute("WAIT")
+        assert c.execute("SHOW JOBS").fetchall() == []
+        c.execute("FLUSH")
+        want = [(g, 160, sum(v for v in range(800) if v % 5 == g)) for g in range(5)]
+        assert c.execute("SELECT g, n, s FROM sb_g ORDER BY g").fetchall() == want
+        assert (
+            c.execute("SELECT g, count(*), sum(v) FROM sb GROUP BY g ORDER BY g").fetchall() == want
+        )
