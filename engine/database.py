@@ -66,6 +66,9 @@ class Config:
     keep_manifests: int = 3  # remote checkpoints retained by the garbage collector
     state_cache_mb: int | None = None
     """The state memory budget (`engine.state.budget`); None: derived from the machine."""
+    parallelism: int = 1
+    """Worker processes of parallel jobs and the default parallelism of new streaming
+    jobs (`engine.stream.parallel`); 1: every job runs in this process."""
 
 
 class SwellDatabase:
@@ -122,6 +125,7 @@ class SwellDatabase:
             self.store, self.wal, self.checkpointer, catalog, config.barrier_interval_ms
         )
         self.runtime.data_dir = str(data_dir)
+        self.runtime.parallelism = max(1, int(config.parallelism))
         self.runtime.disk_tables = DiskTables(
             self.store, HotCache(self.budget.operator_cache_bytes)
         )

@@ -106,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="milliseconds between checkpoint barriers (default 1000)",
     )
     play.add_argument(
+        "--parallelism",
+        type=_positive_int,
+        default=os.cpu_count() or 1,
+        help="worker processes for parallel streaming jobs and the default parallelism "
+        "of new materialized views (default: the number of cores; 1 runs every job in "
+        "the server process)",
+    )
+    play.add_argument(
         "--state-store",
         default=os.environ.get("SWELL_STATE_STORE") or None,
         metavar="s3://BUCKET/PREFIX",
@@ -342,6 +350,7 @@ async def playground(args: argparse.Namespace) -> int:
         upload_interval_s=args.upload_interval,
         keep_manifests=args.keep_manifests,
         state_cache_mb=args.state_cache_mb,
+        parallelism=args.parallelism,
     )
     try:
         db = await asyncio.to_thread(open_database, config)
@@ -354,6 +363,7 @@ async def playground(args: argparse.Namespace) -> int:
         kv(
             data_dir=data_dir.resolve(),
             barrier_interval_ms=args.barrier_interval_ms,
+            parallelism=args.parallelism,
             **({"state_store": args.state_store} if args.state_store else {}),
             state_budget=db.budget.describe(),
         ),

@@ -35,6 +35,7 @@ from engine.plan.planner import Planner, check_unique_names
 from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.parser import Statement, parse_one
 from engine.stream.job_plan import state_ids
+from engine.stream.parallel.fragment import PARALLELISM, parse_parallelism
 from engine.types import BIGINT, Field
 
 
@@ -357,6 +358,8 @@ def _create_view(
         splan = None
         if materialized:
             splan = lower_stream_plan(plan, state_ids(rel, cat))
+            # 0 ('adaptive'): the server's --parallelism, resolved and stored by the runtime
+            rel.extra[PARALLELISM] = parse_parallelism(session.vars.get("streaming_parallelism"))
         job = rt.create_view(rel, splan, job_options(session, st.sql.strip()))
     return wait_for_job(session, job, "CREATE_INDEX" if index else f"CREATE_{kind.tag_name}")
 

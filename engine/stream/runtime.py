@@ -96,6 +96,10 @@ from engine.stream.graph import (
 from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
+from engine.stream.parallel.flow import build_parallel_plan
+from engine.stream.parallel.fragment import PARALLEL_NODES, PARALLELISM, choose
+from engine.stream.parallel.pool import WorkerPool
+from engine.stream.parallel.transport import WorkerLauncher, config_of
 from engine.stream.read_snapshot import EpochSnapshot, Pinned, TablePin
 from engine.stream.sink import SinkFlow, SinkNotReady, SinkStatus, build_sink_flow
 from engine.stream.source import (
@@ -198,6 +202,11 @@ class Runtime:
         self.cpu = StreamCpu()  # barrier CPU seconds by phase and operator (engine.stream.cpu)
         self._published = EpochSnapshot(-1)  # the last committed epoch's rows (committed())
         self.backfill = Backfiller(self)  # creating jobs (engine.stream.backfill)
+        # parallel execution (engine.stream.parallel): the server's worker count, the
+        # default parallelism of new jobs; the pool starts with the first parallel job
+        self.parallelism = 1
+        self.pool: WorkerPool | None = None
+        self.worker_launcher: Callable[[], WorkerLauncher] | None = None  # None: processes
 
     # ------------------------------------------------------------------------------------
     # lifecycle
@@ -220,6 +229,8 @@ class Runtime:
             log.error("final checkpoint skipped: %s", e)
         for sf in self.sources.values():
             sf.stop()
+        if self.pool is not None:
+            self.pool.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.barrier_interval):
@@ -492,6 +503,8 @@ class Runtime:
                 gc.unfreeze()  # a full collection frees their reference cycles
                 gc.collect()
             faults.hit("recovery")
+            if self.pool is not None:  # workers drop their actors; lost ones are replaced
+                self.pool.reset()
             if self.wal.last_seq:
                 self.wal.wait_durable(self.wal.last_seq)  # every queued record is readable
             meta = self.checkpointer.reset()
@@ -603,9 +616,46 @@ class Runtime:
         NULL for the row; the error goes to the event log), on the runtime's clock."""
         return job_context(self.ctx, self.events.for_job(relation_oid(rel), rel.name))
 
+    def worker_pool(self) -> WorkerPool:
+        """The server's workers (engine.stream.parallel.pool), created on first use."""
+        if self.pool is None:
+            scratch = f"{self.data_dir}/workers" if self.data_dir else None
+            launcher = self.worker_launcher() if self.worker_launcher is not None else None
+            self.pool = WorkerPool(
+                self.parallelism, config_of(scratch), launcher, self.events.record_event
+            )
+        return self.pool
+
+    def _plan_parallel(self, rel: Relation, plan: StreamPlan) -> None:
+        """At CREATE: the job's parallelism (0/'adaptive' or unset: the server's) and
+        which of its nodes run as actors, recorded in its catalog entry."""
+        want = int(rel.extra.get(PARALLELISM) or 0)
+        if want <= 0:
+            want = self.parallelism
+            rel.extra["parallelism_adaptive"] = True
+        rel.extra[PARALLELISM] = want
+        chosen = choose(plan) if want > 1 else []
+        if chosen:
+            rel.extra[PARALLEL_NODES] = chosen
+        else:
+            rel.extra.pop(PARALLEL_NODES, None)
+
     def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
         store = self.store if load else None
-        nodes, tables = build_plan(plan, rel.name, store, self.job_ctx(rel), self.disk_tables)
+        p = int(rel.extra.get(PARALLELISM) or 1)
+        if p > 1 and rel.extra.get(PARALLEL_NODES):
+            nodes, tables = build_parallel_plan(
+                plan,
+                rel,
+                store,
+                self.job_ctx(rel),
+                self.disk_tables,
+                self.worker_pool(),
+                p,
+                self.catalog.allocate_state_table_id,
+            )
+        else:
+            nodes, tables = build_plan(plan, rel.name, store, self.job_ctx(rel), self.disk_tables)
         flow = ViewFlow(rel, nodes, tables=tables)
         flow.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
         flow.bind_scans(self.catalog.relations)
@@ -776,6 +826,7 @@ class Runtime:
             self.catalog.add(rel)
             try:
                 if plan is not None:
+                    self._plan_parallel(rel, plan)
                     flow = self._add_view(rel, store_plan(rel, plan), load=False)
                     # operators see an empty start first (a global aggregate's first row)
                     flow.step({}, force=True)

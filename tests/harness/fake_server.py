@@ -37,6 +37,7 @@ def main() -> int:
     ap.add_argument("--webhook-listen-addr", required=True)
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--barrier-interval-ms", type=int, required=True)
+    ap.add_argument("--parallelism", type=int, default=1)
     args = ap.parse_args()
     mode = os.environ.get("FAKE_SWELL_MODE", "ok")
     if mode == "exit":

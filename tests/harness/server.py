@@ -95,6 +95,7 @@ class SwellServer:
         port: int | None = None,
         webhook_port: int | None = None,
         barrier_interval_ms: int = 100,
+        parallelism: int = 1,
         extra_args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         startup_timeout: float = 30.0,
@@ -110,6 +111,7 @@ class SwellServer:
         self.port: int = port
         self.webhook_port: int = webhook_port
         self.barrier_interval_ms = barrier_interval_ms
+        self.parallelism = parallelism  # worker processes: 1 unless a test is about them
         self.extra_args = list(extra_args)
         self.env = dict(env or {})
         self.startup_timeout = startup_timeout
@@ -166,6 +168,8 @@ class SwellServer:
             str(self.data_dir),
             "--barrier-interval-ms",
             str(self.barrier_interval_ms),
+            "--parallelism",
+            str(self.parallelism),
             *self.extra_args,
         ]
 

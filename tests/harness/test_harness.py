@@ -30,7 +30,7 @@ def test_free_ports_are_distinct_and_bindable() -> None:
 
 def test_start_stop_restart_keep_ports_and_data_dir(tmp_path: Path) -> None:
     srv = fake(tmp_path)
-    assert srv.argv()[-8:] == [
+    assert srv.argv()[-10:] == [
         "--listen-addr",
         f"127.0.0.1:{srv.port}",
         "--webhook-listen-addr",
@@ -39,6 +39,8 @@ def test_start_stop_restart_keep_ports_and_data_dir(tmp_path: Path) -> None:
         str(tmp_path / "data"),
         "--barrier-interval-ms",
         "100",
+        "--parallelism",
+        "1",
     ]
     srv.start()
     try:

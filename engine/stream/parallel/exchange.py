@@ -1,0 +1,214 @@
+"""The exchange: each row's vnode from its distribution key, and chunks split by actor.
+
+The vnode is the one the state layout uses (`engine.state.disk_table.vnode_of`):
+`crc32(memcmp.encode_key(key)) mod 256` of the row's key columns as Python values. Here
+it is computed column-wise: each key column's memcomparable bytes are built as an Arrow
+binary array with numpy/Arrow kernels (integers, floats, booleans, strings, bytes,
+dates, timestamps, times, NULLs), the columns are joined per row, and a table-driven
+CRC-32 runs over all rows at once, one numpy step per byte position. A column of another
+type (decimals, intervals, lists, integers beyond 2^53) takes `memcmp.encode_keys` and
+`zlib.crc32` per row: correct, slower, and rare for keys.
+
+Vnodes map to actors by contiguous ranges (`actor_of`): actor i of p owns vnodes
+[ceil(256 i / p), ceil(256 (i+1) / p)), so a rescale moves whole ranges.
+"""
+
+from __future__ import annotations
+
+import zlib
+from datetime import datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.chunk import StreamChunk
+from engine.state import memcmp
+
+VNODES = 256
+_SAFE_INT = 1 << 53
+_LB = pa.large_binary()
+_NULL = pa.scalar(b"\x01", _LB)
+_ESC = pa.scalar(b"\x00\x01", _LB)
+_EMPTY = pa.scalar(b"", _LB)
+_EPOCH_US = (datetime(1970, 1, 1) - datetime(1, 1, 1)).days * 86_400_000_000
+_DATE_ORDINAL = 719_163  # date(1970, 1, 1).toordinal()
+
+
+def _crc_table() -> np.ndarray:
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> 1) ^ np.uint32(0xEDB88320), t >> 1).astype(np.uint32)
+    return t
+
+
+_TABLE = _crc_table()
+
+
+def crc32_binary(arr: pa.Array) -> np.ndarray:
+    """zlib.crc32 of every value of a binary array (no NULLs), vectorized over rows."""
+    arr = arr.cast(_LB) if arr.type != _LB else arr
+    n = len(arr)
+    crc = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    if n == 0:
+        return crc
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.empty(0, np.uint8)
+    lens = np.diff(off)
+    table = _TABLE
+    if n and (lens == lens[0]).all():  # fixed width: a matrix, one column per byte
+        w = int(lens[0])
+        m = data[off[0] : off[0] + n * w].reshape(n, w)
+        for j in range(w):
+            crc = table[(crc ^ m[:, j]) & 0xFF] ^ (crc >> 8)
+        return crc ^ np.uint32(0xFFFFFFFF)
+    order = np.argsort(-lens, kind="stable")
+    slen = lens[order]
+    starts = off[:-1][order]
+    neg = -slen
+    c = crc.copy()
+    for j in range(int(slen[0])):
+        k = int(np.searchsorted(neg, -j, side="left"))  # rows longer than j
+        b = data[starts[:k] + j]
+        c[:k] = table[(c[:k] ^ b) & 0xFF] ^ (c[:k] >> 8)
+    out = np.empty(n, dtype=np.uint32)
+    out[order] = c ^ np.uint32(0xFFFFFFFF)
+    return out
+
+
+def _fixed(rows: np.ndarray) -> pa.Array:
+    """An (n, w) uint8 matrix as a binary array of n w-byte values."""
+    n, w = rows.shape
+    buf = pa.py_buffer(np.ascontiguousarray(rows).tobytes())
+    offsets = pa.py_buffer((np.arange(n + 1, dtype=np.int64) * w).tobytes())
+    return pa.LargeBinaryArray.from_buffers(_LB, n, [None, offsets, buf])
+
+
+def _f64_bytes(x: np.ndarray) -> np.ndarray:
+    """memcmp._f64 of float64 values: (n, 8) bytes, sign-flipped IEEE big-endian."""
+    u = (x.astype(np.float64) + 0.0).view(np.uint64)  # + 0.0: -0.0 encodes as 0.0
+    neg = (u & np.uint64(1 << 63)) != 0
+    u = np.where(neg, ~u, u | np.uint64(1 << 63)).astype(">u8")
+    return u.view(np.uint8).reshape(-1, 8)
+
+
+def _tagged(tag: int, body: np.ndarray, tail: bytes = b"") -> pa.Array:
+    n = body.shape[0]
+    rows = np.empty((n, 1 + body.shape[1] + len(tail)), dtype=np.uint8)
+    rows[:, 0] = tag
+    rows[:, 1 : 1 + body.shape[1]] = body
+    for i, b in enumerate(tail):
+        rows[:, 1 + body.shape[1] + i] = b
+    return _fixed(rows)
+
+
+def _be(values: np.ndarray, dtype: str, width: int) -> np.ndarray:
+    return values.astype(dtype).view(np.uint8).reshape(-1, width)
+
+
+def encode_column(col: pa.Array) -> pa.Array | None:
+    """The memcomparable bytes of each value of `col` (`memcmp.encode_element` of its
+    Python value) as a large binary array, or None for a type encoded per row."""
+    t = col.type
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_dictionary(t):
+        col = col.dictionary_decode()
+        t = col.type
+    n = len(col)
+    valid = col.is_valid()
+    if pa.types.is_null(t):
+        return pa.array([b"\x01"] * n, _LB)
+    if pa.types.is_integer(t):
+        v = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        if pa.types.is_uint64(t) and n:
+            raw = col.fill_null(0).to_numpy(zero_copy_only=False)
+            if raw.max() > _SAFE_INT:
+                return None
+        if n and (v.min() < -_SAFE_INT or v.max() > _SAFE_INT):
+            return None
+        out = _tagged(3, _f64_bytes(v.astype(np.float64)), bytes([2, 1]))
+    elif pa.types.is_floating(t):
+        v = col.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        out = _tagged(3, _f64_bytes(v), bytes([2, 2]))
+        nan = np.isnan(v)
+        if nan.any():
+            out = pc.if_else(pa.array(nan), pa.scalar(b"\x04\x02", _LB), out)
+    elif pa.types.is_boolean(t):
+        v = col.fill_null(False).to_numpy(zero_copy_only=False).astype(np.uint8)
+        out = _tagged(2, v.reshape(-1, 1))
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        b = col.cast(pa.large_string()).cast(_LB)
+        esc = pc.replace_substring(b, b"\x00", b"\x00\xff")
+        out = pc.binary_join_element_wise(pa.scalar(b"\x05", _LB), esc, _ESC, _EMPTY)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        esc = pc.replace_substring(col.cast(_LB), b"\x00", b"\x00\xff")
+        out = pc.binary_join_element_wise(pa.scalar(b"\x06", _LB), esc, _ESC, _EMPTY)
+    elif pa.types.is_date32(t):
+        days = col.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False)
+        out = _tagged(7, _be(days.astype(np.int64) + _DATE_ORDINAL, ">u4", 4))
+    elif pa.types.is_timestamp(t) and t.unit in ("s", "ms", "us"):
+        us = col.cast(pa.timestamp("us", t.tz)).cast(pa.int64()).fill_null(0)
+        v = us.to_numpy(zero_copy_only=False) + _EPOCH_US
+        out = _tagged(9 if t.tz else 8, _be(v, ">u8", 8))
+    elif pa.types.is_time(t) and t.unit in ("s", "ms", "us"):
+        us = col.cast(pa.time64("us")).cast(pa.int64()).fill_null(0)
+        out = _tagged(10, _be(us.to_numpy(zero_copy_only=False), ">u8", 8))
+    else:
+        return None
+    if col.null_count:
+        out = pc.if_else(valid, out, _NULL)
+    return out
+
+
+def vnodes(columns: list[pa.Array]) -> np.ndarray:
+    """The vnode (0..255, int64) of every row of the key `columns`."""
+    n = len(columns[0]) if columns else 0
+    if not columns:
+        return np.zeros(n, dtype=np.int64)
+    enc = [encode_column(c) for c in columns]
+    if any(e is None for e in enc):
+        # a key type without a column encoder: the state layout's own function per row
+        rows = list(zip(*(c.to_pylist() for c in columns), strict=True))
+        return np.array(
+            [zlib.crc32(b) & (VNODES - 1) for b in memcmp.encode_keys(rows)], dtype=np.int64
+        ).reshape(-1)
+    joined = enc[0] if len(enc) == 1 else pc.binary_join_element_wise(*enc, _EMPTY)
+    return (crc32_binary(joined) & np.uint32(VNODES - 1)).astype(np.int64)
+
+
+def actor_of(p: int) -> np.ndarray:
+    """vnode -> actor index for `p` actors: contiguous, balanced vnode ranges."""
+    return (np.arange(VNODES, dtype=np.int64) * p) // VNODES
+
+
+def vnode_ranges(p: int) -> list[tuple[int, int]]:
+    """Each actor's vnodes as [first, last] (what the system tables show)."""
+    owner = actor_of(p)
+    out: list[tuple[int, int]] = []
+    for i in range(p):
+        idx = np.nonzero(owner == i)[0]
+        out.append((int(idx[0]), int(idx[-1])) if len(idx) else (0, -1))
+    return out
+
+
+def split(chunk: StreamChunk | None, keys: list[int], p: int) -> list[StreamChunk | None]:
+    """`chunk`'s rows by actor of their key columns' vnode (rows keep their order within
+    each part; an actor without rows gets None)."""
+    if chunk is None or len(chunk) == 0:
+        return [None] * p
+    if p == 1:
+        return [chunk]
+    owner = actor_of(p)[vnodes([chunk.data.column(i) for i in keys])]
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=p)
+    taken = chunk.data.take(pa.array(order))
+    ops = chunk.ops.take(pa.array(order))
+    out: list[StreamChunk | None] = []
+    start = 0
+    for i in range(p):
+        c = int(counts[i])
+        out.append(StreamChunk(ops.slice(start, c), taken.slice(start, c)) if c else None)
+        start += c
+    return out

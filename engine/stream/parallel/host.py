@@ -1,0 +1,217 @@
+"""WorkerHost: the worker side of parallel execution, independent of the transport.
+
+A worker process (`worker_main`) or a Ray actor owns one `WorkerHost` and feeds it the
+coordinator's requests one at a time: `handle(request) -> response` (bytes of
+`protocol`). The host keeps the actors the coordinator built on it, each an operator of
+one stream node with its own physical state tables, and a scratch RocksDB (under
+`config["scratch_dir"]`, else a temporary directory) that holds those tables' committed
+rows for the operators' disk tables. The scratch store is not durable state: it is
+emptied when the host starts or is reset, and rebuilt from what the coordinator ships.
+
+Commands (header `"cmd"`):
+
+* `build`  actor key, the stream node's JSON (`engine.plan.stream_codec`), the physical
+  table id of each of the node's tables, the job's name/oid/timezone; bodies: each
+  table's committed key range (`protocol.kv_body`) when recovering. The operator is made
+  by `engine.stream.build.build_op`, like the coordinator's.
+* `step`   per actor: its input chunks for this epoch (and `force`); returns each
+  actor's output chunk and the expression errors its rows raised (reported by the
+  coordinator into the job's event log).
+* `collect` per actor: its tables' `write_dirty` into a recording batch, also applied to
+  the scratch store (the tables read committed rows from there); returns the write logs
+  the coordinator applies into its checkpoint WriteBatch.
+* `drop` (actors), `reset` (everything: recovery), `stats`.
+
+Single-threaded and does no I/O besides its scratch store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import traceback
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineError
+from engine.expr.core import EvalContext, JobEvalContext
+from engine.plan.stream_codec import decode_node
+from engine.state.codec import table_prefix
+from engine.state.disk_table import DiskTables, HotCache
+from engine.state.store import StateStore
+from engine.stream.build import PlannedAllocator, build_op
+from engine.stream.operator import Operator
+from engine.stream.parallel import protocol
+
+log = logging.getLogger("swell.worker")
+
+
+class _Errors:
+    """The actor's ErrorSink: failures are kept and returned with the step response."""
+
+    def __init__(self) -> None:
+        self.items: list[list[Any]] = []
+
+    def report(self, expression: str, error: EngineError, count: int, sample: str) -> None:
+        self.items.append([expression, error.sqlstate, error.message, count, sample])
+
+
+@dataclasses.dataclass
+class Actor:
+    key: str
+    op: Operator
+    tables: list[Any]
+    table_ids: list[int]
+    errors: _Errors
+    clock: EvalContext
+    rows_in: int = 0
+    rows_out: int = 0
+
+
+class WorkerHost:
+    """See the module docstring. `config`: worker_id, scratch_dir, cache_mb."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = dict(config)
+        self.worker_id = int(config.get("worker_id", 0))
+        self.actors: dict[str, Actor] = {}
+        self._store: StateStore | None = None
+        self._disk: DiskTables | None = None
+        self._dir: Path | None = None
+        self.requests = 0
+
+    # -- scratch store -------------------------------------------------------------------
+    def _scratch(self) -> StateStore:
+        if self._store is None:
+            base = self.config.get("scratch_dir")
+            if base:
+                d = Path(str(base)) / f"worker-{self.worker_id}"
+                shutil.rmtree(d, ignore_errors=True)
+            else:
+                d = Path(tempfile.mkdtemp(prefix="swell-worker-"))
+            self._dir = d
+            self._store = StateStore.open(d)
+            cache = int(self.config.get("cache_mb", 64)) << 20
+            self._disk = DiskTables(self._store, HotCache(cache))
+        return self._store
+
+    def close(self) -> None:
+        self.actors = {}
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    # -- dispatch ------------------------------------------------------------------------
+    def handle(self, request: bytes) -> bytes:
+        """Run one request; errors become an error response (never raised)."""
+        self.requests += 1
+        try:
+            header, bodies = protocol.decode(request)
+            cmd = header.get("cmd")
+            fn = getattr(self, f"_cmd_{cmd}", None)
+            if fn is None:
+                raise ValueError(f"unknown command {cmd!r}")
+            out: bytes = fn(header, bodies)
+            return out
+        except Exception as e:  # noqa: BLE001 - reported to the coordinator, which rolls back
+            tb = traceback.format_exc()
+            if not isinstance(e, EngineError):
+                log.error("worker %s: request failed", self.worker_id, exc_info=e)
+            return protocol.error_response(e, tb)
+
+    def _cmd_ping(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        return protocol.encode({"ok": True, "pid": os.getpid()})
+
+    def _cmd_stats(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        actors = {k: {"rows_in": a.rows_in, "rows_out": a.rows_out} for k, a in self.actors.items()}
+        return protocol.encode(
+            {"ok": True, "pid": os.getpid(), "requests": self.requests, "actors": actors}
+        )
+
+    def _cmd_reset(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        self.close()
+        return protocol.encode({"ok": True})
+
+    def _clear(self, ids: list[int]) -> None:
+        store = self._scratch()
+        batch = store.new_batch()
+        for tid in ids:
+            batch.delete_range(table_prefix(tid), table_prefix(tid + 1))
+        store.write(batch, sync=False)
+
+    def _cmd_build(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        key = str(header["actor"])
+        phys: dict[str, int] = {str(k): int(v) for k, v in header["tables"].items()}
+        store = self._scratch()
+        old = self.actors.pop(key, None)
+        self._clear(sorted(set(phys.values()) | set(old.table_ids if old else [])))
+        if bodies:
+            batch = store.new_batch()
+            for body in bodies:
+                ks, vs = protocol.kv_from(body)
+                for k, v in zip(ks, vs, strict=True):
+                    batch.put(k, v)
+            store.write(batch, sync=False)
+        node = decode_node(header["node"])
+        node.tables = [dataclasses.replace(t, id=phys[t.name]) for t in node.tables]
+        clock = EvalContext(timezone=str(header.get("timezone", "UTC")))
+        errors = _Errors()
+        ctx = JobEvalContext(timezone=clock.timezone, errors=errors, parent=clock)
+        alloc = PlannedAllocator(node, str(header.get("owner", "")), store, self._disk)
+        op = build_op(node, alloc, ctx)
+        alloc.check_used(node)
+        tables = list(alloc.made.values())
+        self.actors[key] = Actor(key, op, tables, sorted(phys.values()), errors, clock)
+        return protocol.encode({"ok": True})
+
+    def _cmd_step(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        now = header.get("now")
+        out_bodies: list[bytes] = []
+        outs: list[dict[str, Any]] = []
+        for s in header["steps"]:
+            a = self.actors[str(s["actor"])]
+            a.clock.now = datetime.fromisoformat(now) if now else None
+            ins = [protocol.chunk_from(bodies[i]) if i >= 0 else None for i in s["inputs"]]
+            a.rows_in += sum(len(c) for c in ins if c is not None)
+            a.errors.items = []
+            out = a.op.step(ins)
+            if out is not None and len(out):
+                a.rows_out += len(out)
+                outs.append({"out": len(out_bodies), "errors": a.errors.items})
+                out_bodies.append(protocol.chunk_body(out))
+            else:
+                outs.append({"out": -1, "errors": a.errors.items})
+        return protocol.encode({"ok": True, "steps": outs}, out_bodies)
+
+    def _cmd_collect(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        store = self._scratch()
+        logs: list[bytes] = []
+        keys = 0
+        for key in header["actors"]:
+            a = self.actors[str(key)]
+            rec = protocol.RecordingBatch()
+            for t in a.tables:
+                keys += t.write_dirty(rec)
+            if len(rec):
+                batch = store.new_batch()
+                rec.apply(batch)
+                store.write(batch, sync=False)
+            logs.append(rec.body())
+        return protocol.encode({"ok": True, "keys": keys}, logs)
+
+    def _cmd_drop(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        ids: list[int] = []
+        for key in header["actors"]:
+            a = self.actors.pop(str(key), None)
+            if a is not None:
+                ids.extend(a.table_ids)
+        if ids:
+            self._clear(ids)
+        return protocol.encode({"ok": True})

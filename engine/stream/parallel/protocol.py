@@ -1,0 +1,207 @@
+"""The coordinator <-> worker messages: a small JSON header and Arrow IPC bodies.
+
+A message (request or response) is bytes:
+
+    header length (4 bytes BE) | header (UTF-8 JSON) | body 0 | body 1 | ...
+
+The header carries the command and its plain arguments plus `"bodies"`, the byte length
+of each body. Bodies are Arrow IPC streams: a stream chunk is one record batch of its
+columns plus the ops column (`OPS`); key/value sets (state shipped to an actor) and write
+logs (an actor's dirty writes at a checkpoint) are record batches of binary columns. No
+engine object is pickled: a worker rebuilds its operator from the stream node's stored
+JSON (`engine.plan.stream_codec`), the same encoding recovery reads from the catalog.
+
+A response is either `{"ok": true, ...}` or `{"ok": false, "error": ..., "sqlstate": ...,
+"traceback": ...}` (`remote_error` turns the latter into the coordinator's exception).
+A transport that loses its worker raises `WorkerLost` (an `EngineError`): raised inside
+a barrier, it rolls the epoch back and recovery starts the worker again.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from engine.chunk import StreamChunk
+from engine.errors import EngineError
+
+OPS = "__op"
+_LEN = struct.Struct(">I")
+
+# write log kinds (`RecordingBatch`)
+PUT, DELETE, DELETE_RANGE = 0, 1, 2
+
+
+class WorkerLost(EngineError):
+    """A worker process (or Ray actor) went away: its actors' state since the last
+    checkpoint is gone, so the epoch is rolled back and the worker started again."""
+
+    sqlstate: ClassVar[str] = "58000"  # system_error
+
+
+class WorkerFailed(EngineError):
+    """An actor raised inside its worker (the worker's message and traceback are logged);
+    the epoch is rolled back like any failure inside a barrier."""
+
+    sqlstate: ClassVar[str] = "XX000"
+
+
+def encode(header: dict[str, Any], bodies: list[bytes] | None = None) -> bytes:
+    """One message: `header` (JSON-serializable) and the `bodies` byte strings."""
+    bodies = bodies or []
+    h = dict(header)
+    h["bodies"] = [len(b) for b in bodies]
+    raw = json.dumps(h, separators=(",", ":")).encode()
+    return b"".join([_LEN.pack(len(raw)), raw, *bodies])
+
+
+def decode(msg: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    """The header and bodies of a message made by `encode`."""
+    mv = memoryview(msg)
+    (n,) = _LEN.unpack_from(mv, 0)
+    header: dict[str, Any] = json.loads(bytes(mv[4 : 4 + n]))
+    pos = 4 + n
+    bodies: list[bytes] = []
+    for size in header.get("bodies", []):
+        bodies.append(bytes(mv[pos : pos + size]))
+        pos += size
+    return header, bodies
+
+
+def _ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def _read(body: bytes) -> pa.RecordBatch:
+    table = pa.ipc.open_stream(body).read_all()
+    batches = table.combine_chunks().to_batches()
+    if batches:
+        return batches[0]
+    return pa.RecordBatch.from_pylist([], schema=table.schema)
+
+
+def chunk_body(chunk: StreamChunk | None) -> bytes:
+    """A stream chunk as an IPC body (b"" for no chunk)."""
+    if chunk is None:
+        return b""
+    return _ipc(chunk.data.append_column(OPS, chunk.ops))
+
+
+def chunk_from(body: bytes) -> StreamChunk | None:
+    """The stream chunk of `chunk_body` (None for b"")."""
+    if not body:
+        return None
+    batch = _read(body)
+    i = batch.num_columns - 1
+    ops = batch.column(i)
+    data = pa.RecordBatch.from_arrays(
+        batch.columns[:i], schema=pa.schema([batch.schema.field(j) for j in range(i)])
+    )
+    return StreamChunk(ops, data)
+
+
+_KV = pa.schema([pa.field("k", pa.large_binary()), pa.field("v", pa.large_binary())])
+_LOG = pa.schema(
+    [
+        pa.field("kind", pa.uint8()),
+        pa.field("a", pa.large_binary()),
+        pa.field("b", pa.large_binary()),
+    ]
+)
+
+
+def kv_body(keys: list[bytes], values: list[bytes]) -> bytes:
+    """Raw store entries (a table's committed key range) as an IPC body."""
+    return _ipc(
+        pa.RecordBatch.from_arrays(
+            [pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())], schema=_KV
+        )
+    )
+
+
+def kv_from(body: bytes) -> tuple[list[bytes], list[bytes]]:
+    b = _read(body)
+    return b.column(0).to_pylist(), b.column(1).to_pylist()
+
+
+class RecordingBatch:
+    """A WriteBatch stand-in that records puts, deletes and range deletes in order: what
+    an actor's tables' `write_dirty` would have written into the checkpoint batch."""
+
+    def __init__(self) -> None:
+        self.kinds: list[int] = []
+        self.a: list[bytes] = []
+        self.b: list[bytes | None] = []
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.kinds.append(PUT)
+        self.a.append(key)
+        self.b.append(value)
+
+    def delete(self, key: bytes) -> None:
+        self.kinds.append(DELETE)
+        self.a.append(key)
+        self.b.append(None)
+
+    def delete_range(self, begin: bytes, end: bytes) -> None:
+        self.kinds.append(DELETE_RANGE)
+        self.a.append(begin)
+        self.b.append(end)
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def body(self) -> bytes:
+        return _ipc(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(self.kinds, pa.uint8()),
+                    pa.array(self.a, pa.large_binary()),
+                    pa.array(self.b, pa.large_binary()),
+                ],
+                schema=_LOG,
+            )
+        )
+
+    def apply(self, batch: Any) -> None:
+        """Replay the recorded writes, in order, into `batch` (a WriteBatch)."""
+        replay(self.kinds, self.a, self.b, batch)
+
+
+def replay(kinds: list[int], a: list[bytes], b: list[bytes | None], batch: Any) -> int:
+    """Apply a write log to `batch`; returns the number of written keys."""
+    put, delete, drange = batch.put, batch.delete, batch.delete_range
+    for k, x, y in zip(kinds, a, b, strict=True):
+        if k == PUT:
+            put(x, y)
+        elif k == DELETE:
+            delete(x)
+        else:
+            drange(x, y)
+    return len(kinds)
+
+
+def log_from(body: bytes) -> tuple[list[int], list[bytes], list[bytes | None]]:
+    """The write log of `RecordingBatch.body`."""
+    b = _read(body)
+    return b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()
+
+
+def error_response(e: BaseException, tb: str) -> bytes:
+    sqlstate = e.sqlstate if isinstance(e, EngineError) else "XX000"
+    message = e.message if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
+    return encode({"ok": False, "error": message, "sqlstate": sqlstate, "traceback": tb})
+
+
+def remote_error(header: dict[str, Any], worker: str) -> EngineError:
+    """The coordinator's exception for a worker's error response."""
+    err = WorkerFailed(f"{worker}: {header.get('error', 'failed')}")
+    err.sqlstate = str(header.get("sqlstate") or "XX000")  # type: ignore[misc]
+    err.detail = header.get("traceback") or None
+    return err

@@ -1,0 +1,201 @@
+"""Worker handles: how the coordinator talks to a worker, and the local process transport.
+
+A transport gives the coordinator `WorkerHandle`s: `submit(request)` sends one request,
+`result()` returns the responses in request order. The coordinator keeps at most one
+request outstanding per worker (it batches every actor of the worker into one request),
+so neither side can block writing while the other is blocked writing too.
+
+The local transport (`ProcessLauncher`) runs each worker as a child process
+`python -m engine.stream.parallel.worker_main`, talking over its stdin/stdout pipes in
+length-prefixed frames (8 bytes BE length, then the message). The first frame is the
+worker's config (JSON). A worker that dies (kill -9, a crash) closes its end of the pipe:
+the next `submit`/`result` raises `WorkerLost` naming the worker, its pid and how it
+exited. A worker whose coordinator dies reads EOF on stdin and exits.
+
+Ray actors (`transport_ray`) implement the same interfaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+import engine
+from engine.stream.parallel.protocol import WorkerLost
+
+log = logging.getLogger("swell.parallel")
+
+_FRAME = struct.Struct(">Q")
+
+
+class WorkerHandle(Protocol):
+    worker_id: int
+
+    def submit(self, request: bytes) -> None:
+        """Send one request (returns once it is handed to the transport)."""
+
+    def result(self, timeout: float | None = None) -> bytes:
+        """The next response, in request order; raises WorkerLost."""
+
+    def alive(self) -> bool: ...
+
+    def kill(self) -> None: ...
+
+    def info(self) -> dict[str, object]:
+        """{"pid": ..., "node": ..., "address": ...} for system tables and logs."""
+
+
+class WorkerLauncher(Protocol):
+    def start(self, worker_id: int, config: dict[str, object]) -> WorkerHandle: ...
+
+    def close(self) -> None: ...
+
+
+def write_frame(f: IO[bytes], payload: bytes) -> None:
+    f.write(_FRAME.pack(len(payload)))
+    f.write(payload)
+    f.flush()
+
+
+def read_exact(f: IO[bytes], n: int) -> bytes | None:
+    """`n` bytes from `f`, or None at end of file (the other side went away)."""
+    parts: list[bytes] = []
+    left = n
+    while left:
+        b = f.read(left)
+        if not b:
+            return None
+        parts.append(b)
+        left -= len(b)
+    return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+def read_frame(f: IO[bytes]) -> bytes | None:
+    head = read_exact(f, _FRAME.size)
+    if head is None:
+        return None
+    (n,) = _FRAME.unpack(head)
+    return read_exact(f, n) if n else b""
+
+
+class ProcessWorker:
+    """One worker child process (see the module docstring)."""
+
+    def __init__(self, worker_id: int, proc: subprocess.Popen[bytes]) -> None:
+        self.worker_id = worker_id
+        self.proc = proc
+        self._lost: str | None = None
+
+    def _gone(self, what: str) -> WorkerLost:
+        if self._lost is None:
+            try:
+                code = self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+            how = (
+                f"killed by signal {-code}"
+                if code is not None and code < 0
+                else f"exited with status {code}"
+                if code is not None
+                else "stopped answering"
+            )
+            self._lost = f"worker {self.worker_id} (pid {self.proc.pid}) was lost: {how}"
+            log.error("%s (%s)", self._lost, what)
+        return WorkerLost(self._lost)
+
+    def submit(self, request: bytes) -> None:
+        if self._lost is not None:
+            raise WorkerLost(self._lost)
+        assert self.proc.stdin is not None
+        try:
+            write_frame(self.proc.stdin, request)
+        except (BrokenPipeError, OSError, ValueError) as e:
+            raise self._gone("sending a request") from e
+
+    def result(self, timeout: float | None = None) -> bytes:
+        if self._lost is not None:
+            raise WorkerLost(self._lost)
+        out = self.proc.stdout
+        assert out is not None
+        if timeout is not None:
+            ready, _, _ = select.select([out], [], [], timeout)
+            if not ready:
+                raise TimeoutError(f"worker {self.worker_id}: no response in {timeout} s")
+        try:
+            msg = read_frame(out)
+        except (OSError, ValueError) as e:
+            raise self._gone("reading a response") from e
+        if msg is None:
+            raise self._gone("reading a response")
+        return msg
+
+    def alive(self) -> bool:
+        return self._lost is None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        """End the worker: closing its stdin makes it exit; kill it if it does not."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self.kill()
+
+    def info(self) -> dict[str, object]:
+        return {"pid": self.proc.pid, "node": "local", "address": f"pid:{self.proc.pid}"}
+
+
+class ProcessLauncher:
+    """Starts workers as child processes of the server (the local transport)."""
+
+    def __init__(self) -> None:
+        self.workers: list[ProcessWorker] = []
+
+    def start(self, worker_id: int, config: dict[str, object]) -> ProcessWorker:
+        env = dict(os.environ)
+        root = str(Path(engine.__file__).resolve().parent.parent)  # this engine's tree
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.stream.parallel.worker_main"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
+        )
+        w = ProcessWorker(worker_id, proc)
+        w.submit(json.dumps({**config, "worker_id": worker_id}).encode())
+        self.workers = [x for x in self.workers if x.alive()] + [w]
+        log.info("worker started worker=%s pid=%s", worker_id, proc.pid)
+        return w
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+        self.workers = []
+
+
+def config_of(scratch_dir: str | None, **extra: Any) -> dict[str, object]:
+    """A worker config: its scratch directory and options (`host.WorkerHost`)."""
+    return {"scratch_dir": scratch_dir, **extra}
