@@ -69,6 +69,9 @@ class Config:
     parallelism: int = 1
     """Worker processes of parallel jobs and the default parallelism of new streaming
     jobs (`engine.stream.parallel`); 1: every job runs in this process."""
+    worker_launcher: Any = None
+    """A factory of the workers' `WorkerLauncher` (`engine.stream.parallel.transport`);
+    None: child processes of this one."""
 
 
 class SwellDatabase:
@@ -126,6 +129,7 @@ class SwellDatabase:
         )
         self.runtime.data_dir = str(data_dir)
         self.runtime.parallelism = max(1, int(config.parallelism))
+        self.runtime.worker_launcher = config.worker_launcher
         self.runtime.disk_tables = DiskTables(
             self.store, HotCache(self.budget.operator_cache_bytes)
         )

@@ -18,6 +18,7 @@ same expressions in `TRY(...)`, and (a) is checked only when the ad-hoc query su
 
 from __future__ import annotations
 
+import atexit
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +30,8 @@ from hypothesis import strategies as st
 from engine import faults
 from engine.database import Config, open_database
 from engine.errors import EngineError, EpochFailed
+from engine.stream.parallel import protocol
+from engine.stream.parallel.transport import ProcessLauncher
 
 TABLES = ("t", "u")
 keys = st.sampled_from(["a", "b", "c", None])
@@ -106,6 +109,47 @@ def check(
         assert got == expected, f"{name}: view != duckdb\n{got}\n{expected}"
 
 
+class KeptWorkers:
+    """A worker launcher whose processes outlive one database: each database's pool
+    resets them at its close instead of stopping them, so an example does not pay for
+    starting worker processes (they end with the test process)."""
+
+    def __init__(self) -> None:
+        self.inner = ProcessLauncher()
+        self.handles: dict[int, Any] = {}
+        atexit.register(self.inner.close)
+
+    def __call__(self) -> KeptWorkers:
+        return self
+
+    def start(self, worker_id: int, config: dict[str, object]) -> Any:
+        h = self.handles.get(worker_id)
+        if h is None or not h.alive():
+            h = self.handles[worker_id] = self.inner.start(worker_id, {})
+        return h
+
+    def close(self) -> None:
+        for h in self.handles.values():
+            if h.alive():
+                h.submit(protocol.encode({"cmd": "reset"}))
+                h.result()
+
+
+KEPT_WORKERS = KeptWorkers()
+
+
+def open_db(path: Path, parallelism: int = 1) -> Any:
+    launcher = KEPT_WORKERS if parallelism > 1 else None
+    return open_database(
+        Config(
+            data_dir=path,
+            barrier_interval_ms=60_000,
+            parallelism=parallelism,
+            worker_launcher=launcher,
+        )
+    )
+
+
 def run_differential(
     views: dict[str, str],
     ops: list[list[tuple[Any, ...]]],
@@ -113,14 +157,18 @@ def run_differential(
     duck: dict[str, str] | None = None,
     data_errors: bool = False,
     fail_at: list[str | None] | None = None,
+    parallelism: int = 1,
 ) -> None:
     """Apply `ops` batch by batch (FLUSH after each) and check every view each time.
 
     `fail_at[i]` (an `engine.faults` point) makes batch i's first FLUSH fail there: the
     epoch is rolled back, every view must still equal its query over the tables (all at
-    the last committed epoch), and the next FLUSH must apply the batch."""
+    the last committed epoch), and the next FLUSH must apply the batch.
+
+    `parallelism` > 1: the views' partitionable nodes run as that many actors in worker
+    processes (kept across examples, `KEPT_WORKERS`)."""
     with tempfile.TemporaryDirectory() as d:
-        db = open_database(Config(data_dir=Path(d), barrier_interval_ms=60_000))
+        db = open_db(Path(d), parallelism)
         try:
             s = db.connect("root", "dev")
             for tbl in TABLES:
@@ -149,7 +197,7 @@ def run_differential(
                 check(s, views, duck, data_errors)
         finally:
             db.close()
-        db = open_database(Config(data_dir=Path(d), barrier_interval_ms=60_000))
+        db = open_db(Path(d), parallelism)
         try:
             check(db.connect("root", "dev"), views, duck, data_errors)
         finally:

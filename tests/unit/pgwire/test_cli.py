@@ -41,6 +41,10 @@ def test_playground_defaults_and_addr_parsing() -> None:
     assert args.webhook_listen_addr == ("0.0.0.0", 4560)
     assert args.data_dir == Path("./swell-data")
     assert args.barrier_interval_ms == 1000
+    assert args.parallelism == (os.cpu_count() or 1)  # every core by default
+    assert cli.build_parser().parse_args(["playground", "--parallelism", "3"]).parallelism == 3
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["playground", "--parallelism", "0"])
     assert args.dashboard_listen_addr == ("127.0.0.1", 5691)  # loopback, RisingWave's port
     for off in ("", "off", "none"):
         args = cli.build_parser().parse_args(["playground", "--dashboard-listen-addr", off])
