@@ -35,6 +35,7 @@ from typing import Any
 
 import engine.catalog.state_store_status  # noqa: F401  (registers rw_state_store_status)
 from engine.catalog import Catalog, Relation
+from engine.catalog.databases import DEFAULT_DATABASE, database_exists, in_database
 from engine.catalog.secret_box import KEY_ENV, KEY_FILE, SecretKeyError, open_secret_box
 from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
@@ -51,7 +52,7 @@ from engine.stream.runtime import Runtime
 
 log = logging.getLogger("swell.database")
 
-DATABASE_NAME = "dev"
+DATABASE_NAME = DEFAULT_DATABASE  # the default database (engine/catalog/databases.py)
 SERVER_VERSION = "13.14.0"
 SWELL_VERSION = "0.1.0"
 
@@ -188,12 +189,13 @@ class SwellDatabase:
         (`engine.stream.job_plan`); jobs are otherwise never planned again."""
         from engine.handlers.ddl import plan_view_query
 
-        return plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))
+        with in_database(rel.database):
+            return plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))
 
     def connect(self, user: str, database: str, options: dict[str, str] | None = None) -> Any:
         from engine.session import SwellSession
 
-        if database != DATABASE_NAME:
+        if not database_exists(self.catalog, database):
             raise InvalidCatalogName(f'database "{database}" does not exist')
         with self._pid_lock:
             pid = self._next_pid + os.getpid() % 1000

@@ -78,6 +78,10 @@ class DuplicateSchema(EngineError):
     sqlstate = "42P06"
 
 
+class DuplicateDatabase(EngineError):
+    sqlstate = "42P04"
+
+
 class InvalidSchemaName(EngineError):
     sqlstate = "3F000"
 
@@ -312,6 +316,12 @@ class InvalidCatalogName(EngineError):
 
     sqlstate = "3D000"
     severity = "FATAL"
+
+
+class UndefinedDatabase(EngineError):
+    """An unknown database named by a statement (DROP DATABASE): an ERROR, not FATAL."""
+
+    sqlstate = "3D000"
 
 
 class StatementTooComplex(EngineError):

@@ -21,6 +21,7 @@ from engine.api import Notice, QueryResult, StatementDescription
 from engine.batch.memory import SETTING as MEMORY_SETTING
 from engine.batch.memory import default_limit
 from engine.catalog.credentials import option_credentials, scrub
+from engine.catalog.databases import in_database
 from engine.catalog.privileges import acting_as
 from engine.errors import (
     EngineError,
@@ -242,7 +243,8 @@ class SwellSession:
 
     def prepare(self, sql: str, param_types: list[SqlType | None]) -> PreparedStmt:
         try:
-            return self._prepare(sql, param_types)
+            with in_database(self.database):
+                return self._prepare(sql, param_types)
         except RecursionError:
             raise too_complex() from None
 
@@ -307,7 +309,7 @@ class SwellSession:
         token.check()  # cancelled or timed out while the rows arrived
         self._token = token
         try:
-            with cancellation.running(token):
+            with in_database(self.database), cancellation.running(token):
                 return insert_columns(self, columns)
         finally:
             self._token = None
@@ -360,7 +362,7 @@ class SwellSession:
             self.active_query, self.query_start = redact(st.sql.strip(), limit=1024), time.time()
         streaming = False
         try:
-            with acting_as(self), cancellation.running(token):
+            with in_database(self.database), acting_as(self), cancellation.running(token):
                 res = self._dispatch(st, params)
             if res.copy is not None and res.copy.get("direction") == "in":
                 self._copy_token = token  # the rows follow: the statement goes on
@@ -435,6 +437,10 @@ class SwellSession:
             return (
                 alter.run_alter(self, st) if k == "alter_relation" else alter.run_comment(self, st)
             )
+        if k in ("create_database", "drop_database"):
+            from engine.handlers import database_ddl
+
+            return getattr(database_ddl, k)(self, st)  # type: ignore[no-any-return]
         if k in ("create_schema", "drop_schema"):
             from engine.handlers import schema
 

@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.credentials import is_credential, redact_definition
+from engine.catalog.databases import DEFAULT_DATABASE, DatabaseEntry, current_database
 from engine.catalog.functions import UserFunction
 from engine.catalog.privileges import require_create_in, require_secret
 from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
@@ -80,6 +81,8 @@ class Relation:
     owner: int = ROOT_OID
     # [[grantee oid, grantor oid, "r*w"], ...] (engine/catalog/privileges.py); [] = default
     acl: list[list[Any]] = field(default_factory=list)
+    # the database it belongs to (engine/catalog/databases.py); set by `Catalog.add`
+    database: str = DEFAULT_DATABASE
 
     @property
     def visible_fields(self) -> list[Field]:
@@ -103,6 +106,7 @@ class Relation:
             "extra": self.extra,
             "owner": self.owner,
             "acl": self.acl,
+            **({"database": self.database} if self.database != DEFAULT_DATABASE else {}),
         }
 
     @classmethod
@@ -124,6 +128,7 @@ class Relation:
             extra=dict(d.get("extra", {})),
             owner=d.get("owner", ROOT_OID),
             acl=[list(e) for e in d.get("acl", [])],
+            database=d.get("database", DEFAULT_DATABASE),
         )
 
 
@@ -162,7 +167,7 @@ class Secret:
 
 
 class Catalog:
-    """All relations of the single database `dev`, schema `public` by default.
+    """All relations of every database (`Relation.database`), schema `public` by default.
 
     Mutated only under the runtime lock, by DDL; persisted with each checkpoint. Read
     without any lock (planning, system catalogs): the relation map is copy-on-write, so a
@@ -188,6 +193,8 @@ class Catalog:
         self.functions: dict[int, UserFunction] = {}
         # GRANT USAGE ON LANGUAGE python TO role: language -> grantee oids
         self.language_acl: dict[str, list[int]] = {}
+        # CREATE DATABASE entries; `dev` is implicit (engine/catalog/databases.py)
+        self.databases: dict[str, DatabaseEntry] = {}
         # seals credentials in `to_bytes` (set by the database at open; None in unit tests,
         # which then persist them in clear)
         self.box: SecretBox | None = None
@@ -195,8 +202,9 @@ class Catalog:
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
         schema = schema or "public"
+        db = current_database()
         for r in self.relations.values():
-            if r.name == name and r.schema_name == schema:
+            if r.name == name and r.schema_name == schema and r.database == db:
                 return r
         return None
 
@@ -220,8 +228,14 @@ class Catalog:
         return [r for r in self.relations.values() if rid in r.depends_on]
 
     def ordered(self) -> list[Relation]:
-        """Relations in creation order (a valid dependency order)."""
+        """Relations of every database in creation order (a valid dependency order)."""
         return [self.relations[k] for k in sorted(self.relations)]
+
+    def visible(self) -> list[Relation]:
+        """The current database's relations in creation order (what system catalogs,
+        SHOW and schema-wide statements list)."""
+        db = current_database()
+        return [r for r in self.ordered() if r.database == db]
 
     # -- mutation ------------------------------------------------------------------------
     def check_schema(self, name: str, schema: str | None) -> None:
@@ -251,6 +265,8 @@ class Catalog:
 
     def add(self, rel: Relation) -> None:
         rel.definition = redact_definition(rel.definition)
+        if rel.database == DEFAULT_DATABASE:
+            rel.database = current_database()
         self.relations = {**self.relations, rel.id: rel}
         self.version += 1
 
@@ -294,6 +310,7 @@ class Catalog:
             "schema_acl": self.schema_acl,
             "language_acl": self.language_acl,
             "functions": [f.to_json(_type_to_json) for _, f in sorted(self.functions.items())],
+            "databases": {k: v.to_json() for k, v in sorted(self.databases.items())},
         }
         if box is not None:
             doc["secret_store"] = {"key_check": box.key_check}
@@ -322,6 +339,9 @@ class Catalog:
         cat.users = Users.from_json(d.get("users"))
         cat.connections = _opened(dict(d.get("connections", {})), opened)
         cat.schemas = set(d.get("schemas", []))
+        cat.databases = {
+            k: DatabaseEntry.from_json(v) for k, v in (d.get("databases") or {}).items()
+        }
         cat.schema_owners = {k: int(v) for k, v in (d.get("schema_owners") or {}).items()}
         cat.schema_acl = {k: [list(e) for e in v] for k, v in (d.get("schema_acl") or {}).items()}
         cat.language_acl = {

@@ -233,7 +233,7 @@ def _table_privileges(ctx: SystemContext) -> list[dict[str, Any]]:
     me = pv.user_oid(cat, viewer) if viewer is not None else None
     sees_all = viewer is None or pv.is_superuser(cat, viewer)
     out = []
-    for r in cat.ordered():
+    for r in cat.visible():
         if r.kind.value == "sink" or r.extra.get("hidden_for"):
             continue
         for grantee, grantor, privs in pv.relation_acl(r):

@@ -24,6 +24,12 @@ from typing import Any
 from engine.catalog import privileges as pv
 from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options
+from engine.catalog.databases import (
+    DEFAULT_DATABASE,
+    current_database,
+    database_names,
+    database_oid,
+)
 from engine.catalog.indexes import index_info
 from engine.catalog.pg_builtin import PROCS, TYPES
 from engine.catalog.pg_columns import PG_COLUMNS
@@ -41,7 +47,6 @@ from engine.catalog.system import (
 )
 from engine.types import Field, SqlType, TypeKind
 
-DATABASE_OID = 16384 - 1  # below user OIDs; PostgreSQL's template DBs are 1, 4, 5
 SUPERUSER_OID = 10  # the bootstrap superuser (`root` here), as in PostgreSQL
 PK_INDEX_OID_BASE = 1_000_000  # pg_class.oid of relation r's primary-key index
 PK_CONSTRAINT_OID_BASE = 2_000_000
@@ -119,7 +124,7 @@ class CatalogModel:
         self.ctx = ctx
         self.relations: list[RelInfo] = []
         infos: dict[int, RelInfo] = {}
-        for rel in ctx.catalog.ordered():
+        for rel in ctx.catalog.visible():
             kind = RELKIND.get(rel.kind)
             if kind is None:
                 continue
@@ -171,8 +176,9 @@ class CatalogModel:
 
     def namespaces(self) -> dict[str, int]:
         out = dict(NAMESPACE_OIDS)
-        names = {rel.schema_name for rel in self.ctx.catalog.relations.values()}
-        names |= set(getattr(self.ctx.catalog, "schemas", None) or ())
+        names = {rel.schema_name for rel in self.ctx.catalog.visible()}
+        if current_database() == DEFAULT_DATABASE:  # CREATE SCHEMA: in dev only
+            names |= set(getattr(self.ctx.catalog, "schemas", None) or ())
         for name in sorted(names - set(out)):
             # stable per name, in the initdb range below user OIDs
             oid = 14000 + zlib.crc32(name.encode()) % 2000
@@ -235,13 +241,13 @@ def _pg_namespace(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
 
 
 def _pg_database(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    from engine.database import DATABASE_NAME
-
+    cat = ctx.catalog
+    owners = {k: v.owner for k, v in getattr(cat, "databases", {}).items()}
     return [
         {
-            "oid": DATABASE_OID,
-            "datname": DATABASE_NAME,
-            "datdba": SUPERUSER_OID,
+            "oid": database_oid(cat, name),
+            "datname": name,
+            "datdba": owners.get(name, SUPERUSER_OID),
             "encoding": 6,
             "datlocprovider": "c",
             "datallowconn": True,
@@ -250,6 +256,7 @@ def _pg_database(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
             "datcollate": "C.UTF-8",
             "datctype": "C.UTF-8",
         }
+        for name in database_names(cat)
     ]
 
 
@@ -453,7 +460,7 @@ def _pg_indexes(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]
 
 def _pg_depend(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for rel in ctx.catalog.ordered():
+    for rel in ctx.catalog.visible():
         for dep in rel.depends_on:
             out.append(
                 {
@@ -700,16 +707,14 @@ def _pg_settings(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]
 
 
 def _pg_stat_activity(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    from engine.database import DATABASE_NAME
-
     out = []
     for pid, s in sorted(ctx.db.sessions.items()):
         query = getattr(s, "active_query", None)
         start = getattr(s, "query_start", None)
         out.append(
             {
-                "datid": DATABASE_OID,
-                "datname": DATABASE_NAME,
+                "datid": database_oid(ctx.catalog, getattr(s, "database", DEFAULT_DATABASE)),
+                "datname": getattr(s, "database", DEFAULT_DATABASE),
                 "pid": pid,
                 "usesysid": SUPERUSER_OID,
                 "usename": getattr(s, "user", None),
@@ -750,7 +755,7 @@ def _servers(ctx: SystemContext) -> dict[str, int]:
     kinds = sorted(
         {
             r.options.get("connector", "unknown")
-            for r in ctx.catalog.relations.values()
+            for r in ctx.catalog.visible()
             if r.kind is RelationKind.SOURCE
         }
     )
@@ -788,7 +793,7 @@ def _pg_foreign_table(ctx: SystemContext, fields: list[Field]) -> list[dict[str,
             "ftserver": servers.get(r.options.get("connector", "unknown"), 0),
             "ftoptions": source_options(r),
         }
-        for r in ctx.catalog.ordered()
+        for r in ctx.catalog.visible()
         if r.kind is RelationKind.SOURCE
     ]
 
@@ -810,7 +815,7 @@ _register("pg_proc", _pg_proc)
 def _pg_description(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     """COMMENT ON tables, views, sources, sinks and their columns (`Relation.extra`)."""
     out = []
-    for rel in ctx.catalog.ordered():
+    for rel in ctx.catalog.visible():
         oid = relation_oid(rel)
         if rel.extra.get("comment") is not None:
             out.append(

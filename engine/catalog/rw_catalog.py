@@ -1,7 +1,8 @@
 """rw_catalog: Swell's own catalog views, in the spirit of RisingWave's.
 
 rw_relations, rw_tables, rw_materialized_views, rw_views, rw_sources, rw_sinks,
-rw_subscriptions, rw_connections, rw_secrets (names only, never values), rw_schemas, rw_users and
+rw_subscriptions, rw_connections, rw_secrets (names only, never values), rw_schemas,
+rw_databases, rw_users and
 rw_streaming_jobs (every relation the dataflow maintains, with its status: `RUNNING`, or
 the sink's state while it retries). `id` is the relation's pg_class OID, `schema_id` its
 pg_namespace OID, `owner` the owner's pg_roles OID, as in RisingWave.
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.catalog.catalog import Relation, RelationKind
+from engine.catalog.databases import database_names, database_oid
 from engine.catalog.indexes import index_info
 from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel, user_rows
 from engine.catalog.privileges import shown_definition
@@ -55,12 +57,12 @@ def _base(ctx: SystemContext, rel: Relation) -> list[Any]:
 
 def _of_kind(ctx: SystemContext, kind: RelationKind) -> list[Relation]:
     """The relations of one kind; indexes (materialized-view entries) only in rw_indexes."""
-    return [r for r in ctx.catalog.ordered() if r.kind is kind and index_info(r) is None]
+    return [r for r in ctx.catalog.visible() if r.kind is kind and index_info(r) is None]
 
 
 def _indexes(ctx: SystemContext) -> list[tuple[Any, ...]]:
     out = []
-    for r in ctx.catalog.ordered():
+    for r in ctx.catalog.visible():
         i = index_info(r)
         if i is not None:
             base = ctx.catalog.relations.get(i["on"])
@@ -131,7 +133,7 @@ def _subscriptions(ctx: SystemContext) -> list[tuple[Any, ...]]:
 def _relations(ctx: SystemContext) -> list[tuple[Any, ...]]:
     return [
         (relation_oid(r), r.name, r.kind.value, _schema_oid(ctx, r), r.owner, _definition(ctx, r))
-        for r in ctx.catalog.ordered()
+        for r in ctx.catalog.visible()
     ]
 
 
@@ -160,6 +162,15 @@ def _schemas(ctx: SystemContext) -> list[tuple[Any, ...]]:
     ]
 
 
+def _databases(ctx: SystemContext) -> list[tuple[Any, ...]]:
+    cat = ctx.catalog
+    entries = getattr(cat, "databases", {})
+    return [
+        (database_oid(cat, n), n, entries[n].owner if n in entries else SUPERUSER_OID)
+        for n in database_names(cat)
+    ]
+
+
 def _users(ctx: SystemContext) -> list[tuple[Any, ...]]:
     return [
         (u.oid, u.name, bool(u.superuser), bool(getattr(u, "login", True))) for u in user_rows(ctx)
@@ -174,7 +185,7 @@ def streaming_jobs(ctx: SystemContext) -> list[tuple[Any, ...]]:
     rt = ctx.db.runtime
     sinks = dict(getattr(rt, "sinks", {}))
     out = []
-    for r in ctx.catalog.ordered():
+    for r in ctx.catalog.visible():
         if r.kind not in _JOB_KINDS:
             continue
         status = "RUNNING"
@@ -267,6 +278,9 @@ _register(
     _secrets,
 )
 _register("rw_schemas", [Field("id", INT), Field("name", VARCHAR), Field("owner", INT)], _schemas)
+_register(
+    "rw_databases", [Field("id", INT), Field("name", VARCHAR), Field("owner", INT)], _databases
+)
 _register(
     "rw_users",
     [

@@ -643,7 +643,7 @@ def _current_schemas(ctx: EvalContext, implicit: bool) -> list[str]:
     known = set(NAMESPACE_OIDS)
     s = ctx.session
     if s is not None:
-        known |= {r.schema_name for r in s.db.catalog.relations.values()}
+        known |= {r.schema_name for r in s.db.catalog.visible()}
     out = [p for p in path if p in known]
     return out if implicit else [p for p in out if p != "pg_catalog"]
 

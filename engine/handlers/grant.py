@@ -55,7 +55,7 @@ def _relations(cat: Any, args: dict[str, Any]) -> list[Relation]:
         for _, schema in args["names"]:
             out += [
                 r
-                for r in cat.ordered()
+                for r in cat.visible()
                 if r.schema_name == schema
                 and (
                     r.kind is kind or (kind is RelationKind.TABLE and r.kind is RelationKind.TABLE)

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from engine.api import Notice, QueryResult
+from engine.catalog.databases import DEFAULT_DATABASE, current_database
 from engine.catalog.privileges import is_superuser, schema_owner, session_owner, user_oid
 from engine.catalog.system import SYSTEM_SCHEMAS
 from engine.errors import (
@@ -67,10 +68,12 @@ def parse_schema_statement(head: str, body: str, text: str) -> Statement:
 
 
 def schema_exists(catalog: Any, name: str) -> bool:
+    """Built in, made by CREATE SCHEMA (in `dev`), or holding a relation of the current
+    database."""
     return (
         name in BUILTIN
-        or name in catalog.schemas
-        or any(r.schema_name == name for r in catalog.relations.values())
+        or (name in catalog.schemas and current_database() == DEFAULT_DATABASE)
+        or any(r.schema_name == name for r in catalog.visible())
     )
 
 
@@ -85,9 +88,15 @@ def create_schema(session: Any, st: Statement) -> QueryResult:
                     "CREATE_SCHEMA", notices=[Notice(f'schema "{name}" already exists, skipping')]
                 )
             raise DuplicateSchema(f'schema "{name}" already exists')
+        if session.database != DEFAULT_DATABASE:
+            raise not_supported(
+                f'CREATE SCHEMA in database "{session.database}"',
+                hint=f"Databases other than {DEFAULT_DATABASE} have the schema public only;"
+                " CREATE TABLE schema.name still makes a relation in another schema.",
+            )
         me = cat.users.find(session.user)
         if me is not None and not (me.superuser or me.createdb):
-            raise InsufficientPrivilege("permission denied for database dev")
+            raise InsufficientPrivilege(f"permission denied for database {session.database}")
         cat.schemas.add(name)
         cat.schema_owners[name] = session_owner(session)
         cat.version += 1
@@ -112,7 +121,7 @@ def drop_schema(session: Any, st: Statement) -> QueryResult:
             oid = user_oid(cat, session.user)
             if oid != owner and not is_superuser(cat, session.user):
                 raise InsufficientPrivilege(f"must be owner of schema {name}")
-            members = [r for r in cat.ordered() if r.schema_name == name]
+            members = [r for r in cat.visible() if r.schema_name == name]
             if members and st.args["cascade"]:
                 raise not_supported(
                     "DROP SCHEMA ... CASCADE of a schema that holds relations",

@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.api import QueryResult
 from engine.catalog import RelationKind
+from engine.catalog.databases import database_names
 from engine.catalog.privileges import shown_definition
 from engine.errors import EngineError
 from engine.sql.parser import Statement
@@ -21,7 +22,7 @@ def run(session: Any, st: Statement) -> QueryResult:
         schema = st.args.get("schema") or "public"
         names = sorted(
             r.name
-            for r in cat.relations.values()
+            for r in cat.visible()
             if r.kind is kind and r.schema_name == schema and not r.extra.get("index")
         )
         like = st.args.get("like")
@@ -64,7 +65,8 @@ def run(session: Any, st: Statement) -> QueryResult:
     if k == "show_special":
         what = st.args["what"]
         if what == "databases":
-            return QueryResult("SHOW 1", [Field("Name", VARCHAR)], [("dev",)])
+            rows = [(n,) for n in database_names(session.db.catalog)]
+            return QueryResult(f"SHOW {len(rows)}", [Field("Name", VARCHAR)], rows)
         if what == "schemas":
             rows = [("information_schema",), ("pg_catalog",), ("public",), ("rw_catalog",)]
             return QueryResult(f"SHOW {len(rows)}", [Field("Name", VARCHAR)], rows)

@@ -235,7 +235,7 @@ def _show_subscriptions(session: Any, a: dict[str, Any], st: Statement) -> Query
     schema = a.get("schema") or "public"
     names = sorted(
         r.name
-        for r in session.db.catalog.relations.values()
+        for r in session.db.catalog.visible()
         if r.kind is RelationKind.SUBSCRIPTION and r.schema_name == schema
     )
     if a.get("like") is not None:

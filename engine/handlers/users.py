@@ -77,6 +77,7 @@ def _owned_by(cat: Any, oid: int) -> list[str]:
         if c.get("owner") == oid
     ]
     out += [f"owner of schema {n}" for n, o in sorted(cat.schema_owners.items()) if o == oid]
+    out += [f"owner of database {n}" for n, d in sorted(cat.databases.items()) if d.owner == oid]
     return out
 
 

@@ -37,6 +37,7 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.api import Notice
 from engine.catalog import Relation, RelationKind
+from engine.catalog.databases import database_exists, in_database
 from engine.catalog.privileges import require_secret
 from engine.chunk import StreamChunk
 from engine.errors import (
@@ -494,7 +495,8 @@ def _json_kind(v: Any) -> str:
 
 
 class WebhookIngest:
-    """Resolves `(database, schema, table)` to cached `WebhookTarget`s for one database.
+    """Resolves `(database, schema, table)` to cached `WebhookTarget`s (any database of
+    the process; `database` is kept for callers that name the default one).
 
     Targets (and their compiled VALIDATE expressions) are rebuilt when the catalog version
     changes, i.e. after any DDL. Thread-safe enough for one event loop plus worker threads:
@@ -505,19 +507,25 @@ class WebhookIngest:
         self.db = db
         self.database = database
         self._version = -1
-        self._cache: dict[tuple[str, str], WebhookTarget] = {}
+        self._cache: dict[tuple[str, str, str], WebhookTarget] = {}
 
     def resolve(self, database: str, schema: str, table: str) -> WebhookTarget:
-        if database != self.database:
-            raise WebhookError(404, f"Database `{database}` not found")
         cat = self.db.catalog
+        if not database_exists(cat, database):
+            raise WebhookError(404, f"Database `{database}` not found")
         if cat.version != self._version:
             self._cache = {}
             self._version = cat.version
-        key = (schema, table)
+        key = (database, schema, table)
         t = self._cache.get(key)
         if t is not None:
             return t
+        with in_database(database):
+            t = self._target(cat, schema, table)
+        self._cache[key] = t
+        return t
+
+    def _target(self, cat: Any, schema: str, table: str) -> WebhookTarget:
         rel = cat.find(table, schema)
         if rel is None:
             raise WebhookError(404, f"Table `{table}` not found")
@@ -528,7 +536,7 @@ class WebhookIngest:
         if spec.get("validate"):
             validator = bind_validate(spec["validate"], rel.fields, spec.get("secret"))
         columns = [f for f in rel.fields if not f.hidden]
-        t = WebhookTarget(
+        return WebhookTarget(
             db=self.db,
             rel=rel,
             batched=bool(spec.get("batched", False)),
@@ -539,5 +547,3 @@ class WebhookIngest:
             jsonb_body=len(columns) == 1 and columns[0].type.kind is K.JSONB,
             has_jsonb=any(f.type.kind is K.JSONB for f in columns),
         )
-        self._cache[key] = t
-        return t

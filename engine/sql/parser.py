@@ -358,6 +358,10 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         from engine.sql.create_function import parse_drop_function
 
         return parse_drop_function(body)
+    if head in ("CREATE", "DROP") and words[1:2] == ["DATABASE"]:
+        from engine.sql.database_stmts import parse_database_statement
+
+        return parse_database_statement(head, body, text)
     if head in ("CREATE", "DROP") and words[1:2] == ["SCHEMA"]:
         from engine.handlers.schema import parse_schema_statement
 

@@ -185,7 +185,7 @@ _INTERNAL_FIELDS = [
 def _internal_rows(ctx: SystemContext) -> list[tuple[Any, ...]]:
     """Read from the stored JSON (no decoding): one row per state table of each job."""
     out: list[tuple[Any, ...]] = []
-    for rel in ctx.catalog.ordered():
+    for rel in ctx.catalog.visible():
         data = rel.extra.get(PLAN_KEY) if is_job(rel) else None
         if not data:
             continue
