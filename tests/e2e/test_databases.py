@@ -104,12 +104,16 @@ def test_who_may_create_and_drop(server: SwellServer) -> None:
         with server.connect(user="maker_db_user") as maker:
             maker.execute("CREATE DATABASE made")
             maker.execute("DROP DATABASE made")
-            with pytest.raises(psycopg.errors.FeatureNotSupported):
+            with pytest.raises(psycopg.errors.ObjectInUse, match="currently open"):
                 maker.execute("DROP DATABASE dev")
             with pytest.raises(psycopg.errors.FeatureNotSupported):
                 maker.execute("CREATE DATABASE x WITH TEMPLATE template0")
+        with server.connect(dbname="rooted") as elsewhere:
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match="dropping database"):
+                elsewhere.execute("DROP DATABASE dev")
     finally:
         with server.connect() as root:
+            gone(root, "rooted")
             root.execute("DROP DATABASE rooted")
             root.execute("DROP USER plain_db_user")
             root.execute("DROP USER maker_db_user")
