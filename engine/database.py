@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import engine.catalog.state_store_status  # noqa: F401  (registers rw_state_store_status)
+import engine.stream.parallel.introspect  # noqa: F401  (registers rw_fragments, rw_actors, ...)
 from engine.catalog import Catalog, Relation
 from engine.catalog.databases import DEFAULT_DATABASE, database_exists, in_database
 from engine.catalog.secret_box import KEY_ENV, KEY_FILE, SecretKeyError, open_secret_box

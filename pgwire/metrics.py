@@ -11,11 +11,13 @@ acks) when it runs, and pgwire (connections, authentication failures, cancels). 
 (engine.latency): barrier and checkpoint durations, freshness (a write until its epoch
 committed), statement latency by kind, webhook request-to-ack time. Series per source
 (`source` label: messages, bad messages, up, lag), per sink (`sink` label: rows, errors,
-retries, up), per table and materialized view (rows in/out, stored rows, state entries) and
-per streaming job (expression errors). Process metrics (`process_*`: CPU seconds, resident
-memory, open file descriptors) from prometheus_client's process collector. A component
-missing a counter simply omits it (getattr with a default), so the endpoint never fails
-because some component changed.
+retries, up), per table and materialized view (rows in/out, stored rows, state entries),
+per streaming job (expression errors) and per worker process of parallel jobs (`worker`
+label: CPU seconds, rows in/out, barrier alignment wait, exchange bytes;
+`engine.stream.parallel.introspect.worker_stats`). Process metrics (`process_*`: CPU
+seconds, resident memory, open file descriptors) from prometheus_client's process
+collector. A component missing a counter simply omits it (getattr with a default), so the
+endpoint never fails because some component changed.
 
 Lifecycle: `start_metrics_server(host, port, sources)` binds and returns a
 `MetricsServer`; `close()` stops it. `sources` is a `MetricsSources` holding references to
@@ -42,6 +44,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from engine.latency import STATEMENTS, Histogram
+from engine.stream.parallel import introspect
 
 log = logging.getLogger("swell.metrics")
 
@@ -79,6 +82,7 @@ class SwellCollector(Collector):
             yield from self._runtime(getattr(db, "runtime", None))
             yield from self._relations(getattr(db, "runtime", None))
             yield from self._jobs(getattr(db, "runtime", None))
+            yield from self._workers(getattr(db, "runtime", None))
             yield from self._attrs(
                 getattr(db, "checkpointer", None),
                 "swell_checkpoint",
@@ -355,6 +359,75 @@ class SwellCollector(Collector):
                 for k, v in sorted(cpu.get(key, {}).items()):
                     c.add_metric([k], float(v))
                 yield c
+
+    @staticmethod
+    def _workers(rt: Any) -> Iterator[Metric]:
+        """Per worker process of parallel jobs (`worker`, `node` labels); nothing before
+        the first parallel job started the pool."""
+        if rt is None:
+            return
+        totals = introspect.pool_totals(rt)
+        if totals is None:
+            return
+        for key, name, doc in (
+            ("lost", "swell_workers_lost", "worker processes lost (each made the job recover)"),
+            ("restarts", "swell_worker_pool_recoveries", "recoveries the worker pool went through"),
+        ):
+            c = CounterMetricFamily(name, doc)
+            c.add_metric([], float(totals[key]))
+            yield c
+        stats = introspect.worker_stats(rt)
+        labels = ["worker", "node"]
+        up = GaugeMetricFamily("swell_worker_up", "1 while the worker process runs", labels=labels)
+        actors = GaugeMetricFamily(
+            "swell_worker_actors", "actors placed on the worker", labels=labels
+        )
+        families = {
+            "cpu_seconds": CounterMetricFamily(
+                "swell_worker_cpu_seconds", "CPU seconds of the worker process", labels=labels
+            ),
+            "requests": CounterMetricFamily(
+                "swell_worker_requests", "requests the coordinator sent the worker", labels=labels
+            ),
+            "rows_in": CounterMetricFamily(
+                "swell_worker_rows_in", "rows into the worker's actors", labels=labels
+            ),
+            "rows_out": CounterMetricFamily(
+                "swell_worker_rows_out", "rows out of the worker's actors", labels=labels
+            ),
+            "busy_seconds": CounterMetricFamily(
+                "swell_worker_busy_seconds", "seconds the worker spent on requests", labels=labels
+            ),
+            "alignment_wait_seconds": CounterMetricFamily(
+                "swell_worker_barrier_alignment_wait_seconds",
+                "seconds the worker's part of a step waited for the slowest worker",
+                labels=labels,
+            ),
+            "wait_seconds": CounterMetricFamily(
+                "swell_worker_response_wait_seconds",
+                "seconds the coordinator waited for the worker's responses",
+                labels=labels,
+            ),
+        }
+        xbytes = CounterMetricFamily(
+            "swell_worker_exchange_bytes",
+            "bytes of requests (out) and responses (in) between coordinator and worker",
+            labels=[*labels, "direction"],
+        )
+        for st in stats:
+            lv = [str(st["worker"]), st["node"] or ""]
+            up.add_metric(lv, 1.0 if st["state"] == "RUNNING" else 0.0)
+            actors.add_metric(lv, float(st["actors"]))
+            for key, fam in families.items():
+                v = st.get(key)
+                if isinstance(v, (int, float)):
+                    fam.add_metric(lv, float(v))
+            xbytes.add_metric([*lv, "out"], float(st["bytes_out"]))
+            xbytes.add_metric([*lv, "in"], float(st["bytes_in"]))
+        yield up
+        yield actors
+        yield from families.values()
+        yield xbytes
 
     @staticmethod
     def _pgwire(srv: Any) -> Iterator[Metric]:

@@ -5,7 +5,10 @@ The query is planned for streaming and lowered to its stream plan
 RisingWave's style: one `Stream...` line per operator with its keys and state tables,
 table scans as leaves. No operator is built and nothing is allocated in the database:
 state-table ids are local numbers (0, 1, ...). VERBOSE adds one line per state table (its
-columns, primary key, value columns and distribution key).
+columns, primary key, value columns and distribution key). A materialized view that would
+run in parallel (the session's `streaming_parallelism`, else the server's --parallelism,
+above 1, and a partitionable node) shows its exchanges and one line per fragment
+(`engine.stream.parallel.introspect.explain_parallel`).
 
 Planner snapshot tests (`tests/planner/`) call `stream_plan_for` directly.
 """
@@ -22,6 +25,8 @@ from engine.plan.logical import PlanNode
 from engine.plan.stream_lower import local_ids, lower_stream_plan
 from engine.plan.stream_plan import StreamPlan, explain_lines
 from engine.sql.parser import Statement, parse_one
+from engine.stream.parallel.fragment import choose
+from engine.stream.parallel.introspect import explain_parallel, planned_parallelism
 
 
 def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | None]:
@@ -56,4 +61,11 @@ def _sink_line(d: Any, plan: PlanNode) -> str:
 
 def explain_stream(session: Any, inner: Statement, verbose: bool) -> list[str]:
     splan, header = stream_plan_for(session, inner)  # catalog read: no lock (copy-on-write)
+    if inner.kind == "create_mv":  # the parallelism CREATE would run it at, in this session
+        p = planned_parallelism(
+            session.vars.get("streaming_parallelism"), session.db.runtime.parallelism
+        )
+        chosen = choose(splan) if p > 1 else []
+        if chosen:
+            return explain_parallel(splan, chosen, p, verbose=verbose, header=header)
     return explain_lines(splan, verbose=verbose, header=header)

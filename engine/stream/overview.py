@@ -8,7 +8,8 @@ of each job (`extra["stream_plan"]`, the same JSON `rw_catalog.rw_internal_table
 the flows' live counters (`TableFlow.rows_in`, `ViewFlow.node_rows`/`node_cpu`, each
 source's `SourceStatus`, each sink's `SinkStatus`), state-table sizes (`len`, and bytes
 estimated from a few encoded entries: `approx_bytes`), the
-committed row counts (`Runtime.row_count`) and the barrier log. Counters are cumulative
+committed row counts (`Runtime.row_count`), the barrier log and the worker processes of
+parallel jobs (`engine.stream.parallel.introspect.worker_stats`). Counters are cumulative
 since the flow was built (a rollback rebuilds flows, so they may restart from 0); rates
 are the caller's business (two snapshots apart in time).
 
@@ -41,6 +42,7 @@ from engine.catalog.system import relation_oid
 from engine.latency import Histogram
 from engine.plan.stream_codec import decode_node
 from engine.state import codec
+from engine.stream.parallel.introspect import worker_stats
 
 PLAN_KEY = "stream_plan"
 DETAIL_MAX = 160  # characters of a node's EXPLAIN detail kept for the picture's tooltip
@@ -94,6 +96,8 @@ def overview(runtime: Any) -> dict[str, Any]:
         "barrier_log": [list(b) for b in list(getattr(runtime, "barrier_log", ()))],
         "relations": relations,
         "jobs": jobs,
+        # worker processes of parallel jobs (empty until the first one started them)
+        "workers": worker_stats(runtime),
     }
 
 
@@ -239,6 +243,11 @@ def job_graph(
             "state_keys": sum(s["keys"] for s in state),
             "state_bytes": _sum_known(s["bytes"] for s in state),
         }
+        p = getattr(op, "p", None)
+        if isinstance(p, int) and hasattr(op, "actor_keys"):  # runs as actors in the workers
+            node["parallelism"] = p
+            node["workers"] = list(getattr(op, "workers", []))
+            node["exchange_bytes"] = getattr(op, "exchange_bytes", None)
         nodes.append(node)
         for inp_kind, j in sn.get("inputs", []):
             if inp_kind == "rel":
