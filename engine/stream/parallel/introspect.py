@@ -80,12 +80,14 @@ def _oid(rel: Relation) -> int:
     return relation_oid(rel)
 
 
-def _jobs(rt: Any) -> list[tuple[Relation, Any, str]]:
-    """(relation, flow, flag) of every materialized view and sink, in catalog order."""
+def _jobs(rt: Any, visible: bool = False) -> list[tuple[Relation, Any, str]]:
+    """(relation, flow, flag) of every materialized view and sink, in catalog order (with
+    `visible`, of the current database only: what its system tables list)."""
     views = dict(getattr(rt, "views", {}))
     sinks = dict(getattr(rt, "sinks", {}))
     out: list[tuple[Relation, Any, str]] = []
-    for rel in rt.catalog.ordered():
+    rels = rt.catalog.visible() if visible else rt.catalog.ordered()
+    for rel in rels:
         if rel.id in views:
             out.append((rel, views[rel.id], "MVIEW"))
         elif rel.id in sinks:
@@ -134,7 +136,7 @@ def _real_table_ids(flow: Any) -> list[int]:
 
 def fragment_rows(rt: Any) -> list[tuple[Any, ...]]:
     """rw_fragments rows (see the module docstring)."""
-    jobs = _jobs(rt)
+    jobs = _jobs(rt, visible=True)
     single_of = {rel.id: single_fragment_id(rel) for rel, _, _ in jobs}
     out: list[tuple[Any, ...]] = []
     for rel, flow, flag in jobs:
@@ -175,7 +177,7 @@ def actor_rows(rt: Any) -> list[tuple[Any, ...]]:
     live = set(dict(getattr(pool, "workers", {}) or {})) if pool is not None else set()
     me = os.getpid()
     out: list[tuple[Any, ...]] = []
-    for rel, flow, _ in _jobs(rt):
+    for rel, flow, _ in _jobs(rt, visible=True):
         if flow is None:
             continue
         single = single_fragment_id(rel)
