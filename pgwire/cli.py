@@ -1,7 +1,8 @@
 """The `swell` command: `swell playground` runs a single-node Swell; `swell --version`.
 
 Lifecycle of `playground`: restrict the umask and the data directory's permissions (0700,
-files 0600), open the database (recovering the data directory), apply
+files 0600), connect to the Ray cluster of `--ray-address` if given (its launcher starts
+the stream workers as Ray actors), open the database (recovering the data directory), apply
 `SWELL_ROOT_PASSWORD` to `root`, check that `--auth password` leaves a superuser able to
 log in, start the Prometheus /metrics listener (pgwire/metrics.py; a taken port only
 disables metrics), the pgwire listener with its `Limits`, the webhook listener if the
@@ -10,7 +11,8 @@ disables it), log where everything listens (a WARNING when trust
 authentication is reachable from other machines), then wait for SIGTERM/SIGINT.
 Shutdown runs in reverse: close the dashboard and metrics listeners, stop accepting and
 close client connections, close the webhook server, then `db.close()` (which takes a
-final checkpoint). The engine module is imported lazily inside the command so
+final checkpoint), then the Ray launcher (kills its actors, disconnects). The engine
+module is imported lazily inside the command so
 `swell --version` works even when the engine cannot load.
 """
 
@@ -134,6 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         metavar="N",
         help="remote checkpoints kept by the state store's garbage collector (default 3)",
+    )
+    play.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="run the stream workers as Ray actors spread over the nodes of the Ray cluster "
+        "whose head node listens there (or 'auto'); needs swell[ray] on every node; "
+        "state stays in this server's data directory (and --state-store)",
     )
     play.add_argument(
         "--state-cache-mb",
@@ -335,6 +345,15 @@ async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
     return server
 
 
+def connect_ray(address: str) -> Any:
+    """Connect this process to the Ray cluster at `address` and return the worker launcher
+    for it. Runs in the main thread before the server installs its signal handlers: Ray
+    installs a SIGTERM handler of its own when it connects, which the server's replaces."""
+    from engine.stream.parallel.transport_ray import RayLauncher
+
+    return RayLauncher(address)
+
+
 async def playground(args: argparse.Namespace) -> int:
     from engine.database import Config, open_database
 
@@ -343,6 +362,14 @@ async def playground(args: argparse.Namespace) -> int:
     data_dir: Path = args.data_dir
     restrict_umask()
     secure_data_dir(data_dir)
+    launcher = None
+    if args.ray_address:
+        try:
+            launcher = connect_ray(args.ray_address)
+        except EngineError as exc:  # unreachable cluster or Ray not installed: one line
+            hint = {"hint": exc.hint} if exc.hint else {}
+            log.error("startup failed %s", kv(error=exc.message, **hint))
+            return 1
     config = Config(
         data_dir=data_dir,
         barrier_interval_ms=args.barrier_interval_ms,
@@ -351,12 +378,15 @@ async def playground(args: argparse.Namespace) -> int:
         keep_manifests=args.keep_manifests,
         state_cache_mb=args.state_cache_mb,
         parallelism=args.parallelism,
+        worker_launcher=(lambda: launcher) if launcher is not None else None,
     )
     try:
         db = await asyncio.to_thread(open_database, config)
     except EngineError as exc:  # e.g. the data directory is in use: one line, no traceback
         hint = {"hint": exc.hint} if exc.hint else {}
         log.error("startup failed %s", kv(error=exc.message, **hint))
+        if launcher is not None:
+            launcher.close()
         return 1
     log.info(
         "database opened %s",
@@ -413,6 +443,8 @@ async def playground(args: argparse.Namespace) -> int:
             except Exception as exc:  # noqa: BLE001 - shutdown must reach db.close()
                 log.error("webhook close failed", exc_info=exc)
         await asyncio.to_thread(db.close)
+        if launcher is not None:  # after the database: its worker pool is stopped by then
+            launcher.close()
         log.info("database closed %s", kv(data_dir=data_dir.resolve()))
 
 

@@ -32,9 +32,10 @@ from harness.shared import check_shared_server, shared_server, shutdown_shared_s
 
 _SERVER_FIXTURES = {"server", "conn", "fresh_server", "make_server"}
 
-# Kafka broker fixtures (`kafka_broker`, `kafka_topic`): tests/harness/kafka.py; the `needs`
+# Kafka broker fixtures (`kafka_broker`, `kafka_topic`): tests/harness/kafka.py; a local
+# two-node Ray cluster (`ray_cluster`): tests/harness/ray_cluster.py; the `needs`
 # marker for external programs (psql, a JDK, openssl, ...): tests/harness/tools.py
-pytest_plugins = ["harness.kafka", "harness.tools"]
+pytest_plugins = ["harness.kafka", "harness.ray_cluster", "harness.tools"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
