@@ -345,13 +345,14 @@ async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
     return server
 
 
-def connect_ray(address: str) -> Any:
-    """Connect this process to the Ray cluster at `address` and return the worker launcher
-    for it. Runs in the main thread before the server installs its signal handlers: Ray
-    installs a SIGTERM handler of its own when it connects, which the server's replaces."""
+def connect_ray(address: str, workers: int) -> Any:
+    """Connect this process to the Ray cluster at `address` and return the launcher of
+    `workers` workers there. Runs in the main thread before the server installs its signal
+    handlers: Ray installs a SIGTERM handler of its own when it connects, which the
+    server's replaces."""
     from engine.stream.parallel.transport_ray import RayLauncher
 
-    return RayLauncher(address)
+    return RayLauncher(address, workers=workers)
 
 
 async def playground(args: argparse.Namespace) -> int:
@@ -365,7 +366,7 @@ async def playground(args: argparse.Namespace) -> int:
     launcher = None
     if args.ray_address:
         try:
-            launcher = connect_ray(args.ray_address)
+            launcher = connect_ray(args.ray_address, args.parallelism)
         except EngineError as exc:  # unreachable cluster or Ray not installed: one line
             hint = {"hint": exc.hint} if exc.hint else {}
             log.error("startup failed %s", kv(error=exc.message, **hint))

@@ -3,20 +3,24 @@
 One cluster for the module (`ray_cluster`, tests/harness/ray_cluster.py): a start takes
 several seconds. The launcher tests drive `RayLauncher` with a stand-in host (a counter
 echo) so they check the transport alone: placement over both nodes, FIFO answers, large
-messages through Ray's object store, and a dead or failing actor surfacing as `WorkerLost`.
+messages through Ray's object store, a crashed or failing host surfacing as `WorkerLost`.
+The server test runs a parallel GROUP BY view on two actors (one per node), kills one
+with `ray.kill` while rows arrive, and checks the view against its query after FLUSH.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import psycopg
 import pytest
 
 from engine.stream.parallel.protocol import WorkerLost
 from engine.stream.parallel.transport_ray import NAMESPACE, RayLauncher
 from harness.ray_cluster import LocalRayCluster
+from harness.server import SwellServer
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +55,7 @@ def launcher(ray_cluster: LocalRayCluster) -> Iterator[RayLauncher]:
         launcher.close()
 
 
-def test_workers_spread_over_nodes_and_answer_in_order(
+def test_workers_spread_over_nodes_answer_in_order_and_fail_as_lost(
     ray_cluster: LocalRayCluster, launcher: RayLauncher
 ) -> None:
     handles = [launcher.start(i, {"worker": i}) for i in range(2)]
@@ -67,34 +71,87 @@ def test_workers_spread_over_nodes_and_answer_in_order(
     handles[1].submit(big)
     assert handles[1].result(timeout=60) == b"4:" + big[::-1]
     assert all(h.alive() for h in handles)
+    # a crash (the process exits) and a bug (the host raises) both lose the worker
+    crashing, failing = handles
+    crashing.submit(b"exit")
+    failing.submit(b"raise")
+    for h in handles:
+        with pytest.raises(WorkerLost, match=f"worker {h.worker_id} "):
+            h.result(timeout=60)
+        assert not h.alive()
+        with pytest.raises(WorkerLost):
+            h.submit(b"more")
 
 
-def test_killed_actor_is_worker_lost_and_restarts(
-    ray_cluster: LocalRayCluster, launcher: RayLauncher
+def _swell_actors() -> dict[str, dict[str, object]]:
+    """The live worker actors of Swell servers on the cluster, by name, with where they
+    run (asked of each actor itself)."""
+    import ray
+
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["namespace"] == NAMESPACE
+    ]
+    out = {}
+    for name in names:
+        try:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+            out[name] = ray.get(actor.ready.remote(), timeout=60)
+        except (ValueError, ray.exceptions.RayActorError):
+            continue  # gone meanwhile
+    return out
+
+
+GROUP_BY = "SELECT k, count(*) AS n, sum(v) AS s, max(v) AS m FROM t GROUP BY k"
+
+
+def test_parallel_view_on_ray_is_exact_after_an_actor_is_killed(
+    ray_cluster: LocalRayCluster, make_server: Callable[..., SwellServer]
 ) -> None:
     import ray
 
-    h = launcher.start(0, {})
-    h.submit(b"x")
-    assert h.result(timeout=60) == b"1:x"
-    node = h.info()["node"]
-    ray.kill(ray.get_actor(h.name, namespace=NAMESPACE))
-    h.submit(b"y")
-    with pytest.raises(WorkerLost, match="worker 0"):
-        h.result(timeout=60)
-    assert not h.alive()
-    with pytest.raises(WorkerLost):
-        h.submit(b"z")
-    again = launcher.start(0, {})
-    again.submit(b"z")
-    assert again.result(timeout=60) == b"1:z"  # a fresh host
-    assert again.info()["node"] == node  # back on the node its predecessor left
-
-
-@pytest.mark.parametrize("request_", [b"exit", b"raise"])
-def test_crashing_host_is_worker_lost(launcher: RayLauncher, request_: bytes) -> None:
-    h = launcher.start(0, {})
-    h.submit(request_)
-    with pytest.raises(WorkerLost):
-        h.result(timeout=60)
-    assert not h.alive()
+    srv = make_server(
+        parallelism=2,
+        extra_args=["--ray-address", ray_cluster.address],
+        env=ray_cluster.env(),
+    )
+    with srv.connect() as c:
+        c.execute("CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR, v INT)")
+        c.execute(
+            "INSERT INTO t SELECT g, 'k' || (g % 50)::varchar, g FROM generate_series(1, 500) g"
+        )
+        c.execute(f"CREATE MATERIALIZED VIEW mv AS {GROUP_BY}")
+        actors = _swell_actors()
+        assert len(actors) == 2, actors
+        assert sorted(str(a["node"]) for a in actors.values()) == ray_cluster.alive_node_ids()
+        victim = sorted(actors)[1]
+        for batch in range(1, 9):  # rows keep arriving (and epochs committing) meanwhile
+            first = batch * 1000
+            c.execute(
+                "INSERT INTO t SELECT g, 'k' || (g % 70)::varchar, g % 997 "
+                f"FROM generate_series({first}, {first + 299}) g"
+            )
+            c.execute(f"UPDATE t SET v = v + 1 WHERE id % 9 = {batch}")
+            c.execute(f"DELETE FROM t WHERE id % 13 = {batch}")
+            if batch == 4:
+                ray.kill(ray.get_actor(victim, namespace=NAMESPACE))
+        for _ in range(5):  # the epoch the lost actor was part of fails; the next applies it
+            try:
+                c.execute("FLUSH")
+                break
+            except psycopg.Error as exc:
+                assert "lost" in str(exc), exc
+        else:
+            pytest.fail("FLUSH kept failing after the actor was killed")
+        view = c.execute("SELECT k, n, s, m FROM mv ORDER BY k").fetchall()
+        scratch = c.execute(f"SELECT * FROM ({GROUP_BY}) q ORDER BY k").fetchall()
+        assert view == scratch
+        assert sum(r[1] for r in view) == c.execute("SELECT count(*) FROM t").fetchone()[0]
+        events = [r[0] for r in c.execute("SELECT event_type FROM rw_catalog.rw_event_logs")]
+        assert "WORKER_LOST" in events
+    after = _swell_actors()
+    assert len(after) == 2 and victim not in after  # the lost worker was started again
+    assert sorted(str(a["node"]) for a in after.values()) == ray_cluster.alive_node_ids()
+    srv.stop()
+    assert _swell_actors() == {}  # the server's actors end with it

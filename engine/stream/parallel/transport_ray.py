@@ -13,8 +13,9 @@ node affinity, to the alive node holding the fewest of this launcher's live work
 broken by node id), so W workers over N nodes land round-robin and a restarted worker
 returns to the node its predecessor left (or to another if that node is gone). Each actor
 reserves `num_cpus` CPUs (default 1: a worker keeps one core busy), so Ray never stacks more
-workers on a node than it has cores; a worker that cannot be placed within
-`start_timeout_s` raises `WorkerLost` with a hint instead of waiting forever.
+workers on a node than it has cores; given the worker count (`workers=`), a cluster with
+fewer CPUs gets a fraction per worker instead (with a warning). A worker that cannot be
+placed within `start_timeout_s` raises `WorkerLost` with a hint instead of waiting forever.
 
 Faults: an actor that dies (killed, its process or node gone) makes every pending and
 future `result()` raise `WorkerLost`; so does an exception escaping `WorkerHost.handle`
@@ -50,7 +51,7 @@ from typing import Any, NamedTuple
 from engine.errors import EngineError
 from engine.stream.parallel.protocol import WorkerLost
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("swell.parallel")
 
 NAMESPACE = "swell"
 """Ray namespace of the server's actors (named, so operators can find them with
@@ -275,6 +276,7 @@ class RayLauncher:
         self,
         address: str,
         *,
+        workers: int | None = None,
         num_cpus: float = 1.0,
         spread: bool = True,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
@@ -291,6 +293,8 @@ class RayLauncher:
         self._connected_here = False
         self._actor_class: Any | None = None
         self._connect()
+        if workers is not None:
+            self._fit(workers)
 
     # -- WorkerLauncher --------------------------------------------------------------------
     def start(self, worker_id: int, config: dict[str, object]) -> RayWorkerHandle:
@@ -354,6 +358,20 @@ class RayLauncher:
     def cluster_cpus(self) -> int:
         """CPUs of the whole cluster (a sensible default for --parallelism on Ray)."""
         return int(_ray().cluster_resources().get("CPU", 0))
+
+    def _fit(self, workers: int) -> None:
+        """Reserve less than `num_cpus` per worker when the cluster has fewer CPUs than
+        `workers` need: otherwise the last workers would never be placed."""
+        cpus = self.cluster_cpus()
+        if cpus > 0 and workers * self.num_cpus > cpus:
+            fitted = max(0.01, int(cpus / workers * 100) / 100)
+            log.warning(
+                "ray cluster has fewer CPUs than workers cpus=%d workers=%d cpus_per_worker=%.2f",
+                cpus,
+                workers,
+                fitted,
+            )
+            self.num_cpus = fitted
 
     def _pick_node(self) -> str | None:
         """The alive node with CPUs for a worker holding fewest of this launcher's live
