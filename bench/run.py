@@ -5,7 +5,8 @@ share the machine's CPUs, so never in parallel). Two kinds, labelled in the tabl
 
 * **e2e** (the headline figures): through the real server as a user loads data:
   COPY via psycopg (`copy_bench.py`), webhook POSTs driven by wrk (`webhook_bench.py`),
-  a Kafka topic on a Tansu broker (`kafka_ingest_bench.py`), and the same GROUP BY job
+  a Kafka topic on a Tansu broker (`kafka_ingest_bench.py`), Nexmark q0-q5, q7, q8 over
+  the nexmark generator source into blackhole sinks (`nexmark.py`), and the same GROUP BY job
   side by side with Pathway (`pathway_compare.py`); per server CPU-second from /proc;
   and the latency of reads and webhook acks while barriers carry 100k-row epochs, a COPY
   runs and a view backfills (`read_latency_bench.py`, p50/p99 in ms).
@@ -84,6 +85,15 @@ BENCHES = [
         ["--events", "200000"],
         ["--events", "1000000"],
         own_profile=True,
+    ),
+    Bench(
+        "nexmark",
+        "nexmark.py",
+        "e2e",
+        ["--events", "1000000"],
+        ["--full"],
+        own_profile=True,
+        timeout_s=3600,
     ),
     Bench(
         "postgres_cdc",

@@ -44,7 +44,8 @@ def stream_join(
     schema = arrow_schema(p.schema)
     pair_schema = arrow_schema(list(p.left.schema) + list(p.right.schema))
     nl = len(p.left.schema)
-    right = right.rename_columns([f"r{i}" for i in range(right.num_columns)])
+    # one chunk per column: `take` on a many-chunk column concatenates it on every call
+    right = right.rename_columns([f"r{i}" for i in range(right.num_columns)]).combine_chunks()
     keyed = p.kind != "cross" and bool(p.left_keys)
     pairs: Callable[[pa.Table], Iterator[tuple[pa.Table, np.ndarray, np.ndarray]]]
     if keyed:

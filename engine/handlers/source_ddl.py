@@ -149,7 +149,10 @@ def create_source(session: Any, st: Statement) -> QueryResult:
         )
     from engine.connector_registry import source_connector
 
-    shared = getattr(source_connector(options["connector"]), "shared_source", False)
+    conn = source_connector(options["connector"])
+    shared = getattr(conn, "shared_source", False)
+    if not fields and hasattr(conn, "default_columns"):  # a generator knows its columns
+        fields = conn.default_columns(options)
     if not fields and not shared:
         raise not_supported(
             "a source without columns", hint="Declare the columns: CREATE SOURCE s (a INT, ...)."

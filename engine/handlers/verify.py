@@ -15,8 +15,10 @@ to 12 significant digits, since an incremental sum adds in another order).
 Answer: one row `ok | <row count> | NULL...` when they agree; else one row per differing
 row: `missing` (the query has it, the view does not) or `extra` (the view has it, the
 query does not), how many times, and the row's values, in the view's column order.
-Views whose query reads the clock (`now()`, temporal filters) may differ legitimately, and
-so may `ORDER BY ... LIMIT` views with ties at the limit.
+A SOURCE keeps no rows: its rows are read again from the connector up to the position
+the views have consumed at that epoch. Views whose query reads the clock (`now()`,
+temporal filters) may differ legitimately, and so may `ORDER BY ... LIMIT` views with ties
+at the limit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.api import QueryResult
-from engine.catalog import RelationKind
+from engine.catalog import Relation, RelationKind
 from engine.catalog.privileges import check_read, reading_as_owner
 from engine.errors import EngineError
 from engine.expr.core import job_context
@@ -52,14 +54,21 @@ def verify(session: Any, st: Statement) -> QueryResult:
     # no lock: the catalog is copy-on-write and `committed()` is one immutable epoch
     rel = cat.get_kind(st.args["name"], RelationKind.MATERIALIZED_VIEW, st.args["schema"])
     check_read(rel)
-    snap = rt.committed()
+    # the snapshot and the sources' positions of the same epoch: taken together under the
+    # lock (a moment, between barriers); a SOURCE keeps no rows, its connector re-reads them
+    with rt.lock:
+        snap = rt.committed()
+        positions = {sid: sf.position for sid, sf in rt.sources.items()}
     ast = parse_one(rel.query).ast
     assert ast is not None
     with reading_as_owner(rel):
         plan = planner_for(session, None).plan_query(ast)
     from engine.batch import execute_plan
 
-    tables = {r.id: snap.table(r.id) for r in relations_scanned(plan)}
+    tables = {
+        r.id: snap.table(r.id) if r.id in snap else _source_rows(r, positions.get(r.id))
+        for r in relations_scanned(plan)
+    }
     ctx = job_context(session.eval_ctx(), _Discard())
     got = execute_plan(plan, tables.__getitem__, ctx)
     vis_q = [i for i, f in enumerate(plan.schema) if not f.hidden]
@@ -81,6 +90,16 @@ def verify(session: Any, st: Statement) -> QueryResult:
     for key, n in sorted((have - want).items(), key=_order):
         rows.append(("extra", n, *shown[key]))
     return QueryResult("VERIFY", columns, rows)
+
+
+def _source_rows(rel: Relation, position: dict[str, Any] | None) -> pa.Table:
+    """A source's rows up to the position its views have consumed (none before any)."""
+    from engine.stream.source import connector_for
+    from engine.types import arrow_schema
+
+    if rel.kind is not RelationKind.SOURCE or not position:
+        return arrow_schema(rel.fields).empty_table()
+    return connector_for(rel).read_now(rel, position, None)
 
 
 def _multiset(

@@ -145,7 +145,7 @@ class FromPlannerMixin:
             pairs.append((li[0], nl + ri[0]))
         if on is not None:
             conjs = _conjuncts(on)
-        elif where and not using and jkind == "inner" and self.streaming:
+        elif where and not using and jkind == "inner":
             conjs = take_where(self, where, scope, nl)
         elif kind != "cross" and jkind != "inner" and not using:
             raise SqlSyntaxError("syntax error: JOIN requires an ON or USING clause")

@@ -221,7 +221,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         where_ast = where.this if where is not None else None
         if from_ is not None:
             node, cols = self._plan_from(from_.this)
-            pending = pushable_where(q, where_ast) if self.streaming else None
+            pending = pushable_where(q, where_ast)
             for j in q.args.get("joins") or []:
                 node, cols = self._plan_join(node, cols, j, pending)
             if pending is not None:  # conjuncts not moved into a join's ON stay here

@@ -33,7 +33,9 @@ Engine/connector contract (connectors register an object in `engine.connector_re
     durable (a CDC reader confirms the LSN to the upstream only then).
 
 Optional on the connector: `release(rel)` when a relation's position is forgotten for good
-(DROP: a CDC table drops its replication slot); `shared_source = True` for connectors
+(DROP: a CDC table drops its replication slot); `default_columns(options) -> fields` for
+generators that know their columns (`CREATE SOURCE s WITH (connector = 'nexmark', ...)`
+without a column list); `shared_source = True` for connectors
 whose SOURCE has no columns and only holds options for its tables
 (`CREATE TABLE t (...) FROM src TABLE 'schema.table'`).
 
