@@ -65,6 +65,7 @@ _MAX_FLOAT = 1.7976931348623157e308
 _SAFE_INT = 1 << 53
 _EPOCH = datetime(1, 1, 1)
 _D = struct.Struct(">d")
+_EPOCH_US = 62_135_596_800_000_000  # 0001-01-01 -> 1970-01-01 in microseconds
 _Q = struct.Struct(">Q")
 _I = struct.Struct(">I")
 _SIGN = 1 << 63
@@ -276,6 +277,15 @@ def _column(col: list[Any]) -> list[bytes] | None:
         rows[:, 10] = _INT
         buf = rows.tobytes()
         return [buf[i : i + 11] for i in range(0, len(buf), 11)]
+    if types == {datetime} and all(v.tzinfo is None for v in col):
+        # naive timestamps (window bounds, event times): T_DT + microseconds since 0001-01-01
+        ts = pa.array(col, type=pa.timestamp("us")).cast(pa.int64())
+        us = ts.to_numpy(zero_copy_only=False) + _EPOCH_US
+        rows = np.empty((len(col), 9), dtype=np.uint8)
+        rows[:, 0] = T_DT
+        rows[:, 1:] = us.astype(">u8").view(np.uint8).reshape(-1, 8)
+        buf = rows.tobytes()
+        return [buf[i : i + 9] for i in range(0, len(buf), 9)]
     if types == {str}:
         try:
             arr = pa.array(col, type=pa.large_string()).cast(pa.large_binary())

@@ -218,3 +218,16 @@ def test_row_blobs_keep_non_tuple_items() -> None:
     assert same(codec.decode_rows(codec.encode_rows(items)), items)
     with pytest.raises(ValueError):
         codec.decode_rows(b"\x7f" + b"N")
+
+
+def test_memcmp_bulk_naive_datetime_columns_match_per_key_encoding() -> None:
+    from datetime import UTC, timedelta
+
+    from engine.state import memcmp
+
+    base = datetime(2015, 7, 15)
+    keys = [(i, base + timedelta(microseconds=i * 777_777)) for i in range(100)]
+    keys += [(-1, datetime(1, 1, 1)), (-2, datetime(9999, 12, 31, 23, 59, 59, 999_999))]
+    assert memcmp.encode_keys(keys) == [memcmp.encode_key(k) for k in keys]
+    aware = [(i, base.replace(tzinfo=UTC)) for i in range(100)]  # the per-element form
+    assert memcmp.encode_keys(aware) == [memcmp.encode_key(k) for k in aware]
