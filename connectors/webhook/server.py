@@ -1,37 +1,44 @@
-"""The webhook HTTP server: `POST /webhook/{database}/{schema}/{table}` into webhook tables.
+"""The webhook HTTP front: `POST /webhook/{database}/{schema}/{table}` into webhook tables.
 
-Runs as an aiohttp app in the same process and event loop as pgwire. Answers (RisingWave's):
-200 with an empty body when the rows are accepted; otherwise `{"error": "..."}` with 404
-(unknown database/table), 403 (not a webhook table), 401 (VALIDATE false), 400 (VALIDATE
-NULL), 422 (body not JSON / a batched line not JSON / typed decode failed), 413 (body over
-`max_body_bytes`, default 10 MiB), 405 (not POST), 503 (shutting down), 500 (storage
-failed). A rejected request never writes anything: each request's rows are decoded and
-validated completely before any of them is queued.
+Answers (RisingWave's): 200 with an empty body when the rows are accepted; otherwise
+`{"error": "..."}` with 404 (unknown database/table), 403 (not a webhook table), 401
+(VALIDATE false), 400 (VALIDATE NULL, or not HTTP), 422 (body not JSON / a batched line not
+JSON / typed decode failed), 413 (body over `max_body_bytes`, default 10 MiB), 405 (not
+POST), 503 (shutting down), 500 (storage failed). A rejected request never writes
+anything: each request's rows are decoded and validated completely before any of them is
+queued. HTTP itself is `connectors.webhook.http` (keep-alive, chunked bodies, limits).
+
+`WebhookFront` is the request path; where the rows go is its `Backend`:
+- `LocalBackend` (in the server process, `--webhook-workers 0`): resolves tables from the
+  catalog and writes them (WAL append + queue) itself;
+- `acceptor.RemoteBackend` (in each acceptor process, `--webhook-workers N`): asks the
+  server to resolve, and hands the decoded Arrow batch of a flush to the server, which
+  does the write and answers after the WAL fsync (`pool.AcceptorPool`).
 
 Request path and why it is shaped this way:
-1. resolve the table (`engine.handlers.webhook.WebhookIngest`, cached per catalog version);
-2. read the body; decode it (inline when small, in a worker thread when large, so pgwire
+1. resolve the table (`engine.handlers.webhook.WebhookIngest`, cached per catalog
+   version);
+2. decode the body (inline when small, in a worker thread when large, so other
    connections on the same loop stay responsive): canonical jsonb texts for the
    single-jsonb-column form (one Arrow column is built per flush), else an Arrow batch;
-3. hand it to the table's `_Batcher`: every request that arrives while the previous flush
-   is running (or in the same loop iteration) is flushed together: VALIDATE evaluated once
-   over all of them, the accepted rows written as one chunk and one WAL record. This keeps
-   per-request cost off the barrier (one chunk per flush, not per request);
+3. hand it to the table's `_Batcher`: the requests of one event-loop iteration (and those
+   arriving while `max_inflight` earlier flushes are still being committed) are flushed
+   together: VALIDATE evaluated once over all of them, the accepted rows written as one
+   chunk and one WAL record. This keeps per-request cost off the WAL and the barrier;
 4. the write (WAL append + queue) never waits for a barrier; into a table with a primary
-   key it takes the table's DML lock without blocking when it is free, else in a thread
-   (an UPDATE on the table, or the barrier storing its rows, holds it);
+   key it takes the table's DML lock without blocking when it is free, else in a thread;
 5. with `webhook.wait_for_persistence` (default true) answer after the WAL fsync covering
-   the record (`DurableWaiter`; concurrent requests share the fsync and the wake-up);
+   the record (`DurableWaiter`; concurrent flushes share the fsync and the wake-up);
    otherwise answer once the rows are queued.
+No Task is created per request: the handler returns a future that callbacks resolve.
 
 Shutdown (`close()`): new requests get 503, in-flight ones finish (their acks are real),
 then the listener and connections close.
 
 Observability: counters are plain attributes (`requests`, `responses` by status,
 `rows_ingested`, `flushes`, ack latency); each distinct error kind is logged once with its
-first occurrence (not once per request). Requests aiohttp cannot parse (not HTTP, bad
-headers, oversized lines) are logged through `swell.webhook.http` as one line per kind
-per minute without a traceback: anyone reaching the port can send them.
+first occurrence (not once per request). Requests that are not HTTP are logged through
+`swell.webhook.http` as one line per kind per minute without a traceback.
 """
 
 from __future__ import annotations
@@ -40,14 +47,15 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import unquote
 
-import orjson
-from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+import pyarrow as pa
 
 from connectors.webhook.durable import DurableWaiter
+from connectors.webhook.http import HttpServer, Request, client_error, ok_response
 from engine.errors import EngineError
 from engine.handlers.webhook import (
     Decoded,
@@ -58,12 +66,8 @@ from engine.handlers.webhook import (
     decoded_rows,
 )
 from engine.latency import Histogram
-from engine.log_throttle import ThrottleFilter
 
 log = logging.getLogger("swell.webhook")
-# aiohttp's request handler logs here (a traceback per malformed request by default)
-http_log = logging.getLogger("swell.webhook.http")
-http_log.addFilter(ThrottleFilter((HttpProcessingError,), "malformed HTTP request", 60.0))
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 INLINE_DECODE_BYTES = 64 * 1024  # bodies up to this size are decoded on the event loop
@@ -72,57 +76,120 @@ INLINE_VALIDATE_BYTES = 256 * 1024  # flushes up to this many body bytes validat
 _MESSAGES = {401: "Signature verification failed", 400: "`SECURE_COMPARE()` failed"}
 
 
+class Backend(Protocol):
+    """Where a front's tables come from and its flushes go."""
+
+    max_inflight: int  # flushes of one table being committed at once
+
+    def resolve(
+        self, database: str, schema: str, table: str
+    ) -> WebhookTarget | Awaitable[WebhookTarget]:
+        """The target (raises WebhookError), or an awaitable of it when not known here."""
+        ...
+
+    def commit(self, target: WebhookTarget, rows: list[Decoded], n: int) -> asyncio.Future[Any]:
+        """Write the rows of one flush; the future is done when the requests may be
+        answered 200 (durable, or queued without `wait_for_persistence`), or fails with
+        WebhookError / EngineError."""
+        ...
+
+
+class LocalBackend:
+    """The in-process backend: the server's own catalog, WAL and queues."""
+
+    max_inflight = 16
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.ingest = WebhookIngest(db)
+        self.durable = DurableWaiter(db.wal)
+
+    def resolve(self, database: str, schema: str, table: str) -> WebhookTarget:
+        return self.ingest.resolve(database, schema, table)
+
+    def commit(self, target: WebhookTarget, rows: list[Decoded], n: int) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        try:
+            seq = target.write(rows, blocking=False) if n else None
+        except (WebhookError, EngineError) as e:
+            fut: asyncio.Future[Any] = loop.create_future()
+            fut.set_exception(e)
+            return fut
+        if seq is None and n:  # the table's DML lock is busy: wait in a thread
+            return asyncio.ensure_future(self._write_in_thread(target, rows))
+        return self._durable(target, seq)
+
+    async def _write_in_thread(self, target: WebhookTarget, rows: list[Decoded]) -> Any:
+        seq = await asyncio.to_thread(target.write, rows)
+        return await self._durable(target, seq)
+
+    def _durable(self, target: WebhookTarget, seq: int | None) -> asyncio.Future[Any]:
+        if seq is not None and target.wait_for_persistence:
+            return self.durable.wait(seq)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut.set_result(seq)
+        return fut
+
+    def close(self) -> None:
+        self.durable.close()
+
+
 @dataclass
 class _Item:
     req: IncomingRequest
     decoded: Decoded | WebhookError
-    fut: asyncio.Future[int | None]
+    fut: asyncio.Future[None]
 
 
 class _Batcher:
     """Coalesces concurrent requests for one resolved table into one validate + write."""
 
-    def __init__(self, server: WebhookServer, target: WebhookTarget) -> None:
-        self.server = server
+    def __init__(self, front: WebhookFront, target: WebhookTarget) -> None:
+        self.front = front
         self.target = target
         self.pending: list[_Item] = []
-        self.task: asyncio.Task[None] | None = None
+        self.scheduled = False
+        self.inflight = 0
 
-    def submit(
-        self, req: IncomingRequest, decoded: Decoded | WebhookError
-    ) -> asyncio.Future[int | None]:
+    def submit(self, req: IncomingRequest, decoded: Decoded | WebhookError) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[int | None] = loop.create_future()
+        fut: asyncio.Future[None] = loop.create_future()
         self.pending.append(_Item(req, decoded, fut))
-        if self.task is None:
-            self.task = loop.create_task(self._run())
+        self._schedule(loop)
         return fut
 
-    async def _run(self) -> None:
-        try:
-            while self.pending:
-                items, self.pending = self.pending, []
-                try:
-                    await self._flush(items)
-                except BaseException as e:  # noqa: BLE001 - every waiter must learn of it
-                    for it in items:
-                        if not it.fut.done():
-                            it.fut.set_exception(e)
-                    if isinstance(e, asyncio.CancelledError):
-                        raise
-        finally:
-            self.task = None
-            self.server._batcher_idle(self)
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.scheduled and self.inflight < self.front.backend.max_inflight:
+            self.scheduled = True
+            loop.call_soon(self._flush)
 
-    async def _flush(self, items: list[_Item]) -> None:
+    def _flush(self) -> None:
+        self.scheduled = False
+        items, self.pending = self.pending, []
+        if not items:
+            return
         t = self.target
-        reqs = [it.req for it in items]
+        self.inflight += 1
         if t.validator is None:
-            statuses: list[int | None] = [None] * len(items)
-        elif sum(len(r.body) for r in reqs) <= INLINE_VALIDATE_BYTES:
-            statuses = t.validate(reqs)
+            self._validated(items, [None] * len(items))
+        elif sum(len(it.req.body) for it in items) <= INLINE_VALIDATE_BYTES:
+            try:
+                statuses = t.validate([it.req for it in items])
+            except BaseException as e:  # noqa: BLE001 - every waiter must learn of it
+                self._finish(items, e)
+                return
+            self._validated(items, statuses)
         else:
-            statuses = await asyncio.to_thread(t.validate, reqs)
+            task = asyncio.ensure_future(asyncio.to_thread(t.validate, [it.req for it in items]))
+            task.add_done_callback(lambda f: self._validated_in_thread(items, f))
+
+    def _validated_in_thread(self, items: list[_Item], f: asyncio.Future[Any]) -> None:
+        if f.cancelled() or f.exception() is not None:
+            self._finish(items, f.exception() or asyncio.CancelledError())
+            return
+        self._validated(items, f.result())
+
+    def _validated(self, items: list[_Item], statuses: list[int | None]) -> None:
         ok: list[_Item] = []
         for it, st in zip(items, statuses, strict=True):
             if st is not None:
@@ -132,19 +199,39 @@ class _Batcher:
             else:
                 ok.append(it)
         if not ok:
+            self._finish([], None)
             return
-        batches: list[Decoded] = [it.decoded for it in ok]
-        rows = sum(decoded_rows(b) for b in batches)
-        seq: int | None = None
-        if rows:
-            seq = t.write(batches, blocking=False)
-            if seq is None:  # the table's DML lock is busy: wait in a thread
-                seq = await asyncio.to_thread(t.write, batches)
-            self.server.rows_ingested += rows
-            self.server.flushes += 1
-        for it in ok:
+        rows: list[Decoded] = [it.decoded for it in ok]  # type: ignore[misc]
+        n = sum(decoded_rows(b) for b in rows)
+        try:
+            fut = self.front.backend.commit(self.target, rows, n)
+        except BaseException as e:  # noqa: BLE001
+            self._finish(ok, e)
+            return
+        fut.add_done_callback(lambda f: self._committed(ok, n, f))
+
+    def _committed(self, items: list[_Item], n: int, f: asyncio.Future[Any]) -> None:
+        if f.cancelled():
+            self._finish(items, WebhookError(503, "the server is shutting down"))
+            return
+        e = f.exception()
+        if e is None and n:
+            self.front.rows_ingested += n
+            self.front.flushes += 1
+        self._finish(items, e)
+
+    def _finish(self, items: list[_Item], error: BaseException | None) -> None:
+        self.inflight -= 1
+        for it in items:
             if not it.fut.done():
-                it.fut.set_result(seq)
+                if error is None:
+                    it.fut.set_result(None)
+                else:
+                    it.fut.set_exception(error)
+        if self.pending:
+            self._schedule(asyncio.get_running_loop())
+        elif not self.inflight:
+            self.front._batcher_idle(self)
 
 
 def _fail(fut: asyncio.Future[Any], e: BaseException) -> None:
@@ -152,26 +239,31 @@ def _fail(fut: asyncio.Future[Any], e: BaseException) -> None:
         fut.set_exception(e)
 
 
-class WebhookServer:
-    """The running webhook listener; see the module docstring for the request lifecycle."""
+class WebhookFront:
+    """The request path over HTTP; see the module docstring for the request lifecycle."""
 
     def __init__(
-        self, db: Any, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+        self,
+        backend: Backend,
+        host: str,
+        port: int,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        reuse_port: bool = False,
     ) -> None:
-        self.db = db
+        self.backend = backend
         self.host = host
         self.port = port
+        self.reuse_port = reuse_port
         self.max_body_bytes = max_body_bytes
-        self.ingest = WebhookIngest(db)
-        self.durable = DurableWaiter(db.wal)
+        self.http = HttpServer(self._handle, max_body=max_body_bytes, on_reject=self._rejected)
         self._batchers: dict[int, _Batcher] = {}
-        self._runner: web.AppRunner | None = None
         self._closing = False
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._logged: set[tuple[int, str]] = set()
-        # metrics (plain counters; exported later)
+        # metrics (plain counters)
         self.requests = 0
         self.responses: Counter[int] = Counter()
         self.rows_ingested = 0
@@ -183,16 +275,8 @@ class WebhookServer:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        app = web.Application(client_max_size=self.max_body_bytes)
-        app.router.add_route("*", "/webhook/{database}/{schema}/{table}", self._handle)
-        app.router.add_route("*", "/{tail:.*}", self._not_found)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=http_log)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        server = getattr(site, "_server", None)
-        if server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
+        await self.http.start(self.host, self.port, reuse_port=self.reuse_port)
+        self.port = self.http.port
         log.debug(
             "webhook listening addr=%s:%d max_body_bytes=%d",
             self.host,
@@ -205,6 +289,7 @@ class WebhookServer:
         if self._closing:
             return
         self._closing = True
+        self.http.stop_listening()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         except TimeoutError:
@@ -213,74 +298,109 @@ class WebhookServer:
                 self._inflight,
                 timeout_s,
             )
-        if self._runner is not None:
-            await self._runner.cleanup()
-        await asyncio.to_thread(self.durable.close)
-        log.info(
-            "webhook stopped addr=%s:%d requests=%d rows=%d",
-            self.host,
-            self.port,
-            self.requests,
-            self.rows_ingested,
-        )
+        await self.http.close()
 
-    # -- handlers ----------------------------------------------------------------------------
-    async def _not_found(self, request: web.Request) -> web.Response:
-        return self._error(404, "not found: use POST /webhook/{database}/{schema}/{table}")
-
-    async def _handle(self, request: web.Request) -> web.Response:
+    # -- the request path ----------------------------------------------------------------------
+    def _handle(self, req: Request) -> bytes | Awaitable[bytes]:
         self.requests += 1
         if self._closing:
             return self._error(503, "the server is shutting down")
-        if request.method != "POST":
-            return self._error(405, f"method {request.method} not allowed: use POST")
-        self._inflight += 1
-        self._idle.clear()
+        path = req.path
+        parts = path.split("/")
+        if len(parts) != 5 or parts[0] or parts[1] != "webhook" or not all(parts[2:]):
+            return self._error(404, "not found: use POST /webhook/{database}/{schema}/{table}")
+        if req.method != "POST":
+            return self._error(405, f"method {req.method} not allowed: use POST")
+        names = [unquote(p) for p in parts[2:]] if "%" in path else parts[2:]
         t0 = time.perf_counter()
         try:
-            return await self._ingest(request, t0)
+            target = self.backend.resolve(*names)
         except WebhookError as e:
-            return self._error(e.status, e.message, request)
-        except EngineError as e:
-            return self._error(500, f"failed to insert: {e}", request)
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
+            return self._error(e.status, e.message, path)
+        if not isinstance(target, WebhookTarget):
+            return self._ingest_later(target, req, path, t0)
+        return self._ingest(target, req, path, t0)
 
-    async def _ingest(self, request: web.Request, t0: float) -> web.Response:
-        info = request.match_info
-        target = self.ingest.resolve(info["database"], info["schema"], info["table"])
-        if request.content_length is not None and request.content_length > self.max_body_bytes:
-            raise WebhookError(413, f"request body exceeds {self.max_body_bytes} bytes")
+    async def _ingest_later(
+        self, target: Awaitable[WebhookTarget], req: Request, path: str, t0: float
+    ) -> bytes:
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge as e:
-            raise WebhookError(413, f"request body exceeds {self.max_body_bytes} bytes") from e
+            resolved = await target
+        except WebhookError as e:
+            return self._error(e.status, e.message, path)
+        return await self._ingest(resolved, req, path, t0)
+
+    def _ingest(
+        self, target: WebhookTarget, req: Request, path: str, t0: float
+    ) -> bytes | Awaitable[bytes]:
         keys = target.header_keys
         if keys is None:
-            headers = {k.lower(): v for k, v in request.headers.items()}
+            headers = req.headers
         else:  # VALIDATE reads only these; names are lower-cased, so others never match
-            get = request.headers.get
+            get = req.headers.get
             headers = {k: v for k in keys if k == k.lower() and (v := get(k)) is not None}
+        body = req.body
+        if len(body) > INLINE_DECODE_BYTES:
+            return self._ingest_big(target, IncomingRequest(headers, body), path, t0)
         decoded: Decoded | WebhookError
         try:
-            if len(body) <= INLINE_DECODE_BYTES:
-                decoded = target.decode_rows(body)
-            else:
-                decoded = await asyncio.to_thread(target.decode_rows, body)
+            decoded = target.decode_rows(body)
         except WebhookError as e:
             decoded = e  # reported after VALIDATE: a bad signature answers 401, not 422
-        seq = await self._batcher(target).submit(IncomingRequest(headers, body), decoded)
-        if seq is not None and target.wait_for_persistence:
-            await self.durable.wait(seq)
-        dt = time.perf_counter() - t0
-        self.ack_count += 1
-        self.ack_seconds_total += dt
-        self.ack_seconds_max = max(self.ack_seconds_max, dt)
-        self.ack_histogram.observe(dt)
-        self.responses[200] += 1
-        return web.Response(status=200)
+        return self._submit(target, IncomingRequest(headers, body), decoded, path, t0)
+
+    async def _ingest_big(
+        self, target: WebhookTarget, inc: IncomingRequest, path: str, t0: float
+    ) -> bytes:
+        decoded: Decoded | WebhookError
+        try:
+            decoded = await asyncio.to_thread(target.decode_rows, inc.body)
+        except WebhookError as e:
+            decoded = e
+        return await self._submit(target, inc, decoded, path, t0)
+
+    def _submit(
+        self,
+        target: WebhookTarget,
+        inc: IncomingRequest,
+        decoded: Decoded | WebhookError,
+        path: str,
+        t0: float,
+    ) -> asyncio.Future[bytes]:
+        self._inflight += 1
+        self._idle.clear()
+        done = self._batcher(target).submit(inc, decoded)
+        out: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        done.add_done_callback(lambda f: self._answer(f, out, path, t0))
+        return out
+
+    def _answer(
+        self, f: asyncio.Future[None], out: asyncio.Future[bytes], path: str, t0: float
+    ) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+        if out.done():
+            return
+        e = None if f.cancelled() else f.exception()
+        if f.cancelled():
+            out.set_result(self._error(503, "the server is shutting down", path))
+        elif e is None:
+            dt = time.perf_counter() - t0
+            self.ack_count += 1
+            self.ack_seconds_total += dt
+            if dt > self.ack_seconds_max:
+                self.ack_seconds_max = dt
+            self.ack_histogram.observe(dt)
+            self.responses[200] += 1
+            out.set_result(ok_response())
+        elif isinstance(e, WebhookError):
+            out.set_result(self._error(e.status, e.message, path))
+        elif isinstance(e, EngineError):
+            out.set_result(self._error(500, f"failed to insert: {e}", path))
+        else:
+            log.error("webhook write failed", exc_info=e)
+            out.set_result(self._error(500, "internal error", path))
 
     def _batcher(self, target: WebhookTarget) -> _Batcher:
         b = self._batchers.get(id(target))
@@ -293,12 +413,14 @@ class WebhookServer:
         if not b.pending and self._batchers.get(id(b.target)) is b:
             del self._batchers[id(b.target)]
 
-    def _error(self, status: int, message: str, request: web.Request | None = None) -> web.Response:
+    def _rejected(self, status: int) -> None:
+        self.responses[status] += 1
+
+    def _error(self, status: int, message: str, path: str = "-") -> bytes:
         self.responses[status] += 1
         key = (status, message)
         if key not in self._logged and len(self._logged) < 1000:
             self._logged.add(key)
-            path = request.path if request is not None else "-"
             log.warning(
                 'webhook rejected status=%d path=%s error="%s" '
                 "(first of its kind; later ones are only counted)",
@@ -306,9 +428,7 @@ class WebhookServer:
                 path,
                 message,
             )
-        return web.Response(
-            status=status, body=orjson.dumps({"error": message}), content_type="application/json"
-        )
+        return client_error(status, message)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -323,10 +443,41 @@ class WebhookServer:
         }
 
 
-async def start_webhook_server(
-    db: Any, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-) -> WebhookServer:
-    """Start the webhook listener on host:port (0 picks a free port); `await s.close()`."""
-    server = WebhookServer(db, host, port, max_body_bytes=max_body_bytes)
-    await server.start()
-    return server
+class WebhookServer(WebhookFront):
+    """The in-process webhook listener (`--webhook-workers 0`): front + `LocalBackend`."""
+
+    def __init__(
+        self, db: Any, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    ) -> None:
+        self.db = db
+        self.local = LocalBackend(db)
+        super().__init__(self.local, host, port, max_body_bytes=max_body_bytes)
+        self.ingest = self.local.ingest
+        self.durable = self.local.durable
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        if self._closing:
+            return
+        await super().close(timeout_s)
+        await asyncio.to_thread(self.local.close)
+        log.info(
+            "webhook stopped addr=%s:%d requests=%d rows=%d",
+            self.host,
+            self.port,
+            self.requests,
+            self.rows_ingested,
+        )
+
+
+def as_batch(target: WebhookTarget, rows: list[Decoded]) -> pa.RecordBatch:
+    """The rows of one flush as one batch of the target's visible columns."""
+    texts = [t for d in rows if not isinstance(d, pa.RecordBatch) for t in d]
+    batches = [b for b in rows if isinstance(b, pa.RecordBatch) and b.num_rows]
+    if texts:
+        batches.append(target.as_batch(texts))
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=target.schema)
+    if len(batches) == 1:
+        return batches[0]
+    cols = [pa.concat_arrays([b.column(j) for b in batches]) for j in range(len(target.schema))]
+    return pa.RecordBatch.from_arrays(cols, schema=target.schema)
