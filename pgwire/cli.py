@@ -96,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="webhook source address HOST:PORT (default 0.0.0.0:4560)",
     )
     play.add_argument(
+        "--webhook-workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="webhook acceptor processes sharing the webhook port (SO_REUSEPORT); they "
+        "parse, validate and decode requests, the server writes and fsyncs (default 0: "
+        "the server process answers webhooks itself)",
+    )
+    play.add_argument(
         "--data-dir",
         type=Path,
         default=Path("./swell-data"),
@@ -334,14 +343,14 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-async def _start_webhook(db: Any, host: str, port: int) -> Any | None:
+async def _start_webhook(db: Any, host: str, port: int, workers: int = 0) -> Any | None:
     try:
         from connectors.webhook import start_webhook_server
     except ImportError as exc:
         log.warning("webhook disabled %s", kv(reason=str(exc)))
         return None
-    server = await start_webhook_server(db, host, port)
-    log.info("webhook listening %s", kv(addr=f"{host}:{port}"))
+    server = await start_webhook_server(db, host, port, workers=workers)
+    log.info("webhook listening %s", kv(addr=f"{host}:{server.port}", **_workers_kv(workers)))
     return server
 
 
@@ -353,6 +362,10 @@ def connect_ray(address: str, workers: int) -> Any:
     from engine.stream.parallel.transport_ray import RayLauncher
 
     return RayLauncher(address, workers=workers)
+
+
+def _workers_kv(workers: int) -> dict[str, int]:
+    return {"workers": workers} if workers else {}
 
 
 async def playground(args: argparse.Namespace) -> int:
@@ -417,7 +430,7 @@ async def playground(args: argparse.Namespace) -> int:
         sources.pgwire = server
         if tls is not None:
             log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))
-        webhook = await _start_webhook(db, *args.webhook_listen_addr)
+        webhook = await _start_webhook(db, *args.webhook_listen_addr, args.webhook_workers)
         sources.webhook = webhook
         dashboard = await _start_dashboard(db, args.dashboard_listen_addr, limits)
         stop = asyncio.Event()

@@ -73,6 +73,10 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 INLINE_DECODE_BYTES = 64 * 1024  # bodies up to this size are decoded on the event loop
 INLINE_VALIDATE_BYTES = 256 * 1024  # flushes up to this many body bytes validate inline
 
+class StaleTarget(Exception):
+    """A backend's copy of the table is out of date: resolve again and redo the request."""
+
+
 _MESSAGES = {401: "Signature verification failed", 400: "`SECURE_COMPARE()` failed"}
 
 
@@ -239,6 +243,23 @@ def _fail(fut: asyncio.Future[Any], e: BaseException) -> None:
         fut.set_exception(e)
 
 
+def _done(value: bytes) -> asyncio.Future[bytes]:
+    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
+
+
+def _chain(src: asyncio.Future[bytes], dst: asyncio.Future[bytes]) -> None:
+    if dst.done():
+        return
+    if src.cancelled():
+        dst.cancel()
+    elif (e := src.exception()) is not None:
+        dst.set_exception(e)
+    else:
+        dst.set_result(src.result())
+
+
 class WebhookFront:
     """The request path over HTTP; see the module docstring for the request lifecycle."""
 
@@ -318,20 +339,32 @@ class WebhookFront:
         except WebhookError as e:
             return self._error(e.status, e.message, path)
         if not isinstance(target, WebhookTarget):
-            return self._ingest_later(target, req, path, t0)
-        return self._ingest(target, req, path, t0)
+            return self._ingest_later(target, req, path, t0, False)
+        return self._ingest(target, req, path, t0, False)
 
     async def _ingest_later(
-        self, target: Awaitable[WebhookTarget], req: Request, path: str, t0: float
+        self, target: Awaitable[WebhookTarget], req: Request, path: str, t0: float, again: bool
     ) -> bytes:
         try:
             resolved = await target
         except WebhookError as e:
             return self._error(e.status, e.message, path)
-        return await self._ingest(resolved, req, path, t0)
+        return await self._ingest(resolved, req, path, t0, again)
+
+    def _again(self, req: Request, path: str, t0: float) -> Awaitable[bytes]:
+        """Redo a request whose table changed under the backend's copy (once)."""
+        names = [unquote(p) for p in path.split("/")[2:]]
+        try:
+            target = self.backend.resolve(*names)
+        except WebhookError as e:
+            return _done(self._error(e.status, e.message, path))
+        if not isinstance(target, WebhookTarget):
+            return self._ingest_later(target, req, path, t0, True)
+        out = self._ingest(target, req, path, t0, True)
+        return _done(out) if isinstance(out, bytes) else out
 
     def _ingest(
-        self, target: WebhookTarget, req: Request, path: str, t0: float
+        self, target: WebhookTarget, req: Request, path: str, t0: float, again: bool
     ) -> bytes | Awaitable[bytes]:
         keys = target.header_keys
         if keys is None:
@@ -341,41 +374,55 @@ class WebhookFront:
             headers = {k: v for k in keys if k == k.lower() and (v := get(k)) is not None}
         body = req.body
         if len(body) > INLINE_DECODE_BYTES:
-            return self._ingest_big(target, IncomingRequest(headers, body), path, t0)
+            return self._ingest_big(target, req, IncomingRequest(headers, body), path, t0, again)
         decoded: Decoded | WebhookError
         try:
             decoded = target.decode_rows(body)
         except WebhookError as e:
             decoded = e  # reported after VALIDATE: a bad signature answers 401, not 422
-        return self._submit(target, IncomingRequest(headers, body), decoded, path, t0)
+        return self._submit(target, req, IncomingRequest(headers, body), decoded, path, t0, again)
 
     async def _ingest_big(
-        self, target: WebhookTarget, inc: IncomingRequest, path: str, t0: float
+        self,
+        target: WebhookTarget,
+        req: Request,
+        inc: IncomingRequest,
+        path: str,
+        t0: float,
+        again: bool,
     ) -> bytes:
         decoded: Decoded | WebhookError
         try:
             decoded = await asyncio.to_thread(target.decode_rows, inc.body)
         except WebhookError as e:
             decoded = e
-        return await self._submit(target, inc, decoded, path, t0)
+        return await self._submit(target, req, inc, decoded, path, t0, again)
 
     def _submit(
         self,
         target: WebhookTarget,
+        req: Request,
         inc: IncomingRequest,
         decoded: Decoded | WebhookError,
         path: str,
         t0: float,
+        again: bool,
     ) -> asyncio.Future[bytes]:
         self._inflight += 1
         self._idle.clear()
         done = self._batcher(target).submit(inc, decoded)
         out: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        done.add_done_callback(lambda f: self._answer(f, out, path, t0))
+        done.add_done_callback(lambda f: self._answer(f, out, req, path, t0, again))
         return out
 
     def _answer(
-        self, f: asyncio.Future[None], out: asyncio.Future[bytes], path: str, t0: float
+        self,
+        f: asyncio.Future[None],
+        out: asyncio.Future[bytes],
+        req: Request,
+        path: str,
+        t0: float,
+        again: bool,
     ) -> None:
         self._inflight -= 1
         if self._inflight == 0:
@@ -383,6 +430,10 @@ class WebhookFront:
         if out.done():
             return
         e = None if f.cancelled() else f.exception()
+        if isinstance(e, StaleTarget) and not again and not self._closing:
+            retry = asyncio.ensure_future(self._again(req, path, t0))
+            retry.add_done_callback(lambda r: _chain(r, out))
+            return
         if f.cancelled():
             out.set_result(self._error(503, "the server is shutting down", path))
         elif e is None:
@@ -396,6 +447,8 @@ class WebhookFront:
             out.set_result(ok_response())
         elif isinstance(e, WebhookError):
             out.set_result(self._error(e.status, e.message, path))
+        elif isinstance(e, StaleTarget):
+            out.set_result(self._error(503, "the table changed meanwhile: retry", path))
         elif isinstance(e, EngineError):
             out.set_result(self._error(500, f"failed to insert: {e}", path))
         else:

@@ -531,19 +531,25 @@ class WebhookIngest:
             raise WebhookError(404, f"Table `{table}` not found")
         if rel.kind is not RelationKind.TABLE or rel.options.get("connector") != "webhook":
             raise WebhookError(403, f"Table `{table}` is not backed by a webhook source")
-        spec = rel.extra.get("webhook", {})
-        validator = None
-        if spec.get("validate"):
-            validator = bind_validate(spec["validate"], rel.fields, spec.get("secret"))
-        columns = [f for f in rel.fields if not f.hidden]
-        return WebhookTarget(
-            db=self.db,
-            rel=rel,
-            batched=bool(spec.get("batched", False)),
-            wait_for_persistence=bool(spec.get("wait_for_persistence", True)),
-            validator=validator,
-            secret=spec.get("secret"),
-            columns=columns,
-            jsonb_body=len(columns) == 1 and columns[0].type.kind is K.JSONB,
-            has_jsonb=any(f.type.kind is K.JSONB for f in columns),
-        )
+        return build_target(self.db, rel)
+
+
+def build_target(db: Any, rel: Relation) -> WebhookTarget:
+    """The target of webhook table `rel`; `db` provides `catalog.secrets` (for VALIDATE
+    SECRET) and `runtime` (for `write`; an acceptor process's targets never write)."""
+    spec = rel.extra.get("webhook", {})
+    validator = None
+    if spec.get("validate"):
+        validator = bind_validate(spec["validate"], rel.fields, spec.get("secret"))
+    columns = [f for f in rel.fields if not f.hidden]
+    return WebhookTarget(
+        db=db,
+        rel=rel,
+        batched=bool(spec.get("batched", False)),
+        wait_for_persistence=bool(spec.get("wait_for_persistence", True)),
+        validator=validator,
+        secret=spec.get("secret"),
+        columns=columns,
+        jsonb_body=len(columns) == 1 and columns[0].type.kind is K.JSONB,
+        has_jsonb=any(f.type.kind is K.JSONB for f in columns),
+    )
