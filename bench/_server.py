@@ -42,6 +42,17 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of `pid` (from /proc/<pid>/task/*/children)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(x) for x in task.read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
 def pinned(cmd: list[str], cpu: int) -> list[str]:
     """`cmd` under `taskset -c cpu` when the machine has a second core to give away."""
     if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
@@ -52,13 +63,16 @@ def pinned(cmd: list[str], cpu: int) -> list[str]:
 class BenchServer:
     """One Swell server process for a benchmark run (see the module docstring)."""
 
-    def __init__(self, *, barrier_ms: int = 1000, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, *, barrier_ms: int = 1000, extra_args: list[str] | None = None, cpu: int | None = 0
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="swell-bench-")
         self.dir = Path(self._tmp.name)
         self.pg_port = free_port()
         self.webhook_port = free_port()
         self.barrier_ms = barrier_ms
         self.extra_args = extra_args or []
+        self.cpu = cpu  # None: not pinned (a server with helper processes uses every core)
         self.proc: subprocess.Popen[bytes] | None = None
         self._spy: subprocess.Popen[bytes] | None = None
 
@@ -81,7 +95,11 @@ class BenchServer:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self._log = open(self.dir / "server.log", "wb")  # noqa: SIM115 - closed in __exit__
         self.proc = subprocess.Popen(
-            pinned(cmd, 0), cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+            cmd if self.cpu is None else pinned(cmd, self.cpu),
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         for _ in range(600):
             try:
@@ -127,7 +145,10 @@ class BenchServer:
         return self.proc.pid
 
     def cpu_seconds(self) -> float:
-        return process_cpu_seconds(self.pid)
+        """utime + stime of the server and its live child processes (acceptors)."""
+        return process_cpu_seconds(self.pid) + sum(
+            process_cpu_seconds(p) for p in child_pids(self.pid)
+        )
 
     def thread_cpu(self) -> dict[str, float]:
         """CPU seconds per thread name of the server (Python and native threads)."""

@@ -92,10 +92,14 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 """
 
 
-def wrk(url: str, body_file: Path, seconds: int, conns: int, tmp: Path) -> dict[str, float]:
+def wrk(
+    url: str, body_file: Path, seconds: int, conns: int, tmp: Path, pin: bool = True
+) -> dict[str, float]:
     script = tmp / "post.lua"
     script.write_text(LUA.replace("{body}", str(body_file)))
-    cmd = pinned(["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "-s", str(script), url], 1)
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "-s", str(script), url]
+    if pin:
+        cmd = pinned(cmd, 1)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"STATS (\d+) (\d+) (\d+) (\d+) (\d+)", out)
     if m is None:
@@ -113,6 +117,18 @@ def wrk(url: str, body_file: Path, seconds: int, conns: int, tmp: Path) -> dict[
     }
 
 
+def wait_port(port: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
     """aiohttp's own floor: a trivial handler, same pinning and load."""
     port = free_port()
@@ -120,12 +136,7 @@ def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
     app.write_text(FLOOR_APP)
     proc = subprocess.Popen(pinned([sys.executable, str(app), str(port)], 0))
     try:
-        for _ in range(300):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_port(port)
         for label, body in (("single event", one), (f"NDJSON {a.batch}/request", batch)):
             c0 = process_cpu_seconds(proc.pid)
             r = wrk(f"http://127.0.0.1:{port}/x", body, a.seconds, a.connections, tmp)
@@ -152,6 +163,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default="", help="run only the cases whose label has this")
     ap.add_argument("--floor", action="store_true", help="also measure aiohttp's floor")
     ap.add_argument("--profile", action="store_true", help="py-spy the server per case")
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="--webhook-workers of the server (acceptor processes; then neither the server "
+        "nor wrk is pinned, and CPU-s include the acceptors)",
+    )
     a = ap.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package `wrk`)")
@@ -162,7 +180,10 @@ def main(argv: list[str] | None = None) -> None:
         (tmp / "batch.ndjson").write_text("\n".join([one] * a.batch) + "\n")
         if a.floor:
             floor(a, tmp, tmp / "one.json", tmp / "batch.ndjson")
-        with BenchServer() as srv, srv.connect() as conn:
+        extra = ["--webhook-workers", str(a.workers)] if a.workers else []
+        cpu = None if a.workers else 0
+        with BenchServer(extra_args=extra, cpu=cpu) as srv, srv.connect() as conn:
+            wait_port(srv.webhook_port)  # acceptor processes may still be starting
             validate = "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')"
             cases = [
                 ("single, wait_for_persistence", "w_single", "", False),
@@ -184,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
                 body = tmp / ("batch.ndjson" if batched else "one.json")
                 url = f"http://127.0.0.1:{srv.webhook_port}/webhook/dev/public/{table}"
                 c0 = srv.cpu_seconds()
-                r = wrk(url, body, a.seconds, a.connections, tmp)
+                r = wrk(url, body, a.seconds, a.connections, tmp, pin=not a.workers)
                 conn.execute("FLUSH")
                 cpu = srv.cpu_seconds() - c0
                 if spied:
@@ -193,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
                 src = table if table == "w_plain" else f"{table}_mv"
                 got = conn.execute(f"SELECT count(*) FROM {src}").fetchone()
                 assert got is not None and got[0] >= events, (got, events)
+                label = f"{label}, {a.workers} acceptors" if a.workers else label
                 note = (
                     f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, errors {r['errors']}, "
                     f"{events / cpu:,.0f} events/CPU-s"

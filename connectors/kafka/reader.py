@@ -42,17 +42,19 @@ from confluent_kafka import (
     Consumer,
     KafkaError,
     KafkaException,
+    Message,
     TopicPartition,
 )
 
 from connectors.kafka.config import KafkaOptions
-from connectors.kafka.decode import Decoder
+from connectors.kafka.decode import Decoder, message_fields
 from engine.catalog import Relation
 from engine.chunk import Op, StreamChunk
 from engine.stream.source_status import SourceStatus
 
 log = logging.getLogger("swell.kafka")
 
+_ERROR = Message.error
 BATCH = 20000
 # error codes that mean the brokers cannot be reached (the reader keeps retrying)
 _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE}
@@ -203,8 +205,8 @@ class KafkaReader:
         return out + [TopicPartition(topic, p, where) for p in todo]
 
     def _handle(self, msgs: list[Any]) -> None:
-        good = [m for m in msgs if m.error() is None]
-        if len(good) != len(msgs) or self._until_eof:
+        good = msgs
+        if self._until_eof or any(map(_ERROR, msgs)):  # C loop: no bytecode per message
             good = self._sift(msgs)
         if not good:
             return
@@ -244,11 +246,11 @@ class KafkaReader:
                         continue
                     self._ts_floor.discard(p)
                 todo.append(m)
-        batch, deletes, errors = self.decoder.decode(todo)
+        fields = message_fields(good)
+        batch, deletes, errors = self.decoder.decode(todo, fields if todo is good else None)
         self.stats.record_errors(errors)
         # position: the last offset per partition among all messages (bad ones included)
-        pos = np.array([(m.partition(), m.offset()) for m in good], np.int64).reshape(-1, 2)
-        parts, offs = pos[:, 0], pos[:, 1]
+        parts, offs = fields[1].astype(np.int64), fields[2]
         order = np.lexsort((offs, parts))
         sp, so = parts[order], offs[order]
         last = np.r_[sp[1:] != sp[:-1], True]

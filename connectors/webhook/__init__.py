@@ -2,7 +2,7 @@
 
 Owns the HTTP side: `http.py` (a small HTTP/1.1 server on asyncio's Protocol API),
 `server.py` (the request path: status codes, request coalescing, durable acknowledgements,
-graceful shutdown), `durable.py` (the WAL durability notifier), and the optional acceptor
+graceful shutdown), and the optional acceptor
 processes: `acceptor.py` (a process that listens on the shared port with SO_REUSEPORT,
 parses, validates and decodes requests into Arrow batches) and `pool.py` (the server side:
 starts them, writes their batches to the WAL and queues, acknowledges after the fsync).

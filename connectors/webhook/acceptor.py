@@ -48,7 +48,7 @@ STATS_INTERVAL_S = 1.0
 class RemoteBackend:
     """Resolves through the server and sends flushes to it (see the module docstring)."""
 
-    max_inflight = 4
+    max_inflight = 1
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer

@@ -37,6 +37,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
+
 import orjson
 
 from engine.log_throttle import LogThrottle
@@ -364,9 +365,7 @@ class _Conn(asyncio.Protocol):
             self.sent_continue = True
             self.transport.write(_CONTINUE)
 
-    def _chunked(
-        self, start: int, limit: int, headers: dict[str, str]
-    ) -> tuple[bytes, int] | None:
+    def _chunked(self, start: int, limit: int, headers: dict[str, str]) -> tuple[bytes, int] | None:
         """(body, bytes consumed) of a chunked body starting at `start`, or None for more."""
         buf = self.buf
         pos = start

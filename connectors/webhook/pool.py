@@ -15,8 +15,9 @@ How:
 - WRITE: the Arrow batch of one acceptor flush. The server resolves the table again and
   answers STALE when the fingerprint differs (DDL or a new secret since the acceptor
   resolved; it redoes the requests), else writes it like the in-process listener
-  (`LocalBackend.commit`: WAL append + queue, then the WAL fsync) and answers ACK only
-  then. A 200 therefore always follows the fsync of its rows;
+  (`LocalBackend.commit`: WAL append + queue, then the WAL fsync; the WRITEs of one
+  loop iteration, from every acceptor, share one WAL record) and answers ACK only then.
+  A 200 therefore always follows the fsync of its rows;
 - an acceptor that exits (crash, kill) is logged and restarted after a pause (longer if
   it keeps dying at once); its clients' in-flight requests lose their connection and get
   no answer, so nothing unacknowledged was promised. If the server dies, its acceptors
@@ -90,6 +91,7 @@ class AcceptorPool:
         self._closing = False
         self._placeholder: socket.socket | None = None
         self._fps: dict[int, tuple[WebhookTarget, str]] = {}
+        self._pending: dict[int, tuple[WebhookTarget, list[tuple[_Acceptor, int, Any]]]] = {}
         self._gone: Counter[str] = Counter()  # counters of acceptors that exited
         self._gone_responses: Counter[str] = Counter()
         self._delay = RESTART_DELAY_S[0]
@@ -267,8 +269,6 @@ class AcceptorPool:
             if batch.schema != t.schema:
                 self._ack(a, i, ch.STALE, "")
                 return
-            n = batch.num_rows
-            fut = self.local.commit(t, [batch], n)
         except WebhookError as e:
             self._ack(a, i, e.status, e.message)
             return
@@ -276,23 +276,44 @@ class AcceptorPool:
             log.error("webhook acceptor write failed", exc_info=e)
             self._ack(a, i, 500, "internal error")
             return
-        fut.add_done_callback(lambda f: self._committed(a, i, n, f))
+        # the writes of one loop iteration (from every acceptor) share one WAL record
+        pending = self._pending.get(id(t))
+        if pending is None:
+            pending = self._pending[id(t)] = (t, [])
+            asyncio.get_running_loop().call_soon(self._write, id(t))
+        pending[1].append((a, i, batch))
 
-    def _committed(self, a: _Acceptor, i: int, n: int, f: asyncio.Future[Any]) -> None:
+    def _write(self, key: int) -> None:
+        t, writes = self._pending.pop(key)
+        n = sum(b.num_rows for _, _, b in writes)
+        try:
+            fut = self.local.commit(t, [b for _, _, b in writes], n)
+        except Exception as e:  # noqa: BLE001 - commit reports through its future
+            log.error("webhook acceptor write failed", exc_info=e)
+            for a, i, _ in writes:
+                self._ack(a, i, 500, "internal error")
+            return
+        fut.add_done_callback(lambda f: self._committed(writes, n, f))
+
+    def _committed(
+        self, writes: list[tuple[_Acceptor, int, Any]], n: int, f: asyncio.Future[Any]
+    ) -> None:
         e = None if not f.cancelled() else WebhookError(503, "the server is shutting down")
         if e is None:
             e = f.exception()
         if e is None:
             self.rows_ingested += n
             self.flushes += 1
-            self._ack(a, i, 0, "")
+            status, message = 0, ""
         elif isinstance(e, WebhookError):
-            self._ack(a, i, e.status, e.message)
+            status, message = e.status, e.message
         elif isinstance(e, EngineError):
-            self._ack(a, i, 500, f"failed to insert: {e}")
+            status, message = 500, f"failed to insert: {e}"
         else:
             log.error("webhook write failed", exc_info=e)
-            self._ack(a, i, 500, "internal error")
+            status, message = 500, "internal error"
+        for a, i, _ in writes:
+            self._ack(a, i, status, message)
 
     def _ack(self, a: _Acceptor, i: int, status: int, message: str) -> None:
         h = {"id": i, "status": status, "message": message, "version": self.db.catalog.version}

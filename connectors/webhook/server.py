@@ -28,7 +28,8 @@ Request path and why it is shaped this way:
 4. the write (WAL append + queue) never waits for a barrier; into a table with a primary
    key it takes the table's DML lock without blocking when it is free, else in a thread;
 5. with `webhook.wait_for_persistence` (default true) answer after the WAL fsync covering
-   the record (`DurableWaiter`; concurrent flushes share the fsync and the wake-up);
+   the record (`Wal.wait_durable_async`: concurrent flushes share the fsync and the
+   wake-up);
    otherwise answer once the rows are queued.
 No Task is created per request: the handler returns a future that callbacks resolve.
 
@@ -54,7 +55,6 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 
-from connectors.webhook.durable import DurableWaiter
 from connectors.webhook.http import HttpServer, Request, client_error, ok_response
 from engine.errors import EngineError
 from engine.handlers.webhook import (
@@ -72,6 +72,7 @@ log = logging.getLogger("swell.webhook")
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 INLINE_DECODE_BYTES = 64 * 1024  # bodies up to this size are decoded on the event loop
 INLINE_VALIDATE_BYTES = 256 * 1024  # flushes up to this many body bytes validate inline
+
 
 class StaleTarget(Exception):
     """A backend's copy of the table is out of date: resolve again and redo the request."""
@@ -106,7 +107,7 @@ class LocalBackend:
     def __init__(self, db: Any) -> None:
         self.db = db
         self.ingest = WebhookIngest(db)
-        self.durable = DurableWaiter(db.wal)
+        self.wal = db.wal
 
     def resolve(self, database: str, schema: str, table: str) -> WebhookTarget:
         return self.ingest.resolve(database, schema, table)
@@ -129,13 +130,13 @@ class LocalBackend:
 
     def _durable(self, target: WebhookTarget, seq: int | None) -> asyncio.Future[Any]:
         if seq is not None and target.wait_for_persistence:
-            return self.durable.wait(seq)
+            return self.wal.wait_durable_async(seq)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.set_result(seq)
         return fut
 
     def close(self) -> None:
-        self.durable.close()
+        """Nothing to stop: durability futures are resolved by the WAL's writer thread."""
 
 
 @dataclass
@@ -506,7 +507,6 @@ class WebhookServer(WebhookFront):
         self.local = LocalBackend(db)
         super().__init__(self.local, host, port, max_body_bytes=max_body_bytes)
         self.ingest = self.local.ingest
-        self.durable = self.local.durable
 
     async def close(self, timeout_s: float = 10.0) -> None:
         if self._closing:

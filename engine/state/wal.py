@@ -16,8 +16,8 @@ Lifecycle:
 1. `Wal(store)` resumes numbering after max(highest record, truncation floor) and starts
    the writer thread;
 2. recovery reads `records_after(checkpoint.wal_seq)` and replays them;
-3. writers call `append` + `wait_durable` (threads) or `append_durable_async` (asyncio)
-   and acknowledge the client only after that returns;
+3. writers call `append` + `wait_durable` (threads), `append_durable_async` or `append`
+   + `wait_durable_async` (asyncio) and acknowledge the client only after that returns;
 4. each checkpoint calls `truncate_through(seq, batch)` inside its batch;
 5. `close()` writes what is queued, stops the writer; close the store afterwards.
 
@@ -146,6 +146,30 @@ class Wal:
             seq = self._append_locked(payload)
             self._async_waiters.append((seq, loop, fut))
         return await fut
+
+    def wait_durable_async(self, seq: int) -> asyncio.Future[int]:
+        """A future (of the running loop) done when record `seq` is durable; for callers
+        that appended with `append` elsewhere (e.g. under another lock). The writer thread
+        resolves it with one loop wake-up per fsync, however many futures it completes."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[int] = loop.create_future()
+        with self._lock:
+            if self._durable_seq >= seq:
+                fut.set_result(seq)
+            elif self._error is not None:
+                fut.set_exception(StorageError("write-ahead log write failed"))
+            elif seq > self._last_seq:
+                raise ValueError(f"WAL sequence {seq} was never assigned")
+            else:
+                waiters = self._async_waiters
+                if waiters and waiters[-1][0] > seq:  # keep them in sequence order
+                    i = len(waiters)
+                    while i and waiters[i - 1][0] > seq:
+                        i -= 1
+                    waiters.insert(i, (seq, loop, fut))
+                else:
+                    waiters.append((seq, loop, fut))
+        return fut
 
     # -- recovery and truncation ------------------------------------------------------------
     def records_after(self, seq: int) -> Iterator[tuple[int, bytes]]:

@@ -145,9 +145,7 @@ def test_killed_acceptor_restarts_and_ddl_is_seen(fresh_server: SwellServer) -> 
     url = srv.webhook_url("k_t")
     assert asyncio.run(post_all(url, [b'{"a": 1}'] * 20, AUTH)) == [200] * 20
     os.kill(pids[0], signal.SIGKILL)
-    new = wait_for(
-        lambda: (p := acceptor_pids(srv.pid)) and len(p) == 2 and pids[0] not in p and p
-    )
+    new = wait_for(lambda: (p := acceptor_pids(srv.pid)) and len(p) == 2 and pids[0] not in p and p)
     assert pids[1] in new
     # every request is answered (by the survivor, then by both)
     assert asyncio.run(post_all(url, [b'{"a": 2}'] * 50, AUTH)) == [200] * 50

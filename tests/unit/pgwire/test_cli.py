@@ -90,12 +90,13 @@ def test_playground_serves_and_shuts_down_on_sigterm(monkeypatch, tmp_path) -> N
 
     class Webhook:
         closed = False
+        port = 0
 
         async def close(self) -> None:
             Webhook.closed = True
 
-    async def start_webhook_server(db_: object, host: str, port: int) -> Webhook:
-        seen["webhook"] = (db_, host, port)
+    async def start_webhook_server(db_: object, host: str, port: int, workers: int) -> Webhook:
+        seen["webhook"] = (db_, host, port, workers)
         return Webhook()
 
     monkeypatch.setitem(
@@ -138,7 +139,7 @@ def test_playground_serves_and_shuts_down_on_sigterm(monkeypatch, tmp_path) -> N
 
     assert asyncio.run(main()) == 0
     assert seen["config"].data_dir == tmp_path and seen["config"].barrier_interval_ms == 50
-    assert seen["webhook"] == (db, "127.0.0.1", 0)
+    assert seen["webhook"] == (db, "127.0.0.1", 0, 0)  # no acceptor processes by default
     assert Webhook.closed and db.closed
     assert [s.closed for s in db.sessions] == [True]
 

@@ -1,50 +1,34 @@
 """Batch decoding of Kafka messages: the vectorised JSON path and the per-message fallback
 give the same rows; bad messages are reported with partition/offset and never stop a batch.
 
-Messages are small stand-ins with librdkafka's Message accessors (value, key, partition,
-offset, timestamp, headers): the decoder only calls those.
+Messages are real `confluent_kafka.Message` objects built in the test (value, key,
+partition, offset, timestamp, headers), as a consumer hands them out.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pytest
+from confluent_kafka import Message
 
 from connectors.kafka.decode import Decoder
 from engine.catalog import Relation, RelationKind
 from engine.types import BIGINT, BYTEA, DOUBLE, INT, JSONB, TIMESTAMPTZ, VARCHAR, Field
 
 
-@dataclass
-class Msg:
-    v: bytes | None
-    off: int
-    part: int = 0
-    k: bytes | None = None
-    ts: int = 1_700_000_000_000
-    hdrs: list[tuple[str, bytes]] | None = None
-
-    def value(self) -> bytes | None:
-        return self.v
-
-    def key(self) -> bytes | None:
-        return self.k
-
-    def partition(self) -> int:
-        return self.part
-
-    def offset(self) -> int:
-        return self.off
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self.ts)
-
-    def headers(self) -> list[tuple[str, bytes]] | None:
-        return self.hdrs
+def Msg(  # noqa: N802 - reads like the stand-in class it replaced
+    v: bytes | None,
+    off: int,
+    part: int = 0,
+    k: bytes | None = None,
+    ts: int = 1_700_000_000_000,
+    hdrs: list[tuple[str, bytes]] | None = None,
+) -> Message:
+    """A real librdkafka Message (confluent_kafka builds them outside a consumer too)."""
+    return Message(value=v, key=k, partition=part, offset=off, timestamp=(1, ts), headers=hdrs)
 
 
 HIDDEN = [
