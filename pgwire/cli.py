@@ -430,7 +430,8 @@ async def playground(args: argparse.Namespace) -> int:
         sources.pgwire = server
         if tls is not None:
             log.info("tls enabled %s", kv(cert=args.ssl_cert.resolve()))
-        webhook = await _start_webhook(db, *args.webhook_listen_addr, args.webhook_workers)
+        wh_host, wh_port = args.webhook_listen_addr
+        webhook = await _start_webhook(db, wh_host, wh_port, args.webhook_workers)
         sources.webhook = webhook
         dashboard = await _start_dashboard(db, args.dashboard_listen_addr, limits)
         stop = asyncio.Event()

@@ -37,6 +37,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
+from functools import partial
 
 import orjson
 
@@ -215,9 +216,9 @@ class _Conn(asyncio.Protocol):
                 self._answer(out, req.keep_alive)
             else:
                 fut = asyncio.ensure_future(out)
-                fut.add_done_callback(lambda f, ka=req.keep_alive: self._done(f, ka))
+                fut.add_done_callback(partial(self._done, req.keep_alive))
 
-    def _done(self, fut: asyncio.Future[bytes], keep_alive: bool) -> None:
+    def _done(self, keep_alive: bool, fut: asyncio.Future[bytes]) -> None:
         if fut.cancelled():
             out = _error_body(503, "the server is shutting down")
         elif (e := fut.exception()) is not None:

@@ -92,7 +92,7 @@ class AcceptorPool:
         self._placeholder: socket.socket | None = None
         self._fps: dict[int, tuple[WebhookTarget, str]] = {}
         self._pending: dict[int, tuple[WebhookTarget, list[tuple[_Acceptor, int, Any]]]] = {}
-        self._gone: Counter[str] = Counter()  # counters of acceptors that exited
+        self._gone: dict[str, float] = {}  # counters of acceptors that exited
         self._gone_responses: Counter[str] = Counter()
         self._delay = RESTART_DELAY_S[0]
 
@@ -195,7 +195,7 @@ class AcceptorPool:
             if k == "responses":
                 self._gone_responses.update(v)
             elif isinstance(v, (int, float)) and k != "inflight" and k != "ack_seconds_max":
-                self._gone[k] += v
+                self._gone[k] = self._gone.get(k, 0) + v
         a.stats = {}
         if self._closing:
             return
@@ -298,8 +298,10 @@ class AcceptorPool:
     def _committed(
         self, writes: list[tuple[_Acceptor, int, Any]], n: int, f: asyncio.Future[Any]
     ) -> None:
-        e = None if not f.cancelled() else WebhookError(503, "the server is shutting down")
-        if e is None:
+        e: BaseException | None
+        if f.cancelled():
+            e = WebhookError(503, "the server is shutting down")
+        else:
             e = f.exception()
         if e is None:
             self.rows_ingested += n
@@ -321,14 +323,16 @@ class AcceptorPool:
 
     # -- counters ------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        total: Counter[str] = Counter(self._gone)
+        total: dict[str, float] = {
+            k: self._gone.get(k, 0) for k in ("requests", "ack_count", "ack_seconds_total")
+        }
         responses: Counter[str] = Counter(self._gone_responses)
         ack_max = 0.0
         inflight = 0
         for a in self.acceptors.values():
             st = a.stats
             for k in ("requests", "ack_count", "ack_seconds_total"):
-                total[k] += st.get(k, 0)
+                total[k] += float(st.get(k, 0))
             responses.update(st.get("responses", {}))
             ack_max = max(ack_max, st.get("ack_seconds_max", 0.0))
             inflight += st.get("inflight", 0)

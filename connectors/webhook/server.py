@@ -130,7 +130,8 @@ class LocalBackend:
 
     def _durable(self, target: WebhookTarget, seq: int | None) -> asyncio.Future[Any]:
         if seq is not None and target.wait_for_persistence:
-            return self.wal.wait_durable_async(seq)
+            durable: asyncio.Future[Any] = self.wal.wait_durable_async(seq)
+            return durable
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         fut.set_result(seq)
         return fut
@@ -206,7 +207,7 @@ class _Batcher:
         if not ok:
             self._finish([], None)
             return
-        rows: list[Decoded] = [it.decoded for it in ok]  # type: ignore[misc]
+        rows = [it.decoded for it in ok if not isinstance(it.decoded, WebhookError)]
         n = sum(decoded_rows(b) for b in rows)
         try:
             fut = self.front.backend.commit(self.target, rows, n)
@@ -350,7 +351,8 @@ class WebhookFront:
             resolved = await target
         except WebhookError as e:
             return self._error(e.status, e.message, path)
-        return await self._ingest(resolved, req, path, t0, again)
+        out = self._ingest(resolved, req, path, t0, again)
+        return out if isinstance(out, bytes) else await out
 
     def _again(self, req: Request, path: str, t0: float) -> Awaitable[bytes]:
         """Redo a request whose table changed under the backend's copy (once)."""
