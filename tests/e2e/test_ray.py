@@ -22,7 +22,8 @@ from engine.stream.parallel.transport_ray import NAMESPACE, RayLauncher
 from harness.ray_cluster import LocalRayCluster
 from harness.server import SwellServer
 
-pytestmark = pytest.mark.e2e
+# a cluster start takes 6 s on an idle machine, tens of seconds on a loaded one
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 class CountingEchoHost:
@@ -150,6 +151,10 @@ def test_parallel_view_on_ray_is_exact_after_an_actor_is_killed(
         assert sum(r[1] for r in view) == c.execute("SELECT count(*) FROM t").fetchone()[0]
         events = [r[0] for r in c.execute("SELECT event_type FROM rw_catalog.rw_event_logs")]
         assert "WORKER_LOST" in events
+        placed = c.execute(
+            "SELECT DISTINCT node, address FROM rw_catalog.rw_actors WHERE worker_id IS NOT NULL"
+        ).fetchall()
+        assert sorted(placed) == [(n, "127.0.0.1") for n in ray_cluster.alive_node_ids()]
     after = _swell_actors()
     assert len(after) == 2 and victim not in after  # the lost worker was started again
     assert sorted(str(a["node"]) for a in after.values()) == ray_cluster.alive_node_ids()

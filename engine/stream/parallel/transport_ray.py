@@ -227,10 +227,14 @@ class RayWorkerHandle:
 
     def info(self) -> dict[str, object]:
         """Where the worker runs: {"transport", "actor_name", "pid", "node", "address",
-        "actor"}; node/pid/address are known once the actor answered its first call."""
-        if self._ready_ref is not None and self._lost is None:
-            with contextlib.suppress(WorkerLost):
-                self._await_ready()
+        "actor", "scratch_dir"}; pid/node/address once the actor has started. Never waits
+        (system tables read it while the barrier runs)."""
+        ref = self._ready_ref
+        if ref is not None and self._lost is None:
+            done, _ = _ray().wait([ref], timeout=0)
+            if done:
+                with contextlib.suppress(WorkerLost):
+                    self._await_ready()
         return dict(self._info)
 
     # -- internals -------------------------------------------------------------------------
