@@ -22,7 +22,7 @@ from engine.stream.parallel.transport_ray import NAMESPACE, RayLauncher
 from harness.ray_cluster import LocalRayCluster
 from harness.server import SwellServer
 
-# a cluster start takes 6 s on an idle machine, tens of seconds on a loaded one
+# a cluster start takes seconds on an idle machine, up to a minute on a loaded one
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
