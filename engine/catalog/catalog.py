@@ -141,6 +141,15 @@ def _type_to_json(t: SqlType) -> Any:
     return t.kind.name
 
 
+def type_to_json(t: SqlType) -> Any:
+    """A type as the catalog stores it (also in stored scan tombstones)."""
+    return _type_to_json(t)
+
+
+def type_from_json(v: Any) -> SqlType:
+    return _type_from_json(v)
+
+
 def _type_from_json(v: Any) -> SqlType:
     if isinstance(v, list):
         return list_of(_type_from_json(v[1]))

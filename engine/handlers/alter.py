@@ -10,11 +10,12 @@ address relations by id and columns by the names they were planned with,
   that omit it (`Relation.extra["defaults"]`). The table's rows are rewritten in the new
   layout once (`Runtime.rebuild_table`, one checkpoint); views and sinks on it keep
   reading the columns they were planned with, so they need no change.
-* `DROP COLUMN`: refused (2BP01) while a view or sink reads the table (a job reads every
-  column of its inputs), and for key, hidden and watermark columns; otherwise the rows are
-  rewritten without it.
-* `RENAME COLUMN`: refused while a view or sink reads the table (their SQL names the
-  column); otherwise the table's column and its definition change.
+* `DROP COLUMN`: refused for key, hidden and watermark columns, and (2BP01) while a
+  reader uses the column (`engine.handlers.alter_readers.check_drop`); otherwise the rows
+  are rewritten without it and jobs that scanned it read NULLs in its place.
+* `RENAME COLUMN`: the table's column and its definition change; readers' SQL reads the
+  table through a derived table with the old names and their stored plans read the new
+  name (`engine.handlers.alter_readers.rename_plan`).
 * `RENAME TO` / `SET SCHEMA`: the catalog entry changes; the SQL of every relation that
   names it (views are planned from their SQL, SHOW CREATE prints it) is rewritten to the
   new name; running jobs are unaffected (they address relations by id).
@@ -49,6 +50,14 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.codec import value_from_json, value_to_json
+from engine.handlers.alter_readers import (
+    apply_rename,
+    check_drop,
+    readers,
+    rename_plan,
+    retarget_scans,
+    tombstone,
+)
 from engine.handlers.schema import schema_exists
 from engine.plan.planner import Planner
 from engine.sql.parser import Statement
@@ -92,6 +101,8 @@ def run_alter(session: Any, st: Statement) -> QueryResult:
             _rename(cat, rel, rel.name, a["new_schema"])
         elif action == "rename_column":
             _rename_column(cat, rel, a["old"], a["new"])
+            rt.rebind_scans(rel.id, {a["old"]: a["new"]})
+            rt.mark_catalog_dirty()
         elif action == "add_column":
             notice = _add_column(session, cat, rel, a)
             if notice is not None:
@@ -212,24 +223,6 @@ def _plain_table(cat: Any, rel: Relation, what: str) -> None:
         )
 
 
-def _readers(cat: Any, rel: Relation) -> list[Relation]:
-    return [r for r in cat.ordered() if rel.id in r.depends_on]
-
-
-def _refuse_readers(cat: Any, rel: Relation, column: str, action: str) -> None:
-    users = _readers(cat, rel)
-    if users:
-        raise DependentObjectsStillExist(
-            f"cannot {action} column {column} of table {rel.name} because other objects "
-            "depend on it",
-            detail="\n".join(
-                f"{r.kind.value} {r.name} depends on column {column} of table {rel.name}"
-                for r in users
-            ),
-            hint=f"Drop {users[0].kind.value} {users[0].name} first.",
-        )
-
-
 def _add_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> Notice | None:
     _plain_table(cat, rel, "ALTER TABLE ... ADD COLUMN")
     name, t = a["column"], a["type"]
@@ -287,9 +280,18 @@ def _drop_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> No
         raise not_supported("DROP COLUMN on a table with a watermark")
     if sum(1 for f in rel.fields if not f.hidden) == 1:
         raise not_supported("dropping the only column of a table")
-    _refuse_readers(cat, rel, name, "drop")
+    rewritten = check_drop(cat, rel, name)  # 2BP01 while a reader uses the column
+    gone = {name: tombstone(rel.fields[idx])}
+    rt = session.db.runtime
 
     def change(rows: pa.Table) -> pa.Table:
+        apply_rename(cat, rel, rewritten)
+        if readers(cat, rel):  # the jobs read NULLs in its place (they never used it)
+            retarget_scans(cat, rel.id, gone)
+            for job in [*rt.views.values(), *(s.graph for s in rt.sinks.values())]:
+                cols = job.scan_names.get(rel.id)
+                if cols is not None:
+                    job.scan_names[rel.id] = [gone.get(c, c) for c in cols]
         rel.definition = _edit_columns(rel.definition, drop=name)
         rel.fields.pop(idx)
         rel.pk = [k - 1 if k > idx else k for k in rel.pk]
@@ -312,9 +314,16 @@ def _rename_column(cat: Any, rel: Relation, old: str, new: str) -> None:
         raise UndefinedColumn(f'column "{old}" does not exist')
     if any(f.name == new for f in rel.fields):
         raise DuplicateColumn(f'column "{new}" of relation "{rel.name}" already exists')
-    _refuse_readers(cat, rel, old, "rename")
     if rel.extra.get("source") or rel.options.get("connector"):
         raise not_supported("RENAME COLUMN on a table with a connector")
+    if rel.extra.get("watermark"):
+        raise not_supported(
+            "RENAME COLUMN on a table with a watermark",
+            hint="The watermark names its column; recreate the table instead.",
+        )
+    rewritten = rename_plan(cat, rel, old, new)  # 2BP01 for a reader it cannot rewrite
+    apply_rename(cat, rel, rewritten)
+    retarget_scans(cat, rel.id, {old: new})
     f = rel.fields[idx]
     rel.fields[idx] = Field(new, f.type, f.hidden)
     for key in ("defaults", "column_comments"):

@@ -12,6 +12,7 @@ the view's `MaterializeOp`. Its output delta is what views built on top of it co
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from time import thread_time
@@ -21,7 +22,9 @@ import numpy as np
 import pyarrow as pa
 
 from engine.catalog import Relation
+from engine.catalog.catalog import type_from_json
 from engine.chunk import Op, StreamChunk, TruncateChunk
+from engine.errors import EngineError
 from engine.state.disk_table import DiskTables
 from engine.state.table import StateTable
 from engine.stream.cpu import StreamCpu
@@ -130,6 +133,21 @@ def preview_chunks(stored: pa.Table, chunks: list[StreamChunk]) -> list[StreamCh
     return [StreamChunk.deletes(stored), *chunks[last + 1 :]]
 
 
+def _dropped_field(tomb: str) -> pa.Field:
+    name, t = json.loads(tomb[1:])
+    return pa.field(name, type_from_json(t).arrow)
+
+
+def _project(batch: pa.RecordBatch, proj: list[int | pa.Field]) -> pa.RecordBatch:
+    """The columns a job was planned with: by position, or NULLs for a dropped one."""
+    if all(isinstance(p, int) for p in proj):
+        return batch.select(proj)
+    n = batch.num_rows
+    cols = [batch.column(p) if isinstance(p, int) else pa.nulls(n, p.type) for p in proj]
+    names = [batch.schema.field(p).name if isinstance(p, int) else p.name for p in proj]
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
 def merge_inserts(chunks: list[StreamChunk]) -> list[StreamChunk]:
     """Consecutive insert-only chunks as one chunk: a table queued thousands of small
     ones (webhook flushes, single-row INSERTs) is stepped once per run, not once per
@@ -176,8 +194,10 @@ class ViewFlow:
     # per upstream relation: the columns (by name) the stored plan was planned with, and
     # where they are in the relation now (None: the same layout). A table that gained a
     # column (ALTER TABLE ... ADD COLUMN) feeds the job only the columns it knows.
+    # A name starting with NUL is a dropped column the job never used (ALTER TABLE ...
+    # DROP COLUMN, engine/handlers/alter_readers.py): it reads NULLs of the stored type.
     scan_names: dict[int, list[str]] = field(default_factory=dict)
-    scan_proj: dict[int, list[int] | None] = field(default_factory=dict)
+    scan_proj: dict[int, list[int | pa.Field] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.node_rows = [0] * len(self.nodes)
@@ -198,7 +218,15 @@ class ViewFlow:
             if now == names:
                 continue
             pos = {n: i for i, n in enumerate(now)}
-            self.scan_proj[rid] = [pos[n] for n in names if n in pos]
+            proj: list[int | pa.Field] = []
+            for n in names:
+                if n in pos:
+                    proj.append(pos[n])
+                elif n.startswith("\x00"):
+                    proj.append(_dropped_field(n))
+                else:  # a layout the job cannot be fed: a bug in the ALTER that made it
+                    raise EngineError(f'column "{n}" of relation "{rel.name}" is gone')
+            self.scan_proj[rid] = proj
 
     def step(
         self,
@@ -221,7 +249,7 @@ class ViewFlow:
             for rid, proj in self.scan_proj.items():
                 d = deltas.get(rid)
                 if d is not None and proj is not None:
-                    deltas[rid] = d.with_data(d.data.select(proj))
+                    deltas[rid] = d.with_data(_project(d.data, proj))
         for node in self.nodes:
             ins = [deltas.get(i) if kind == "rel" else outs[i] for kind, i in node.inputs]
             in_wms = [rel_wms.get(i, {}) if kind == "rel" else wms[i] for kind, i in node.inputs]

@@ -716,6 +716,17 @@ class Runtime:
                     self._frozen.discard(rel.id)
             self.barrier(force=True)
 
+    def rebind_scans(self, rel_id: int, names: dict[str, str]) -> None:
+        """The running jobs that read relation `rel_id` read its column `old` as
+        `names[old]` from now on (ALTER TABLE ... RENAME/DROP COLUMN; their stored plans
+        are changed by the caller, under the lock)."""
+        with self.lock:
+            for job in [*self.views.values(), *(s.graph for s in self.sinks.values())]:
+                cols = job.scan_names.get(rel_id)
+                if cols is not None:
+                    job.scan_names[rel_id] = [names.get(c, c) for c in cols]
+                job.bind_scans(self.catalog.relations)
+
     def create_sink(
         self, rel: Relation, plan: StreamPlan, snapshot: bool, job: dict[str, Any] | None = None
     ) -> BackfillJob | None:
