@@ -40,6 +40,7 @@ from engine.plan.stream_lower import lower_stream_plan
 from engine.sql.create_sink import CreateSink
 from engine.sql.parser import Statement, parse_one
 from engine.stream.job_plan import state_ids
+from engine.stream.parallel.fragment import PARALLELISM, parse_parallelism
 from engine.stream.sink import APPEND_ONLY, DEBEZIUM, FORCE_APPEND_ONLY, UPSERT
 
 _FORMATS = {"PLAIN": APPEND_ONLY, "UPSERT": UPSERT, "DEBEZIUM": DEBEZIUM}
@@ -216,6 +217,8 @@ def create_sink(session: Any, st: Statement) -> QueryResult:
         used = functions_used(cat, query_sql)  # DROP FUNCTION refuses while they exist
         if used:
             rel.extra["functions"] = used
+        # 0 ('adaptive'): the server's --parallelism, resolved and stored by the runtime
+        rel.extra[PARALLELISM] = parse_parallelism(session.vars.get("streaming_parallelism"))
         job = rt.create_sink(
             rel,
             lower_stream_plan(plan, state_ids(rel, cat), materialize=False),

@@ -640,11 +640,12 @@ class Runtime:
         else:
             rel.extra.pop(PARALLEL_NODES, None)
 
-    def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
-        store = self.store if load else None
+    def _build_job(self, rel: Relation, plan: StreamPlan, store: Any | None) -> tuple[Any, Any]:
+        """A job's operator nodes and state tables: its parallel nodes as actors
+        (engine.stream.parallel) when it was created at parallelism > 1."""
         p = int(rel.extra.get(PARALLELISM) or 1)
         if p > 1 and rel.extra.get(PARALLEL_NODES):
-            nodes, tables = build_parallel_plan(
+            return build_parallel_plan(
                 plan,
                 rel,
                 store,
@@ -654,8 +655,10 @@ class Runtime:
                 p,
                 self.catalog.allocate_state_table_id,
             )
-        else:
-            nodes, tables = build_plan(plan, rel.name, store, self.job_ctx(rel), self.disk_tables)
+        return build_plan(plan, rel.name, store, self.job_ctx(rel), self.disk_tables)
+
+    def _add_view(self, rel: Relation, plan: StreamPlan, load: bool) -> ViewFlow:
+        nodes, tables = self._build_job(rel, plan, self.store if load else None)
         flow = ViewFlow(rel, nodes, tables=tables)
         flow.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
         flow.bind_scans(self.catalog.relations)
@@ -672,6 +675,7 @@ class Runtime:
             self.data_dir,
             runtime=self,
             status=self._carried.pop(rel.id, None),
+            build=lambda p, st: self._build_job(rel, p, st),
         )
         flow.stopping = self._stop
         flow.graph.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
@@ -742,6 +746,8 @@ class Runtime:
             flow: SinkFlow | None = None
             bf: BackfillJob | None = None
             try:
+                if rel.kind is RelationKind.SINK:
+                    self._plan_parallel(rel, plan)
                 flow = build_sink_flow(
                     rel,
                     store_plan(rel, plan),
@@ -750,6 +756,7 @@ class Runtime:
                     self.catalog,
                     self.data_dir,
                     runtime=self,
+                    build=lambda p, st: self._build_job(rel, p, st),
                 )
                 flow.writer.validate()
                 flow.writer.open()

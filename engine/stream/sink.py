@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -404,10 +405,12 @@ def build_sink_flow(
     data_dir: str | None,
     runtime: Any = None,
     status: SinkStatus | None = None,
+    build: Callable[[StreamPlan, Any | None], tuple[list[Any], list[Any]]] | None = None,
 ) -> SinkFlow:
     """Operators for the sink's stream plan (state loaded from `store` on recovery) plus
     its connector's writer (not yet validated/opened); `status`: the counters of the flow
-    this one replaces (a rollback keeps them)."""
+    this one replaces (a rollback keeps them); `build(plan, store)`: how the operators are
+    built when not by `build_plan` (a parallel job, `engine.stream.parallel.flow`)."""
     spec = spec_from_relation(rel, catalog, data_dir)
     spec.runtime = runtime
     if status is not None:
@@ -415,7 +418,10 @@ def build_sink_flow(
         spec.status = status
     factory = sink_connector(spec.connector)
     disk = getattr(runtime, "disk_tables", None)
-    nodes, tables = build_plan(plan, rel.name, store, ctx, disk)
+    if build is not None:
+        nodes, tables = build(plan, store)
+    else:
+        nodes, tables = build_plan(plan, rel.name, store, ctx, disk)
     visible = [i for i, f in enumerate(plan.nodes[-1].schema) if not f.hidden]
     return SinkFlow(spec, ViewFlow(rel, nodes, tables=tables), factory(spec), visible)
 

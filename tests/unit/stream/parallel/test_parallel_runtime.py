@@ -33,6 +33,8 @@ def rows(s: Any, q: str) -> list[tuple[Any, ...]]:
 def check(s: Any) -> None:
     for name, q in VIEWS.items():
         assert rows(s, f"SELECT * FROM {name}") == rows(s, q), name
+    # the sink's aggregation runs as actors too
+    assert rows(s, "SELECT * FROM totals") == rows(s, "SELECT k, sum(v) FROM t GROUP BY k")
 
 
 def open_db(path: Path) -> SwellDatabase:
@@ -50,6 +52,13 @@ def test_parallel_views_and_lost_worker(tmp_path: Path) -> None:
         s.execute_simple("FLUSH")
         for name, q in VIEWS.items():  # over existing rows: the backfill steps the actors
             s.execute_simple(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        s.execute_simple("CREATE TABLE totals (k VARCHAR PRIMARY KEY, total BIGINT)")
+        s.execute_simple(
+            "CREATE SINK into_totals INTO totals AS SELECT k, sum(v) AS total FROM t GROUP BY k"
+        )
+        sink = db.catalog.find("into_totals")
+        assert sink is not None and sink.extra["parallel_nodes"]
+        s.execute_simple("FLUSH")
         agg = db.catalog.find("v_agg")
         assert agg is not None and agg.extra["parallelism"] == 2 and agg.extra["parallel_nodes"]
         check(s)
