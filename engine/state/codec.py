@@ -27,6 +27,8 @@ Encoded forms (the first byte tells them apart, leaving room for later formats):
    of types the engine does not define (e.g. an operator's private object) are pickled
    inside a tag, and numpy scalars are converted to Python scalars first: marshal would
    otherwise silently store them as raw buffer bytes.
+3. Fixed-width rows (values only): first byte 0x02, written a batch at a time by
+   `engine.state.fixed_rows` (aggregation group states); `decode_value` reads them too.
 
 Determinism (keys only; values need only round-trip): equal key tuples give equal bytes,
 given the engine's rule that 1, 1.0 and True never mix within one column. Keys are
@@ -58,6 +60,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from engine.state import fixed_rows
 
 MAX_TABLE_ID = 0xFFFEFFFF
 """Largest usable table id; `table_prefix(MAX_TABLE_ID + 1)` is still valid as a bound."""
@@ -301,8 +305,12 @@ def decode_key(data: bytes) -> tuple[Any, ...]:
     return tuple([_restore(v) if type(v) in _CONTAINERS else v for v in _loads(data[1:])])
 
 
-decode_value = decode_key
-"""Values use the same forms as keys; only encoding differs (no canonicalization)."""
+def decode_value(data: bytes) -> tuple[Any, ...]:
+    """Values use the same forms as keys (only encoding differs: no canonicalization),
+    plus the fixed-width rows of `engine.state.fixed_rows` (first byte 0x02)."""
+    if data[0] == fixed_rows.TAG:
+        return fixed_rows.decode_row(data)
+    return decode_key(data)
 
 
 def _restore(v: Any) -> Any:

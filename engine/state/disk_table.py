@@ -49,7 +49,7 @@ import weakref
 import zlib
 from collections.abc import Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from engine.state import codec, memcmp
 from engine.state.table import StateTable
@@ -74,6 +74,36 @@ def vnode_of(dist_bytes: bytes) -> int:
     return zlib.crc32(dist_bytes) & (VNODES - 1)
 
 
+class ColumnOverlay(Protocol):
+    """A columnar cache attached to a disk table (`DiskStateTable.attach_columns`) that
+    holds some of the table's rows, and the epoch's changes to them, in columns instead
+    of the tuple overlay (the columnar aggregation path). The table asks it:"""
+
+    @property
+    def dirty_count(self) -> int:
+        """Rows changed since the last checkpoint."""
+        ...
+
+    def len_delta(self) -> int:
+        """Rows its pending changes add to the table (negative: remove)."""
+        ...
+
+    def write_columns(self, batch: WriteBatchLike) -> int:
+        """Put/delete the changed rows into the checkpoint batch (after the tuple
+        overlay's); they are then clean. Returns how many were written."""
+        ...
+
+    def spill(self) -> tuple[list[Key], list[Value | None]]:
+        """The changed rows as tuples (None: deleted), handed to the tuple overlay; the
+        cache then forgets every row (so reads through the tuple interface and writes
+        through it stay the only truth until it fetches rows again)."""
+        ...
+
+    def reset(self) -> None:
+        """Forget every row and change (the store is the truth again: load, clear, drop)."""
+        ...
+
+
 class HotCache:
     """The operator-cache share of the state memory budget, split over the live disk
     tables: each table keeps at most `cap_entries / live tables` cached rows (at least
@@ -83,6 +113,7 @@ class HotCache:
     MIN_PER_TABLE = 1024
 
     def __init__(self, budget_bytes: int, entry_bytes: int = 240) -> None:
+        self.entry_bytes = entry_bytes
         self.cap_entries = max(budget_bytes // entry_bytes, self.MIN_PER_TABLE)
         self._tables: weakref.WeakSet[DiskStateTable] = weakref.WeakSet()
 
@@ -123,6 +154,65 @@ class DiskStateTable:
         # committed rows, once someone asked for `len` (then kept up to date at each
         # checkpoint with one multi-get of the changed keys); None: not counted
         self._count: int | None = None
+        self._columns: ColumnOverlay | None = None
+
+    # -- columnar cache ----------------------------------------------------------------
+    def attach_columns(self, columns: ColumnOverlay) -> None:
+        """Let `columns` keep rows of this table in columns (see `ColumnOverlay`): every
+        access through the tuple interface first moves its changed rows into the overlay
+        (`_spill`), and each checkpoint writes its changes after the overlay's."""
+        self._columns = columns
+
+    def _spill(self) -> None:
+        c = self._columns
+        if c is None:
+            return
+        keys, vals = c.spill()
+        if keys:
+            self._overlay.update(
+                (k, _TOMB if v is None else v) for k, v in zip(keys, vals, strict=True)
+            )
+
+    def encoded_full_keys(self, eks: list[bytes]) -> list[bytes]:
+        """Store keys of rows by their `memcmp.encode_key` bytes; only for keys whose
+        length is the distribution key's (or any key when `dist_len` is 0)."""
+        if self.dist_len == 0:
+            p = self._vn[0]
+            return [p + e for e in eks]
+        vn, crc = self._vn, zlib.crc32
+        return [vn[crc(e) & 255] + e for e in eks]
+
+    def committed_raw(self, fulls: list[bytes]) -> list[bytes | None]:
+        """RocksDB's value bytes of store keys (one multi-get; all None once cleared)."""
+        if self._cleared:
+            return [None] * len(fulls)
+        return self._store.multi_get(fulls)
+
+    def overlay_lookup(self, keys: list[Key]) -> dict[int, Value | None]:
+        """Index -> overlay value (None: deleted) of the `keys` the overlay holds."""
+        ov = self._overlay
+        if not ov:
+            return {}
+        out: dict[int, Value | None] = {}
+        for i, k in enumerate(keys):
+            v = ov.get(k)  # overlay values are tuples or _TOMB, never None
+            if v is not None:
+                out[i] = None if v is _TOMB else v
+        return out
+
+    def cache_rows(self, row_bytes: int) -> int:
+        """How many rows of `row_bytes` each an attached columnar cache may hold: this
+        table's share of the operator-cache budget."""
+        return self._hot.per_table() * self._hot.entry_bytes // max(row_bytes, 1)
+
+    @property
+    def has_overlay(self) -> bool:
+        """Whether the tuple overlay holds changes of this epoch."""
+        return bool(self._overlay)
+
+    @property
+    def cleared(self) -> bool:
+        return self._cleared
 
     # -- layout ------------------------------------------------------------------------
     def _vnode_prefix(self, ek: bytes, key: Key) -> bytes:
@@ -158,6 +248,7 @@ class DiskStateTable:
     def get_many(self, keys: Iterable[Key]) -> list[Value | None]:
         """Multi-get: overlay, then cache, then one RocksDB multi-get for the rest."""
         keys = keys if isinstance(keys, list) else list(keys)
+        self._spill()
         overlay, cache = self._overlay, self._cache
         if not overlay and not cache and not self._cleared:
             return self._fetch(keys)
@@ -213,6 +304,8 @@ class DiskStateTable:
         if self._count is None:
             self._count = 0 if self._cleared else self._count_committed()
         base = 0 if self._cleared else self._count
+        if self._columns is not None:
+            base += self._columns.len_delta()
         if not self._overlay:
             return base
         keys = list(self._overlay)
@@ -260,6 +353,7 @@ class DiskStateTable:
     ) -> Iterator[tuple[Key, Value]]:
         """As `StateTable.scan`: the entries with `prefix` in `[start, end)`, in key order
         (descending with `reverse`), at most `limit`; consistent with the call."""
+        self._spill()
         lo, hi, vnodes = self._range(prefix, start, end)
         if limit is not None and limit <= 0 or (lo is not None and hi is not None and lo >= hi):
             return iter(())
@@ -267,6 +361,7 @@ class DiskStateTable:
         return islice(it, limit) if limit is not None else it
 
     def _iter(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[Any]:
+        self._spill()
         return self._merged(self._overlay, not self._cleared, lo, hi, None, reverse)
 
     def _range(
@@ -401,6 +496,7 @@ class DiskStateTable:
     def snapshot(self, epoch: int = -1) -> DiskTableSnapshot:
         """A read-only image as of now: a copy of the overlay plus an undo log of the
         committed rows the next checkpoints change (see `DiskTableSnapshot`)."""
+        self._spill()
         snap = DiskTableSnapshot(self, epoch)
         self._pins.add(snap)
         return snap
@@ -423,20 +519,26 @@ class DiskStateTable:
 
     # -- writes ------------------------------------------------------------------------
     def put(self, key: Key, value: Value) -> None:
+        self._spill()
         self._overlay[key] = value
 
     def delete(self, key: Key) -> None:
+        self._spill()
         self._overlay[key] = _TOMB
 
     def put_many(self, keys: Iterable[Key], values: Iterable[Value]) -> None:
         """Batched put: `keys[i]` -> `values[i]` (a later duplicate key wins)."""
+        self._spill()
         self._overlay.update(zip(keys, values, strict=True))
 
     def delete_many(self, keys: Iterable[Key]) -> None:
         """Batched delete; absent keys are ignored."""
+        self._spill()
         self._overlay.update(dict.fromkeys(keys, _TOMB))
 
     def clear(self) -> None:
+        if self._columns is not None:
+            self._columns.reset()
         self._overlay.clear()
         self._cache.clear()
         self._cleared = True
@@ -451,10 +553,13 @@ class DiskStateTable:
     # -- persistence -------------------------------------------------------------------
     @property
     def dirty_count(self) -> int:
-        return len(self._overlay) + self._cleared
+        cols = 0 if self._columns is None else self._columns.dirty_count
+        return len(self._overlay) + self._cleared + cols
 
     def write_dirty(self, batch: WriteBatchLike) -> int:
         """Write the epoch's changes into the checkpoint batch; the rows move to the cache."""
+        if self._pins:  # snapshots need the committed values of every changed row
+            self._spill()
         n = len(self._overlay)
         if self._count is not None:  # counted: keep the count right through this commit
             self._count = len(self)
@@ -466,8 +571,14 @@ class DiskStateTable:
         if self._legacy:
             batch.delete_range(self._prefix + _LEGACY_START, self._end)
             self._legacy = False
-        if not n:
-            return 0
+        if n:
+            self._write_overlay(batch)
+        if self._columns is not None and self._columns.dirty_count:
+            n += self._columns.write_columns(batch)
+            self._cache.clear()  # rows written in columns may be cached as tuples
+        return n
+
+    def _write_overlay(self, batch: WriteBatchLike) -> None:
         keys = list(self._overlay)
         vals = list(self._overlay.values())
         fulls = self._full_many(keys)
@@ -492,13 +603,14 @@ class DiskStateTable:
         for k in dead:
             cache.pop(k, None)
         self._remember(live_k, live_v, list(map(len, vbs)))
-        return n
 
     def load(self, store: StateStore) -> None:
         """Start from what the store holds (recovery): forget the overlay and the cache.
         A range written in `StateTable`'s layouts is read into the overlay once and
         rewritten in this layout (and the old records deleted) at the next checkpoint."""
         self._store = store
+        if self._columns is not None:
+            self._columns.reset()
         self._overlay = {}
         self._cache = {}
         self._cleared = False
@@ -515,6 +627,8 @@ class DiskStateTable:
         """Delete every key of this table (the overlay now, the store with the batch)."""
         if self._pins:
             self._preserve(None)
+        if self._columns is not None:
+            self._columns.reset()
         self._overlay = {}
         self._cache = {}
         self._cleared = False

@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -54,7 +54,11 @@ of the key layout, the encodings or the meaning of stored catalog entries.
 layout: vnode, memcomparable keys; the 2 -> 3 step is
 `engine.stream.job_plan._disk_group_tables`).
 4: the rows of tables and materialized views (`mat.segments`, Arrow segment blobs) are
-disk tables too (the 3 -> 4 step is `engine.stream.job_plan._disk_segment_tables`)."""
+disk tables too (the 3 -> 4 step is `engine.stream.job_plan._disk_segment_tables`).
+5: aggregation group rows may be fixed-width rows (`engine.state.fixed_rows`, first byte
+0x02), which older versions cannot decode; marshal rows stay readable and are rewritten
+when their group changes (the 4 -> 5 step, `engine.stream.job_plan._fixed_width_groups`,
+rewrites nothing)."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

@@ -300,6 +300,26 @@ def _column(col: list[Any]) -> list[bytes] | None:
     return None
 
 
+def encode_int_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
+    """`encode_key((v,))` of each int64 of `values` (`(None,)` where `nulls`), in bulk for
+    the common case (|v| <= 2**53, not NULL) and per element for the rest."""
+    arr = np.asarray(values, np.int64)
+    n = arr.size
+    u = (arr.astype(np.float64) + 0.0).view(np.uint64)
+    neg = (u & np.uint64(_SIGN)) != 0
+    u = np.where(neg, ~u, u | np.uint64(_SIGN)).astype(">u8")
+    rows = np.empty((n, 11), dtype=np.uint8)
+    rows[:, 0] = T_NUM
+    rows[:, 1:9] = u.view(np.uint8).reshape(-1, 8)
+    rows[:, 9] = _REST_ZERO
+    rows[:, 10] = _INT
+    out: list[bytes] = rows.view("V11").ravel().tolist()
+    odd = np.flatnonzero(nulls | (arr < -_SAFE_INT) | (arr > _SAFE_INT))
+    for i in odd.tolist():
+        out[i] = b"\x01" if nulls[i] else _int(int(arr[i]))
+    return out
+
+
 # -- decoding ------------------------------------------------------------------------------
 def decode_key(b: bytes) -> Key:
     """The key tuple of `encode_key` bytes."""

@@ -168,6 +168,14 @@ def _disk_segment_tables(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append(f"moved the rows of {n} tables and views to the disk-table layout")
 
 
+@data_format.migration(4)
+def _fixed_width_groups(ctx: data_format.MigrationContext) -> None:
+    """Format 4 -> 5: the columnar aggregation path writes group rows in the fixed-width
+    form; the marshal rows already stored stay readable (`codec.decode_value` and the
+    columnar reader take both) and are rewritten as their groups change, so nothing is
+    rewritten here: the version bump only keeps older Swells off the directory."""
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

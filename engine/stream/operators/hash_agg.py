@@ -59,6 +59,8 @@ from engine.stream.operators.agg_calls import (
     ExtremeImpl,
     make_impl,
 )
+from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout
+from engine.stream.operators.agg_columns import ColumnarGroups
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
     WEIGHT,
@@ -201,6 +203,23 @@ class HashAggOp(Operator):
             for j, e in enumerate(impl.delta_exprs(self._ok(a), x, w)):
                 exprs.append(e.alias(f"a{i}_{j}"))
         self._delta_exprs = exprs
+        # the columnar step when every aggregate keeps fixed-width slots
+        self._columnar: ColumnarAgg | None = None
+        layout = (
+            None
+            if self._value_tables
+            else columnar_layout(input_schema, self.group_keys, self.aggs, self._impls)
+        )
+        if layout is not None:
+            self._columnar = ColumnarAgg(
+                ColumnarGroups(self._groups, layout),
+                self._impls,
+                self.aggs,
+                self.schema,
+                self._key_names[0],
+                self._output_one,
+                self.explain,
+            )
 
     # -- planning helpers -------------------------------------------------------------
     @staticmethod
@@ -311,16 +330,19 @@ class HashAggOp(Operator):
     def _outputs(self, slot_cols: list[Any], report: bool = True) -> list[list[Any]]:
         """Each aggregate's output per group; `report=False` for the old outputs of an
         update (their failures were reported when they were new)."""
-        out = []
-        for i, (impl, s) in enumerate(zip(self._impls, self._start, strict=True)):
-            slots = slot_cols[s : s + impl.n_slots]
-            try:
-                out.append(impl.output(slots))
-            except EngineError as e:
-                if self.errors is None or not is_data_error(e):
-                    raise
-                out.append(self._outputs_nonstrict(i, impl, slots, report))
-        return out
+        return [
+            self._output_one(i, impl, slot_cols[s : s + impl.n_slots], report)
+            for i, (impl, s) in enumerate(zip(self._impls, self._start, strict=True))
+        ]
+
+    def _output_one(self, i: int, impl: AggImpl, slots: list[Any], report: bool) -> list[Any]:
+        """Aggregate i's output per group from its slot columns (Python lists)."""
+        try:
+            return impl.output(slots)
+        except EngineError as e:
+            if self.errors is None or not is_data_error(e):
+                raise
+            return self._outputs_nonstrict(i, impl, slots, report)
 
     def _outputs_nonstrict(
         self, i: int, impl: AggImpl, slots: list[Any], report: bool
@@ -370,6 +392,8 @@ class HashAggOp(Operator):
                 detail="Swell's numeric holds up to 28 digits before the decimal point and "
                 "10 after it.",
             ) from None
+        if self._columnar is not None:
+            return self._columnar.apply(frame, part)
         n = part.height
         by_name = {kn: py_values(frame, part, kn) for kn in self._uniq_key_names}
         keys = key_tuples([by_name[kn] for kn in self._key_names], n)

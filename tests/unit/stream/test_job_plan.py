@@ -163,7 +163,7 @@ def test_jobs_without_a_plan_are_planned_once_with_their_ids(
     finally:
         db.close()
     with StateStore.open(data_dir / "state") as st:
-        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 4
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 5
     _NoPlanning.calls = []
     db = _open(data_dir, _NoPlanning)  # the plans were stored
     try:
@@ -247,7 +247,7 @@ def test_group_tables_move_to_the_disk_layout(data_dir: Path) -> None:
     finally:
         db.close()
     with StateStore.open(data_dir / "state") as st:
-        assert data_format.stored_version(st) == 4
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION
         assert (
             st.last_key_in(codec.table_prefix(gid) + b"\x01", codec.table_prefix(gid + 1)) is None
         )

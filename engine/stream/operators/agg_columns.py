@@ -1,0 +1,300 @@
+"""ColumnarGroups: aggregation group states kept as columns, keyed by an integer group key.
+
+Why: `HashAggOp`'s tuple path keeps a Python tuple per group (key and state) in the disk
+table's overlay and cache and encodes each with marshal; at 100k groups per epoch that
+per-group Python is most of a GROUP BY's cost. Here the states of one aggregation are
+numpy columns (one per slot, `engine.state.fixed_rows` layouts), the hot cache is those
+columns plus a sorted key array (`searchsorted` lookups), and the store is read and
+written a batch at a time: memcomparable keys encoded per column
+(`memcmp.encode_int_column`), one RocksDB multi-get for the groups the cache misses,
+values decoded and encoded with one numpy view per slot.
+
+Backends (picked from the table the allocator hands out):
+
+* a `DiskStateTable` (running server): the cache is attached to it as its
+  `ColumnOverlay`: changed rows stay in the columns until the checkpoint's
+  `write_columns`, then the cache is trimmed to its share of the operator-cache budget
+  (least recently used rows go; they are in RocksDB). Any access through the table's
+  tuple interface first takes the changed rows back as tuples (`spill`) and empties the
+  cache, so the two views never disagree;
+* any other `StateTable` (tests, one-shot runs): rows are read with `get_many` and the
+  changed ones written back with `put_many`/`delete_many` at the end of every step
+  (`end_step`), nothing is cached across steps.
+
+Rows: a group is present while `alive`; a deleted group stays in the cache as a dead
+row until its delete is written, so a later step of the epoch does not read the stale
+committed row back. Rows read in the older marshal form (or from the tuple overlay) are
+converted once and written back in the fixed-width form when they change.
+
+Lifecycle: built by `HashAggOp` with its groups table; `fetch` then `store` once per
+step; the table drives `write_columns` / `spill` / `reset` (see `ColumnOverlay`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.state import codec, memcmp
+from engine.state.disk_table import DiskStateTable
+from engine.state.fixed_rows import FixedLayout
+from engine.state.store import WriteBatchLike
+from engine.state.table import StateTable
+
+Cols = list[np.ndarray]
+Valids = list[np.ndarray | None]
+_ROW_OVERHEAD = 48
+"""Cache bytes per row besides the slot data: key, index entries, flags, stamp."""
+
+
+class ColumnarGroups:
+    """The group states of one aggregation in columns (module docstring)."""
+
+    def __init__(self, table: StateTable | DiskStateTable, layout: FixedLayout) -> None:
+        self.layout = layout
+        self._table = table
+        self._disk = table if isinstance(table, DiskStateTable) else None
+        if self._disk is not None:
+            self._disk.attach_columns(self)
+        self._reset()
+
+    # -- storage -----------------------------------------------------------------------
+    def _reset(self) -> None:
+        self._n = 0
+        self._keys = np.empty(0, np.int64)
+        self._knull = np.empty(0, bool)
+        self._cols, self._valids = self.layout.empty(0)
+        self._alive = np.empty(0, bool)
+        self._dirty = np.empty(0, bool)
+        self._stamp = np.empty(0, np.int64)
+        self._sk = np.empty(0, np.int64)  # sorted non-NULL keys
+        self._sp = np.empty(0, np.int64)  # their rows
+        self._null_row = -1
+        self._clock = 0
+        self._len_delta = 0
+        self._dirty_n = 0
+
+    def _grow(self, need: int) -> None:
+        cap = self._keys.size
+        if need <= cap:
+            return
+        new = max(need, cap * 2, 1024)
+
+        def ext(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((new, *a.shape[1:]), a.dtype)
+            out[: self._n] = a[: self._n]
+            return out
+
+        self._keys, self._knull = ext(self._keys), ext(self._knull)
+        self._alive, self._dirty, self._stamp = ext(self._alive), ext(self._dirty), ext(self._stamp)
+        self._cols = [ext(c) for c in self._cols]
+        self._valids = [None if v is None else ext(v) for v in self._valids]
+
+    def _append(self, keys: np.ndarray, knull: np.ndarray, cols: Cols, valids: Valids,
+                alive: np.ndarray) -> np.ndarray:  # fmt: skip
+        """Add rows (keys not in the cache yet); their row numbers."""
+        m = keys.size
+        start = self._n
+        self._grow(start + m)
+        sl = slice(start, start + m)
+        self._keys[sl], self._knull[sl], self._alive[sl] = keys, knull, alive
+        self._dirty[sl] = False
+        for dst, src in zip(self._cols, cols, strict=True):
+            dst[sl] = src
+        for vd, vs in zip(self._valids, valids, strict=True):
+            if vd is not None:
+                vd[sl] = vs
+        self._n = start + m
+        rows = np.arange(start, start + m, dtype=np.int64)
+        nn = ~knull
+        if nn.any():
+            k, r = keys[nn], rows[nn]
+            order = np.argsort(k, kind="stable")
+            k, r = k[order], r[order]
+            at = np.searchsorted(self._sk, k)
+            self._sk = np.insert(self._sk, at, k)
+            self._sp = np.insert(self._sp, at, r)
+        if knull.any():
+            self._null_row = int(rows[knull][0])
+        return rows
+
+    def _find(self, keys: np.ndarray, knull: np.ndarray) -> np.ndarray:
+        """Row of each key in the cache, -1 where absent."""
+        pos = np.full(keys.size, -1, np.int64)
+        if self._sk.size:
+            at = np.searchsorted(self._sk, keys)
+            ok = at < self._sk.size
+            hit = np.zeros(keys.size, bool)
+            hit[ok] = self._sk[at[ok]] == keys[ok]
+            hit &= ~knull
+            pos[hit] = self._sp[at[hit]]
+        if self._null_row >= 0:
+            pos[knull] = self._null_row
+        return pos
+
+    # -- one step ------------------------------------------------------------------------
+    def fetch(self, keys: np.ndarray, knull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, existed) of distinct group keys: their cache rows (groups the cache
+        misses are read from the store; absent ones start as zeroed, not alive rows)."""
+        self._clock += 1
+        pos = self._find(keys, knull)
+        miss = np.flatnonzero(pos < 0)
+        if miss.size:
+            mk, mn = keys[miss], knull[miss]
+            cols, valids, found = self._load(mk, mn)
+            pos[miss] = self._append(mk, mn, cols, valids, found)
+        self._stamp[pos] = self._clock
+        return pos, self._alive[pos].copy()
+
+    def gather(self, pos: np.ndarray) -> tuple[Cols, Valids]:
+        cols = [c[pos] for c in self._cols]
+        valids = [None if v is None else v[pos] for v in self._valids]
+        return cols, valids
+
+    def store(self, pos: np.ndarray, cols: Cols, valids: Valids, alive: np.ndarray) -> None:
+        """New states of rows `pos` (`alive` False: the group is deleted)."""
+        if not pos.size:
+            return
+        was = self._alive[pos]
+        self._len_delta += int(np.count_nonzero(alive & ~was)) - int(np.count_nonzero(was & ~alive))
+        for dst, src in zip(self._cols, cols, strict=True):
+            dst[pos] = src
+        for vd, vs in zip(self._valids, valids, strict=True):
+            if vd is not None:
+                vd[pos] = vs
+        self._alive[pos] = alive
+        self._dirty_n += int(np.count_nonzero(~self._dirty[pos]))
+        self._dirty[pos] = True
+
+    def end_step(self) -> None:
+        """Resident backend: write the changed rows into the table, forget the rest."""
+        if self._disk is not None:
+            return
+        keys, vals = self._changed_rows()
+        live = [(k, v) for k, v in zip(keys, vals, strict=True) if v is not None]
+        self._table.put_many([k for k, _ in live], [v for _, v in live])
+        self._table.delete_many([k for k, v in zip(keys, vals, strict=True) if v is None])
+        self._reset()
+
+    # -- store reads ---------------------------------------------------------------------
+    def _key_tuples(self, keys: np.ndarray, knull: np.ndarray) -> list[tuple[Any, ...]]:
+        vals: list[Any] = keys.tolist()
+        return [(None,) if n else (v,) for v, n in zip(vals, knull.tolist(), strict=True)]
+
+    def _load(self, keys: np.ndarray, knull: np.ndarray) -> tuple[Cols, Valids, np.ndarray]:
+        """Committed (or overlay) states of keys the cache misses; `found` per key."""
+        lay = self.layout
+        m = keys.size
+        disk = self._disk
+        rows: dict[int, tuple[Any, ...] | None] = {}
+        if disk is None:
+            got = self._table.get_many(self._key_tuples(keys, knull))
+            raws: list[Any] = [None] * m
+            rows = dict(enumerate(got))
+        else:
+            fulls = disk.encoded_full_keys(memcmp.encode_int_column(keys, knull))
+            raws = disk.committed_raw(fulls)
+            if disk.has_overlay:  # rows the tuple interface wrote this epoch win
+                rows = dict(disk.overlay_lookup(self._key_tuples(keys, knull)))
+        cols, valids = lay.empty(m)
+        found = np.zeros(m, bool)
+        fixed = [i for i, r in enumerate(raws) if r is not None and i not in rows]
+        ok = [i for i in fixed if lay.matches(raws[i])]
+        if ok:
+            idx = np.asarray(ok, np.int64)
+            dc, dv = lay.decode([raws[i] for i in ok])
+            for c, d in zip(cols, dc, strict=True):
+                c[idx] = d
+            for v, dd in zip(valids, dv, strict=True):
+                if v is not None and dd is not None:
+                    v[idx] = dd
+            found[idx] = True
+        if len(ok) < len(fixed):  # rows in the older marshal form
+            for i in set(fixed) - set(ok):
+                rows[i] = codec.decode_value(raws[i])
+        slow = [(i, r) for i, r in rows.items() if r is not None]
+        if slow:
+            idx = np.asarray([i for i, _ in slow], np.int64)
+            sc, sv = lay.from_rows([r for _, r in slow])
+            for c, d in zip(cols, sc, strict=True):
+                c[idx] = d
+            for v, sd in zip(valids, sv, strict=True):
+                if v is not None and sd is not None:
+                    v[idx] = sd
+            found[idx] = True
+        return cols, valids, found
+
+    # -- ColumnOverlay (the disk table's side) ---------------------------------------------
+    @property
+    def dirty_count(self) -> int:
+        return self._dirty_n
+
+    def len_delta(self) -> int:
+        return self._len_delta
+
+    def _changed_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:
+        d = np.flatnonzero(self._dirty[: self._n])
+        keys = self._key_tuples(self._keys[d], self._knull[d])
+        cols, valids = self.gather(d)
+        states = self.layout.to_rows(cols, valids)
+        alive = self._alive[d].tolist()
+        return keys, [s if a else None for s, a in zip(states, alive, strict=True)]
+
+    def write_columns(self, batch: WriteBatchLike) -> int:
+        disk = self._disk
+        assert disk is not None
+        d = np.flatnonzero(self._dirty[: self._n])
+        if not d.size:
+            return 0
+        fulls = disk.encoded_full_keys(memcmp.encode_int_column(self._keys[d], self._knull[d]))
+        alive = self._alive[d]
+        live = np.flatnonzero(alive)
+        cols, valids = self.gather(d[live])
+        put = batch.put
+        for f, v in zip([fulls[i] for i in live.tolist()], self.layout.encode(cols, valids),
+                        strict=True):  # fmt: skip
+            put(f, v)
+        delete = batch.delete
+        for i in np.flatnonzero(~alive).tolist():
+            delete(fulls[i])
+        self._dirty[d] = False
+        self._dirty_n = 0
+        self._len_delta = 0
+        self._trim(disk.cache_rows(self.layout.width + _ROW_OVERHEAD))
+        return int(d.size)
+
+    def _trim(self, cap: int) -> None:
+        """Drop dead rows and, past `cap` rows, the least recently used down to 3/4 of it."""
+        n = self._n
+        keep = self._alive[:n].copy()
+        live = int(np.count_nonzero(keep))
+        if live > cap:
+            stamps = self._stamp[:n]
+            target = cap * 3 // 4
+            idx = np.flatnonzero(keep)
+            newest = idx[np.argsort(stamps[idx], kind="stable")[-target:]] if target else idx[:0]
+            keep[:] = False
+            keep[newest] = True
+        elif live == n:
+            return
+        rows = np.flatnonzero(keep)
+        keys, knull = self._keys[rows], self._knull[rows]
+        cols, valids = self.gather(rows)
+        alive = self._alive[rows]
+        stamps = self._stamp[rows]
+        clock = self._clock
+        self._reset()
+        self._clock = clock
+        self._append(keys, knull, cols, valids, alive)
+        self._stamp[: rows.size] = stamps
+
+    def spill(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:
+        keys, vals = self._changed_rows() if self._dirty_n else ([], [])
+        clock = self._clock
+        self._reset()
+        self._clock = clock
+        return keys, vals
+
+    def reset(self) -> None:
+        self._reset()
