@@ -99,6 +99,8 @@ class ParallelOp(Operator):
         self.rows_in = 0
         self.rows_out = 0
         self.exchange_bytes = 0
+        self.actor_rows_in = [0] * p  # rows sent to / received from each actor
+        self.actor_rows_out = [0] * p
 
     def actors_on(self) -> dict[int, list[int]]:
         """worker -> the actor indexes it runs."""
@@ -157,6 +159,7 @@ class ParallelOp(Operator):
                     if c is None:
                         refs.append(-1)
                     else:
+                        self.actor_rows_in[i] += len(c)
                         refs.append(len(bodies))
                         bodies.append(protocol.chunk_body(c))
                 steps.append({"actor": self.actor_keys[i], "inputs": refs})
@@ -177,6 +180,7 @@ class ParallelOp(Operator):
                     c = protocol.chunk_from(bodies[s["out"]])
                     if c is not None:
                         outs.append((i, c))
+                        self.actor_rows_out[i] += len(c)
                         self.exchange_bytes += len(bodies[s["out"]])
         outs.sort(key=lambda x: x[0])
         chunks = [c for _, c in outs]

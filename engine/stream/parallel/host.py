@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -112,6 +113,7 @@ class WorkerHost:
     def handle(self, request: bytes) -> bytes:
         """Run one request; errors become an error response (never raised)."""
         self.requests += 1
+        t0 = time.perf_counter()
         try:
             header, bodies = protocol.decode(request)
             cmd = header.get("cmd")
@@ -119,12 +121,13 @@ class WorkerHost:
             if fn is None:
                 raise ValueError(f"unknown command {cmd!r}")
             out: bytes = fn(header, bodies)
-            return out
         except Exception as e:  # noqa: BLE001 - reported to the coordinator, which rolls back
             tb = traceback.format_exc()
             if not isinstance(e, EngineError):
                 log.error("worker %s: request failed", self.worker_id, exc_info=e)
-            return protocol.error_response(e, tb)
+            out = protocol.error_response(e, tb)
+        # every response says how busy the worker is (per-worker metrics, alignment wait)
+        return protocol.with_timing(out, time.process_time(), time.perf_counter() - t0)
 
     def _cmd_ping(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         return protocol.encode({"ok": True, "pid": os.getpid()})

@@ -41,7 +41,9 @@ class WorkerPool:
         self.restarts = 0
         self.lost = 0
         self._lock = threading.Lock()  # the barrier thread and DDL share the workers
-        # per worker: requests sent, bytes out/in, seconds waited for responses
+        # per worker: [requests, bytes out, bytes in, seconds waited for its responses,
+        # its CPU seconds (as last reported), seconds busy with requests, seconds it sat
+        # idle in a call waiting for the slowest worker (barrier alignment)]
         self.traffic: dict[int, list[float]] = {}
 
     def worker_of(self, actor: int) -> int:
@@ -57,13 +59,15 @@ class WorkerPool:
     def call(self, requests: dict[int, bytes]) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
         """Each worker's response (header, bodies) to its request; see the module docstring."""
         with self._lock:
+            t_call = time.perf_counter()
+            busy: dict[int, float] = {}
             sent: list[int] = []
             first: BaseException | None = None
             for i, req in requests.items():
                 try:
                     self.handle(i).submit(req)
                     sent.append(i)
-                    t = self.traffic.setdefault(i, [0, 0, 0, 0.0])
+                    t = self.traffic.setdefault(i, [0, 0, 0, 0.0, 0.0, 0.0, 0.0])
                     t[0] += 1
                     t[1] += len(req)
                 except WorkerLost as e:
@@ -83,10 +87,16 @@ class WorkerPool:
                 t[2] += len(raw)
                 t[3] += time.perf_counter() - t0
                 header, bodies = protocol.decode(raw)
+                t[4] = float(header.get("cpu", t[4]))
+                busy[i] = float(header.get("busy", 0.0))
+                t[5] += busy[i]
                 if not header.get("ok"):
                     failed = failed or protocol.remote_error(header, f"worker {i}")
                     continue
                 out[i] = (header, bodies)
+            wall = time.perf_counter() - t_call
+            for i, b in busy.items():
+                self.traffic[i][6] += max(wall - b, 0.0)
             if first is not None:
                 raise first
             if failed is not None:

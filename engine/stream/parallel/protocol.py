@@ -71,6 +71,17 @@ def decode(msg: bytes) -> tuple[dict[str, Any], list[bytes]]:
     return header, bodies
 
 
+def with_timing(msg: bytes, cpu: float, busy: float) -> bytes:
+    """`msg` with `"cpu"` (the worker's CPU seconds so far) and `"busy"` (seconds this
+    request took) added to its header (the bodies are not decoded)."""
+    (n,) = _LEN.unpack_from(msg, 0)
+    header = json.loads(msg[4 : 4 + n])
+    header["cpu"] = round(cpu, 6)
+    header["busy"] = round(busy, 6)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([_LEN.pack(len(raw)), raw, memoryview(msg)[4 + n :]])
+
+
 def _ipc(batch: pa.RecordBatch) -> bytes:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
