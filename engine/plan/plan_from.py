@@ -40,6 +40,7 @@ from engine.plan.plan_join import (
     split_join_condition,
     take_where,
 )
+from engine.plan.plan_prune import ScanPruning
 from engine.plan.plan_system import plan_system_from
 from engine.plan.plan_tablefunc import is_table_function, plan_table_function
 from engine.plan.plan_udf import plan_udtf
@@ -118,10 +119,14 @@ class FromPlannerMixin:
         lcols: list[_Col],
         j: exp.Join,
         where: list[exp.Expression] | None = None,
+        pruning: ScanPruning | None = None,
     ) -> tuple[PlanNode, list[_Col]]:
         """Add one JOIN; `where`: pending WHERE conjuncts a comma/CROSS join may take as its
-        ON condition (plan_join.pushable_where; the taken ones are removed)."""
+        ON condition (plan_join.pushable_where; the taken ones are removed); `pruning`: the
+        columns the SELECT reads, for the right side's scan (plan_prune)."""
         right, rcols = self._plan_from(j.this)
+        if pruning is not None:
+            right, rcols = pruning.prune(j.this, right, rcols)
         side = (j.args.get("side") or "").lower()
         kind = j.args.get("kind")
         kind = (kind or "").lower() if isinstance(kind, str) else ""

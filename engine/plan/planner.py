@@ -64,6 +64,7 @@ from engine.plan.plan_grouping_sets import (
     rewrite_grouping_sets,
 )
 from engine.plan.plan_join import pushable_where, rebuild_where
+from engine.plan.plan_prune import ScanPruning
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
 from engine.plan.plan_udf import bind_scalar, rewrite_udaf_calls, table_function_names
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
@@ -220,10 +221,13 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         where = q.args.get("where")
         where_ast = where.this if where is not None else None
         if from_ is not None:
+            pruning = ScanPruning.of(q) if self.streaming else None
             node, cols = self._plan_from(from_.this)
+            if pruning is not None:  # join state keeps only the columns the query reads
+                node, cols = pruning.prune(from_.this, node, cols)
             pending = pushable_where(q, where_ast)
             for j in q.args.get("joins") or []:
-                node, cols = self._plan_join(node, cols, j, pending)
+                node, cols = self._plan_join(node, cols, j, pending, pruning)
             if pending is not None:  # conjuncts not moved into a join's ON stay here
                 where_ast = rebuild_where(pending)
         else:
