@@ -16,10 +16,18 @@ Fixtures (see tests/harness/server.py for the `SwellServer` API):
 
 Tests that use any of these are marked `e2e` automatically (`pytest -m "not e2e"` skips
 them). The shared server stops at session end; an unclean shutdown fails the session.
+
+The whole suite (plain `pytest`, no paths) runs in `SWELL_TEST_WORKERS` pytest-xdist
+worker processes (default: 2, or the number of cores if fewer), each test file in one
+worker so its module fixtures (brokers, catalogs, clusters) start once; most of the
+suite's time is spent waiting on servers, so two workers fit two cores. Each worker has
+its own shared server. Naming test paths runs them in one process, as usual;
+`SWELL_TEST_WORKERS=0` (or `-n 0`) runs the whole suite in one process too.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +46,20 @@ _SERVER_FIXTURES = {"server", "conn", "fresh_server", "make_server"}
 pytest_plugins = ["harness.kafka", "harness.ray_cluster", "harness.tools"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist turns -n into worker processes
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+        return  # paths named on the command line: one process
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if getattr(config.option, "numprocesses", None) is not None:
+        return  # -n given
+    workers = int(os.environ.get("SWELL_TEST_WORKERS", min(2, os.cpu_count() or 1)))
+    if workers > 1:
+        config.option.numprocesses = workers
+        config.option.dist = "loadfile"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -54,7 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    problems, kept = shutdown_shared_server(session.config, keep_data=exitstatus != 0)
+    failed = exitstatus != 0 or session.testsfailed > 0  # an xdist worker's exitstatus is 0
+    problems, kept = shutdown_shared_server(session.config, keep_data=failed)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
 
     def say(text: str, **markup: bool) -> None:
