@@ -6,6 +6,8 @@ worker processes (the local transport), and on Ray actors of a two-node Ray clus
 loopback (`--ray-address`, tests/harness/ray_cluster.py). Barriers only come from FLUSH
 (a one-minute barrier interval), so each FLUSH is one epoch:
 
+* `round trip`: the transport alone, from this process: a `ping` to both of two workers
+  at once (as a barrier round does), empty and with a 1 MB body each;
 * `cluster start`: a head node and a second node until both are registered;
 * `create view`: CREATE MATERIALIZED VIEW over 1,000 rows, which starts the workers;
 * `small epoch`: FLUSH after an INSERT of 100 rows (median of `--epochs`): the
@@ -34,14 +36,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import report  # noqa: E402
 from _server import print_collapsed  # noqa: E402
 
+from engine.stream.parallel import protocol  # noqa: E402
+from engine.stream.parallel.transport import ProcessLauncher, config_of  # noqa: E402
 from harness.ray_cluster import LocalRayCluster  # noqa: E402
 from harness.server import SwellServer  # noqa: E402
 
@@ -137,13 +143,42 @@ def _spy_stop(proc: subprocess.Popen[bytes], out: Path, label: str) -> None:
     print_collapsed(out)
 
 
+def round_trips(label: str, launcher: Any, n: int) -> None:
+    """`ping` to both workers at once (submit both, then read both), as a barrier does per
+    round: median wall time of `n` rounds, empty and with a 1 MB body to each worker."""
+    handles = [launcher.start(i, config_of(None)) for i in range(2)]
+    try:
+        for size in (0, 1 << 20):
+            req = protocol.encode({"cmd": "ping"}, [b"x" * size] if size else None)
+            times = []
+            for _ in range(n + 5):
+                t0 = time.perf_counter()
+                for h in handles:
+                    h.submit(req)
+                for h in handles:
+                    h.result()
+                times.append(time.perf_counter() - t0)
+            what = "1 MB to each" if size else "empty"
+            report(
+                "ray",
+                f"{label}: round trip to 2 workers, {what}",
+                statistics.median(times[5:]) * 1000,
+                "ms",
+                mode="in-process",
+            )
+    finally:
+        launcher.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--round-trips", type=int, default=200)
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
+    round_trips("worker processes", ProcessLauncher(), a.round_trips)
     base = run("in-process (parallelism 1)", 1, [], {}, a)
     procs = run("worker processes (parallelism 2)", 2, [], {}, a)
     cluster = LocalRayCluster()
@@ -151,6 +186,7 @@ def main() -> int:
     cluster.start()
     report("ray", "cluster start (2 nodes)", time.perf_counter() - t0, "s", mode="e2e")
     try:
+        round_trips("ray actors", RayLauncher(cluster.address), a.round_trips)
         ray = run(
             "ray actors (parallelism 2)", 2, ["--ray-address", cluster.address], cluster.env(), a
         )
