@@ -48,6 +48,7 @@ from _server import print_collapsed  # noqa: E402
 
 from engine.stream.parallel import protocol  # noqa: E402
 from engine.stream.parallel.transport import ProcessLauncher, config_of  # noqa: E402
+from engine.stream.parallel.transport_ray import RayLauncher  # noqa: E402
 from harness.ray_cluster import LocalRayCluster  # noqa: E402
 from harness.server import SwellServer  # noqa: E402
 
