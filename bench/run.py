@@ -9,7 +9,8 @@ share the machine's CPUs, so never in parallel). Two kinds, labelled in the tabl
   the nexmark generator source into blackhole sinks (`nexmark.py`), and the same GROUP BY job
   side by side with Pathway (`pathway_compare.py`); per server CPU-second from /proc;
   and the latency of reads and webhook acks while barriers carry 100k-row epochs, a COPY
-  runs and a view backfills (`read_latency_bench.py`, p50/p99 in ms).
+  runs and a view backfills (`read_latency_bench.py`, p50/p99 in ms); the wall clock of
+  a GROUP BY and a join at --parallelism 1 vs 2 (`parallel_bench.py`).
 * **in-process**: the engine called directly (operators, state, SQL without pgwire);
   useful to find where time goes, not what a user sees.
 
@@ -136,6 +137,15 @@ BENCHES = [
         ["--epochs", "20", "--rows", "100000"],
         ["--epochs", "50", "--rows", "1000000"],
         own_profile=True,
+    ),
+    Bench(
+        "parallel",
+        "parallel_bench.py",
+        "e2e",
+        ["--rows", "400000", "--flushes", "10"],
+        ["--rows", "2000000"],
+        own_profile=True,
+        timeout_s=1800,
     ),
     Bench("groupby", "groupby_bench.py", "in-process", ["--rows", "200000"], []),
     Bench("agg", "agg_bench.py", "in-process", ["100000", "4"], []),
