@@ -15,18 +15,21 @@ and after each wrk run, so the events/CPU-s figure includes HTTP parsing, decodi
 VALIDATE, the WAL and the barriers that carry the rows into the view. At the end the view's
 row count is checked against the accepted events.
 
-`--floor` first measures aiohttp's own floor on the same machine: a trivial handler that
-reads the body and answers 200 (no JSON, no WAL), pinned and driven the same way, so the
-webhook figures can be read as a fraction of what the HTTP stack allows.
+`--floor` first measures the HTTP stacks' own floors on the same machine: a trivial
+handler that reads the body and answers 200 (no JSON, no WAL), pinned and driven the same
+way, on aiohttp and on Swell's webhook HTTP layer, so the webhook figures can be read as
+a fraction of what the HTTP stack allows. `--workers N` runs the server with N webhook
+acceptor processes (then nothing is pinned and CPU-s include the acceptors).
 
     python bench/webhook_bench.py [--seconds 10] [--connections 32] [--batch 100] [--floor]
-                                  [--profile]
+                                  [--profile] [--workers N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
@@ -92,6 +95,19 @@ web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print
 """
 
 
+OWN_FLOOR_APP = """
+import asyncio, sys
+from connectors.webhook.http import HttpServer, ok_response
+
+async def main():
+    srv = HttpServer(lambda req: ok_response(), max_body=10 * 1024 * 1024)
+    await srv.start("127.0.0.1", int(sys.argv[1]))
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
 def wrk(
     url: str, body_file: Path, seconds: int, conns: int, tmp: Path, pin: bool = True
 ) -> dict[str, float]:
@@ -130,11 +146,20 @@ def wait_port(port: int, timeout_s: float = 60.0) -> None:
 
 
 def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
-    """aiohttp's own floor: a trivial handler, same pinning and load."""
+    """The HTTP stacks' own floors: a trivial handler, same pinning and load; aiohttp's
+    and that of Swell's webhook HTTP layer (`connectors/webhook/http.py`)."""
+    for name, source in (("aiohttp", FLOOR_APP), ("swell http.py", OWN_FLOOR_APP)):
+        _floor(a, tmp, one, batch, name, source)
+
+
+def _floor(
+    a: argparse.Namespace, tmp: Path, one: Path, batch: Path, name: str, source: str
+) -> None:
     port = free_port()
     app = tmp / "floor_app.py"
-    app.write_text(FLOOR_APP)
-    proc = subprocess.Popen(pinned([sys.executable, str(app), str(port)], 0))
+    app.write_text(source)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(pinned([sys.executable, str(app), str(port)], 0), env=env)
     try:
         wait_port(port)
         for label, body in (("single event", one), (f"NDJSON {a.batch}/request", batch)):
@@ -143,7 +168,7 @@ def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
             cpu = process_cpu_seconds(proc.pid) - c0
             report(
                 "webhook",
-                f"aiohttp floor (trivial handler), {label}",
+                f"{name} floor (trivial handler), {label}",
                 r["requests"] / r["seconds"],
                 "req/s",
                 mode="e2e",

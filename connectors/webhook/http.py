@@ -255,8 +255,12 @@ class _Conn(asyncio.Protocol):
         self.buf.clear()
         if self.discard:  # let the client finish sending, so it reads our answer
             if self.discard > 0 and self.discard <= 4 * self.server.max_body:
-                return
-            asyncio.get_running_loop().call_later(2.0, self._close)
+                return  # closed once the declared body has been read and dropped
+            # half-close: the client sees the answer and EOF; the rest it sends is dropped
+            self.discard = -1
+            if t.can_write_eof():
+                t.write_eof()
+            asyncio.get_running_loop().call_later(10.0, self._close)
             return
         self._close()
 
