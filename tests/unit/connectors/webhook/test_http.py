@@ -90,7 +90,7 @@ def test_chunked_bodies_and_expect_continue() -> None:
             b"POST /ch HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
             b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nTrailer: t\r\n\r\n"
         )
-        (st, _, body), = responses(await exchange(port, data))
+        ((st, _, body),) = responses(await exchange(port, data))
         assert st == 200 and json.loads(body)["n"] == 9
         # the interim 100 comes before the body is sent
         r, w = await asyncio.open_connection("127.0.0.1", port)
@@ -141,7 +141,7 @@ def test_body_split_across_packets() -> None:
             w.write(msg[i : i + 7])
             await w.drain()
             await asyncio.sleep(0.001)
-        (st, _, body), = responses(await asyncio.wait_for(r.read(), 5))
+        ((st, _, body),) = responses(await asyncio.wait_for(r.read(), 5))
         assert st == 200 and json.loads(body)["n"] == 10
         w.close()
 
