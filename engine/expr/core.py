@@ -232,6 +232,9 @@ class Func(Expr):
     volatile: bool = False
     uses_now: bool = False
     row_errors: RowErrors | None = field(default=None, compare=False)
+    # `x IN (constants)`: the constants (cast to the compared type), for index lookups
+    # (engine.plan.index_scan); None for every other call
+    in_items: tuple[Expr, ...] | None = field(default=None, compare=False)
 
     def _eval(self, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
         vals = [a._eval(batch, ctx) for a in self.args]

@@ -122,7 +122,13 @@ def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
             one = pa.record_batch([pa.array([0])], names=["_"])
             ctx = session.eval_ctx()
             bounds = [(op, e.eval(one, ctx)[0].as_py()) for op, e in n.bounds]
-            n.table = lookup(pin, n.key, bounds, n.columns)
+            if n.points is None:
+                n.table = lookup(pin, n.key, bounds, n.columns)
+            else:  # key IN (...): one point lookup per distinct value, NULL matching none
+                values = {e.eval(one, ctx)[0].as_py() for e in n.points} - {None}
+                found = [lookup(pin, n.key, [*bounds, ("=", v)], n.columns) for v in values]
+                empty = lookup(pin, n.key, [("=", None)], n.columns)
+                n.table = pa.concat_tables([empty, *found]) if found else empty
         stack.extend(n.inputs())
 
 

@@ -4,7 +4,8 @@
 sits right on a scan of a table or materialized view and one of its AND-ed conjuncts
 compares the leading column of one of the relation's indexes with a constant
 (`=`, `<`, `<=`, `>`, `>=`, so BETWEEN too; a constant is literals under operators and
-casts, evaluated once when the query runs), the scan becomes an `IndexScan`: the rows of
+casts, evaluated once when the query runs) or tests it with `IN (constants)` (one point
+lookup per distinct value), the scan becomes an `IndexScan`: the rows of
 the index whose leading column is within the conjuncts' range, in the scanned relation's
 column order. The filter stays above it, whole, so the result is exactly the scan's:
 the index only narrows the rows the filter sees (a superset of its answer is all the
@@ -54,6 +55,8 @@ class IndexScan(PlanNode):
     index: Relation = None  # type: ignore[assignment]
     key: int = 0
     bounds: list[tuple[str, Any]] = field(default_factory=list)  # (op, constant Expr)
+    # `key IN (constants)`: one lookup per distinct value (within `bounds`); None: no list
+    points: list[Any] | None = None
     shown: list[str] = field(default_factory=list)  # the conjuncts used, for EXPLAIN
     columns: list[int] = field(default_factory=list)
     table: Any = None  # pyarrow.Table once looked up
@@ -92,6 +95,19 @@ def _conjuncts(e: Expr) -> list[Expr]:
     return [e]
 
 
+def _in_list(e: Expr) -> tuple[int, list[Expr]] | None:
+    """(column, constants) of `col IN (constant, ...)`."""
+    if not isinstance(e, Func) or e.in_items is None or len(e.args) != 1:
+        return None
+    col = e.args[0]
+    if not isinstance(col, InputRef):
+        return None
+    items = list(e.in_items)
+    if not items or not all(_constant(i) and i.type == col.type for i in items):
+        return None
+    return col.index, items
+
+
 def _comparison(e: Expr) -> tuple[int, str, Expr] | None:
     """(column, op, constant) of `col op constant` or `constant op col`."""
     if not isinstance(e, Func) or e.op not in _FLIP or len(e.args) != 2:
@@ -122,8 +138,10 @@ def _constant(e: Expr) -> bool:
 def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
     scan = f.input
     assert isinstance(scan, Scan)
-    cmps = [c for c in map(_comparison, _conjuncts(f.predicate)) if c is not None]
-    if not cmps:
+    conj = _conjuncts(f.predicate)
+    cmps = [c for c in map(_comparison, conj) if c is not None]
+    lists = [c for c in map(_in_list, conj) if c is not None]
+    if not cmps and not lists:
         return None
     for idx in indexes:
         if idx.extra.get("creating"):
@@ -141,8 +159,12 @@ def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
             if key_col is None or scan.schema[key_col].type.kind not in _ORDERED:
                 continue
             used = [(op, lit) for col, op, lit in cmps if col == key_col]
-            if not used:
+            points = next((items for col, items in lists if col == key_col), None)
+            if not used and points is None:
                 continue
+            shown = [f"{lead} {op} {lit}" for op, lit in used]
+            if points is not None:
+                shown.append(f"{lead} IN ({', '.join(str(p) for p in points)})")
             return IndexScan(
                 schema=scan.schema,
                 stream_key=scan.stream_key,
@@ -150,7 +172,8 @@ def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
                 index=idx,
                 key=names[lead],
                 bounds=used,
-                shown=[f"{lead} {op} {lit}" for op, lit in used],
+                points=points,
+                shown=shown,
                 columns=columns,
             )
     return None
