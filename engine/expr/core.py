@@ -277,6 +277,7 @@ class Func(Expr):
             self.volatile,
             self.uses_now,
             self.row_errors,
+            in_items=self.in_items,
         )
 
     def is_constant(self) -> bool:

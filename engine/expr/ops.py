@@ -719,8 +719,8 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
         label = "NOT IN" if negate else "IN"
         # the constant items are baked into the kernel; the name shows them for EXPLAIN
         name = label.lower().replace(" ", "_") + "[" + ", ".join(str(i) for i in cast_items) + "]"
-        items = None if negate else tuple(c for c in cast_items if c is not None)
-        return Func(name, (arg_c,), BOOLEAN, kernel, in_items=items)
+        listed = None if negate else tuple[Expr, ...](consts)
+        return Func(name, (arg_c,), BOOLEAN, kernel, in_items=listed)
     # non-constant list: OR of equalities (AND of inequalities for NOT IN)
     out: Expr | None = None
     for c in cast_items:

@@ -305,7 +305,7 @@ class UdfCall(Func):
             self.volatile,
             self.uses_now,
             self.row_errors,
-            self.routine,
+            routine=self.routine,
         )
 
     def is_constant(self) -> bool:
