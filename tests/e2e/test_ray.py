@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -159,4 +160,7 @@ def test_parallel_view_on_ray_is_exact_after_an_actor_is_killed(
     assert len(after) == 2 and victim not in after  # the lost worker was started again
     assert sorted(str(a["node"]) for a in after.values()) == ray_cluster.alive_node_ids()
     srv.stop()
-    assert _swell_actors() == {}  # the server's actors end with it
+    deadline = time.monotonic() + 60  # the server's actors end with it (ray.kill is async)
+    while _swell_actors() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _swell_actors() == {}
