@@ -100,7 +100,7 @@ def _swell_actors() -> dict[str, dict[str, object]]:
         try:
             actor = ray.get_actor(name, namespace=NAMESPACE)
             out[name] = ray.get(actor.ready.remote(), timeout=60)
-        except (ValueError, ray.exceptions.RayActorError):
+        except (ValueError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             continue  # gone meanwhile
     return out
 
