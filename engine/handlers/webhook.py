@@ -25,12 +25,15 @@ Request lifecycle (driven by `connectors.webhook.server`):
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 import sqlglot
 from sqlglot import exp
 
@@ -166,6 +169,19 @@ def webhook_table_spec(
 
 
 MAX_CACHED_VERDICTS = 4096
+ARROW_JSON_MIN_ROWS = 512
+"""Bodies of this many rows or more go through Arrow's JSON reader: it costs about 200 us
+per call, then 0.7 us per row (the per-object path: 1.3 us per row)."""
+# column kinds the Arrow JSON reader decodes exactly as the per-object path does
+_JSON_READER: dict[TypeKind, pa.DataType] = {
+    K.BOOLEAN: pa.bool_(),
+    K.SMALLINT: pa.int64(),
+    K.INT: pa.int64(),
+    K.BIGINT: pa.int64(),
+    K.REAL: pa.float64(),
+    K.DOUBLE: pa.float64(),
+    K.VARCHAR: pa.string(),
+}
 _HEADER_ACCESS = ("jsonb_access_text", "jsonb_access")
 
 
@@ -240,6 +256,14 @@ class WebhookTarget:
         self.schema = arrow_schema(self.columns)
         self.full_schema = arrow_schema(self.rel.fields)
         self.header_keys = None if self.validator is None else header_keys(self.validator)
+        self._json_opts: pj.ParseOptions | None = None
+        if self.columns and all(f.type.kind in _JSON_READER for f in self.columns):
+            self._json_opts = pj.ParseOptions(
+                explicit_schema=pa.schema(
+                    [(f.name, _JSON_READER[f.type.kind]) for f in self.columns]
+                ),
+                unexpected_field_behavior="ignore",
+            )
 
     @property
     def name(self) -> str:
@@ -320,6 +344,10 @@ class WebhookTarget:
             items = [ln for ln in text.split("\n") if ln.strip()]
         else:
             items = [text]
+        if self._json_opts is not None and len(items) >= ARROW_JSON_MIN_ROWS:
+            fast = self._read_json(body, len(items))
+            if fast is not None:
+                return fast
         if self.jsonb_body:
             try:
                 return canonical_parts(items)
@@ -342,6 +370,41 @@ class WebhookTarget:
                     "failed to decode webhook JSON payload: "
                     f'primary key "{f.name}" is missing or null',
                 )
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _read_json(self, body: bytes, n: int) -> pa.RecordBatch | None:
+        """Typed columns of simple kinds: the whole body by Arrow's JSON reader (C++, one
+        call per request), or None when the per-object path must decide (any reader
+        error: not JSON, wrong or mixed value types, duplicate keys, overflow, a line with
+        two objects; also NaN/Infinity, which the reader takes and JSON does not). That
+        path then gives the same rows or the exact 422 message."""
+        if not n:
+            return None
+        try:
+            t = pj.read_json(
+                io.BytesIO(body),
+                parse_options=self._json_opts,
+                read_options=pj.ReadOptions(use_threads=False, block_size=len(body) + 1),
+            )
+            if t.num_rows != n:
+                return None
+            arrays: list[pa.Array] = []
+            for f, col in zip(self.columns, t.columns, strict=True):
+                a = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+                if (
+                    pa.types.is_floating(a.type)
+                    and pc.all(pc.is_finite(a)).as_py() is False  # NaN / Infinity
+                ):
+                    return None
+                if a.type != f.type.arrow:
+                    a = a.cast(f.type.arrow)  # safe: an overflow raises
+                arrays.append(a)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
+        for i in self.rel.pk:
+            fld = self.rel.fields[i]
+            if not fld.hidden and arrays[self.columns.index(fld)].null_count:
+                return None  # the per-object path names the column
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     # -- writing -----------------------------------------------------------------------------

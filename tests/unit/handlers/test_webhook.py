@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import engine.handlers.webhook as webhook_mod
 from engine.database import Config, SwellDatabase
 from engine.errors import EngineError
 from engine.handlers.webhook import (
@@ -294,3 +295,56 @@ def test_validate_on_a_header_subset_matches_all_headers(db: SwellDatabase) -> N
     full = IncomingRequest({"authorization": "x", "host": "h"}, b"{}")
     sub = IncomingRequest({}, b"{}")  # what the server keeps: no lower-case key matches
     assert t._evaluate([full]) == t._evaluate([sub]) == [400]
+
+
+TYPED_BODIES = [
+    b'{"id": 1, "name": "a", "x": 1.5, "f": true, "s": 3}',
+    b'{"id": 1}\n\n  \n{"id": 2, "x": 2}\n',
+    b'{"id": 1, "extra": {"nested": [1, 2]}, "name": "\\u00e9\\n"}',
+    b'{"id": 1, "id": 2}',  # duplicate key: the last one wins
+    b'{"id": 1, "x": NaN}',  # not JSON
+    b'{"id": 1} {"id": 2}',  # two objects on one line
+    b'{"id": "5", "s": "7"}',  # numbers as strings: cast like text input
+    b'{"id": 1.0}',
+    b'{"id": 99999999999999999999}',
+    b'{"id": 1, "s": 40000}',  # SMALLINT overflow
+    b'{"id": 1, "name": 5}',
+    b'{"id": 1, "f": 1}',
+    b'{"name": "no key"}',  # primary key missing
+    b"[1, 2]",
+    b'{"id": 1, "x": 1e400}',
+    b'{"id": 1, "name": "\\ud800"}',
+    b"",
+    b'{\n  "id": 3,\n  "name": "pretty"\n}',
+]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_typed_arrow_reader_agrees_with_the_per_object_path(
+    db: SwellDatabase, batched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(
+        db,
+        "CREATE TABLE ty (id BIGINT PRIMARY KEY, name VARCHAR, x DOUBLE PRECISION, f BOOLEAN, "
+        f"s SMALLINT) WITH (connector = 'webhook', is_batched = {str(batched).lower()})",
+    )
+    monkeypatch.setattr(webhook_mod, "ARROW_JSON_MIN_ROWS", 1)
+    fast = WebhookIngest(db).resolve("dev", "public", "ty")
+    slow = WebhookIngest(db).resolve("dev", "public", "ty")
+    assert fast._json_opts is not None
+    slow._json_opts = None
+    used = 0
+    for body in TYPED_BODIES:
+        want: Any
+        try:
+            want = slow.decode(body).to_pylist()
+        except WebhookError as e:
+            want = (e.status, e.message)
+        try:
+            got: Any = fast.decode(body).to_pylist()
+        except WebhookError as e:
+            got = (e.status, e.message)
+        assert got == want, body
+        n = len([ln for ln in body.decode(errors="replace").split("\n") if ln.strip()])
+        used += fast._read_json(body, n if batched else 1) is not None
+    assert used >= 2  # the reader did take the plain bodies
