@@ -28,7 +28,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 import pyarrow as pa
@@ -216,7 +216,7 @@ def header_keys(validator: ex.Expr) -> tuple[str, ...] | None:
 
 
 # -- ingestion -----------------------------------------------------------------------------------
-Decoded = pa.RecordBatch | list[bytes]
+Decoded: TypeAlias = "pa.RecordBatch | list[bytes]"
 """A request's rows: a batch, or canonical jsonb texts (UTF-8) for the single-jsonb form."""
 
 
