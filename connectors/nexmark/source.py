@@ -50,7 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.nexmark.model import COLUMNS, KINDS, NexmarkConfig, generate
-from engine.catalog import Relation
+from engine.catalog import Relation, RelationKind
 from engine.chunk import StreamChunk
 from engine.errors import InvalidParameterValue, not_supported
 from engine.stream.source import SeekBounds
@@ -151,10 +151,13 @@ def _int(options: dict[str, str], key: str, default: int | None, low: int = 0) -
     return v
 
 
-def _batches(opts: NexmarkOptions, start: int, stop: int) -> list[pa.RecordBatch]:
+def _batches(
+    opts: NexmarkOptions, start: int, stop: int, chunk: int | None = None
+) -> list[pa.RecordBatch]:
     out = []
-    for lo in range(start, stop, opts.chunk):
-        b = generate(opts.config, opts.kind, lo, min(stop, lo + opts.chunk))
+    step = chunk or opts.chunk
+    for lo in range(start, stop, step):
+        b = generate(opts.config, opts.kind, lo, min(stop, lo + step))
         if b.num_rows:
             out.append(b)
     return out
@@ -168,6 +171,9 @@ class NexmarkReader:
         self, rel: Relation, position: dict[str, Any] | None, status: SourceStatus
     ) -> None:
         self.opts = NexmarkOptions(rel.options)
+        # a SOURCE's chunks of one barrier are concatenated into one delta anyway: generate
+        # them as one batch (no copy); a TABLE queues its chunks one by one
+        self.one_batch = rel.kind is RelationKind.SOURCE
         self.schema = arrow_schema(rel.fields)
         self.next = int(position["offset"]) if position else 0
         self.status = status
@@ -199,7 +205,9 @@ class NexmarkReader:
             stop = self._allowed()
             chunks = [
                 StreamChunk.inserts(pa.RecordBatch.from_arrays(b.columns, schema=self.schema))
-                for b in _batches(self.opts, self.next, stop)
+                for b in _batches(
+                    self.opts, self.next, stop, max(stop - self.next, 1) if self.one_batch else None
+                )
             ]
             with self.status.lock:
                 self.status.messages += sum(len(c) for c in chunks)
