@@ -61,6 +61,8 @@ from engine.handlers.alter_readers import (
 from engine.handlers.schema import schema_exists
 from engine.plan.planner import Planner
 from engine.sql.parser import Statement
+from engine.stream.parallel.fragment import parse_parallelism
+from engine.stream.parallel.rescale import rescale
 from engine.types import Field
 
 _KINDS = {k.value: k for k in RelationKind}
@@ -99,6 +101,9 @@ def run_alter(session: Any, st: Statement) -> QueryResult:
                 raise InvalidSchemaName(f'schema "{a["new_schema"]}" does not exist')
             require_create_in(a["new_schema"])
             _rename(cat, rel, rel.name, a["new_schema"])
+        elif action == "set_parallelism":
+            _set_parallelism(session, rel, a["value"])
+            return QueryResult(tag)
         elif action == "rename_column":
             _rename_column(cat, rel, a["old"], a["new"])
             rt.rebind_scans(rel.id, {a["old"]: a["new"]})
@@ -116,6 +121,21 @@ def run_alter(session: Any, st: Statement) -> QueryResult:
         cat.version += 1
         rt.barrier(force=True)  # persists the catalog
     return QueryResult(tag)
+
+
+# -- SET PARALLELISM ---------------------------------------------------------------------
+def _set_parallelism(session: Any, rel: Relation, value: str) -> None:
+    """Rescale a materialized view's actors (engine/stream/parallel/rescale.py); ADAPTIVE
+    (or 0, AUTO, DEFAULT) means the server's --parallelism."""
+    if rel.kind is not RelationKind.MATERIALIZED_VIEW:
+        raise not_supported(f"ALTER {rel.kind.value.upper()} ... SET PARALLELISM")
+    rt = session.db.runtime
+    want = parse_parallelism(value)
+    rescale(rt, rel, want if want > 0 else rt.parallelism)
+    if want <= 0:
+        rel.extra["parallelism_adaptive"] = True
+        rt.mark_catalog_dirty()
+        rt.barrier(force=True)
 
 
 # -- RENAME TO / SET SCHEMA ---------------------------------------------------------------

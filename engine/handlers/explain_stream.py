@@ -61,7 +61,7 @@ def _sink_line(d: Any, plan: PlanNode) -> str:
 
 def explain_stream(session: Any, inner: Statement, verbose: bool) -> list[str]:
     splan, header = stream_plan_for(session, inner)  # catalog read: no lock (copy-on-write)
-    if inner.kind == "create_mv":  # the parallelism CREATE would run it at, in this session
+    if inner.kind in ("create_mv", "create_sink"):  # at the parallelism CREATE would use
         p = planned_parallelism(
             session.vars.get("streaming_parallelism"), session.db.runtime.parallelism
         )

@@ -6,12 +6,13 @@ and COMMENT ON (sqlglot reads most of them as commands without structure).
     ALTER TABLE [IF EXISTS] t RENAME [COLUMN] a TO b
     ALTER { TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK } [IF EXISTS] name RENAME TO new
     ALTER { TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK } [IF EXISTS] name SET SCHEMA s
+    ALTER MATERIALIZED VIEW [IF EXISTS] name SET PARALLELISM { = | TO } { n | ADAPTIVE }
     COMMENT ON { TABLE | MATERIALIZED VIEW | VIEW | SOURCE | SINK } name IS { 'text' | NULL }
     COMMENT ON COLUMN relation.column IS { 'text' | NULL }
 
 Produces `Statement("alter_relation", text, args={...})` with `kind` (the relation kind
 word), `name`, `schema`, `if_exists`, `action` (`add_column` / `drop_column` /
-`rename_column` / `rename` / `set_schema`) and the action's fields; or
+`rename_column` / `rename` / `set_schema` / `set_parallelism`) and the action's fields; or
 `Statement("comment", ...)` with `target` (`relation` / `column`). Lifecycle: pure
 functions called by `engine.sql.parser`; `engine.handlers.alter` runs them.
 """
@@ -46,6 +47,7 @@ _RENAME_COL = re.compile(
 )
 _RENAME = re.compile(rf"^RENAME\s+TO\s+(?P<new>{_IDENT})$", re.I | re.S)
 _SET_SCHEMA = re.compile(rf"^SET\s+SCHEMA\s+(?P<schema>{_IDENT})$", re.I | re.S)
+_SET_PARALLELISM = re.compile(r"^SET\s+PARALLELISM\s*(?:=|TO)\s*(?P<value>\S+)$", re.I | re.S)
 _COMMENT = re.compile(
     rf"^COMMENT\s+ON\s+(?P<kind>{_KIND}|COLUMN)\s+(?P<name>{_QUAL}(?:\s*\.\s*{_IDENT})?)\s+IS\s+"
     r"(?P<value>NULL|'(?:[^']|'')*')\s*;?\s*$",
@@ -80,6 +82,8 @@ def parse_alter(body: str, text: str) -> Any:
         args.update(action="rename", new=ident(mm["new"]))
     elif (mm := _SET_SCHEMA.match(rest)) is not None:
         args.update(action="set_schema", new_schema=ident(mm["schema"]))
+    elif (mm := _SET_PARALLELISM.match(rest)) is not None:
+        args.update(action="set_parallelism", value=mm["value"])
     elif args["kind"] == "table" and (mm := _RENAME_COL.match(rest)) is not None:
         args.update(action="rename_column", old=ident(mm["old"]), new=ident(mm["new"]))
     elif args["kind"] == "table" and (mm := _ADD.match(rest)) is not None:

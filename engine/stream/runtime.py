@@ -665,6 +665,18 @@ class Runtime:
         self.views[rel.id] = flow
         return flow
 
+    def replace_view(self, rel: Relation, plan: StreamPlan, store: Any) -> ViewFlow:
+        """Build materialized view `rel`'s flow again from `store` in place of the running
+        one (under the lock, right after a checkpoint: ALTER ... SET PARALLELISM,
+        engine/stream/parallel/rescale.py)."""
+        self.views.pop(rel.id, None)
+        nodes, tables = self._build_job(rel, plan, store)
+        flow = ViewFlow(rel, nodes, tables=tables)
+        flow.scan_names = {rid: list(cols) for rid, (_, cols) in plan.scans.items()}
+        flow.bind_scans(self.catalog.relations)
+        self.views[rel.id] = flow
+        return flow
+
     def _add_sink(self, rel: Relation, plan: StreamPlan, load: bool) -> SinkFlow:
         flow = build_sink_flow(
             rel,

@@ -31,9 +31,11 @@ What is shown (RisingWave's columns first, then Swell's):
 
 Locking: none. Providers read the runtime's dicts through `dict(...)` copies and plain
 attribute reads (as `engine.stream.overview` does), so a read never waits for a barrier;
-the figures may mix two neighbouring epochs. A worker's CPU comes from the counters the
-pool keeps of its responses when the worker reports them, else (a local process) from
-`/proc/<pid>/stat`.
+the figures may mix two neighbouring epochs. Per worker the pool keeps `traffic[i]` =
+[requests, bytes out, bytes in, seconds waited, CPU seconds (as the worker last reported),
+busy seconds, alignment wait seconds]: the alignment wait of one step is how long the
+worker sat idle while the slowest worker of that step finished. A local process's CPU is
+read from `/proc/<pid>/stat` (current, not as of its last response).
 """
 
 from __future__ import annotations
@@ -244,7 +246,6 @@ def worker_stats(rt: Any) -> list[dict[str, Any]]:
         return []
     infos = _infos(pool)
     traffic = {int(k): list(v) for k, v in dict(getattr(pool, "traffic", {}) or {}).items()}
-    cpu_seen = dict(getattr(pool, "cpu", {}) or {})  # reported by workers, if they do
     actors: dict[int, int] = {}
     rows_in: dict[int, int] = {}
     rows_out: dict[int, int] = {}
@@ -266,9 +267,10 @@ def worker_stats(rt: Any) -> list[dict[str, Any]]:
         def at(k: int, t: list[Any] = t) -> float:
             return float(t[k]) if len(t) > k else 0.0
 
-        cpu = cpu_seen.get(w)
-        if cpu is None and info and info.get("node") == "local" and info.get("pid"):
-            cpu = proc_cpu_seconds(int(info["pid"]))
+        # the worker's own figure from its last response; a local process's from /proc
+        cpu: float | None = at(4) if at(4) > 0 else None
+        if info and info.get("node") == "local" and info.get("pid"):
+            cpu = proc_cpu_seconds(int(info["pid"])) or cpu
         out.append({
             "worker": w,
             "state": "RUNNING" if info is not None else "NOT_STARTED",
