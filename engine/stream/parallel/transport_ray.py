@@ -66,6 +66,10 @@ DEFAULT_START_TIMEOUT_S = 60.0
 """How long a new worker may take to be placed and constructed (a Ray worker process starts
 in about a second; a cluster without free CPUs never places it)."""
 
+CPU_RELEASE_WAIT_S = 3.0
+"""How long a new worker waits for free CPUs (those of an actor killed just before are
+released asynchronously) before it is started without reserving any."""
+
 CONNECT_TIMEOUT_S = 5.0
 """TCP reachability check of the GCS address before `ray.init` (which otherwise retries for
 minutes against an address where nothing listens)."""
@@ -315,7 +319,7 @@ class RayLauncher:
         options: dict[str, Any] = {
             "name": name,
             "namespace": NAMESPACE,
-            "num_cpus": self.num_cpus,
+            "num_cpus": self._cpus_for_next(),
             "max_restarts": 0,  # the pool restarts workers and re-ships their state
             "max_task_retries": 0,
             "max_concurrency": 1,
@@ -376,6 +380,29 @@ class RayLauncher:
                 fitted,
             )
             self.num_cpus = fitted
+
+    def _cpus_for_next(self) -> float:
+        """`num_cpus`, or 0 when the cluster has no such room left (a node was lost): an
+        unplaceable replacement would stall recovery, while one sharing a node's CPUs only
+        runs slower. Waits up to `CPU_RELEASE_WAIT_S` for the CPUs of a just-killed actor
+        to be released."""
+        ray = _ray()
+        deadline = time.monotonic() + CPU_RELEASE_WAIT_S
+        while True:
+            try:
+                free = float(ray.available_resources().get("CPU", 0.0))
+            except Exception:  # noqa: BLE001 - the resource view is best effort
+                return self.num_cpus
+            if free + 1e-9 >= self.num_cpus:
+                return self.num_cpus
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        log.warning(
+            "ray cluster has no free CPU for a worker: it shares a node's CPUs free=%.2f",
+            free,
+        )
+        return 0.0
 
     def _pick_node(self) -> str | None:
         """The alive node with CPUs for a worker holding fewest of this launcher's live
