@@ -633,6 +633,7 @@ class Runtime:
         if want <= 0:
             want = self.parallelism
             rel.extra["parallelism_adaptive"] = True
+        want = min(want, 256)  # one actor per vnode at most
         rel.extra[PARALLELISM] = want
         chosen = choose(plan) if want > 1 else []
         if chosen:

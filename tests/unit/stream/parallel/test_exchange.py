@@ -88,3 +88,12 @@ def test_split_keeps_every_row_once_and_equal_keys_together() -> None:
             rows.append((v, o))
     assert sorted(rows) == sorted(zip(vals.to_pylist(), ops.to_pylist(), strict=True))
     assert split(None, [0], 3) == [None, None, None]
+
+
+def test_integer_keys_without_nulls_hash_from_their_values() -> None:
+    rng = np.random.default_rng(3)
+    a = pa.array(rng.integers(-(2**53), 2**53, 300))
+    b = pa.array(rng.integers(-5, 5, 300).astype(np.int8))
+    c = pa.array(rng.integers(0, 2**32, 300).astype(np.uint32))
+    for cols in ([a], [b, c], [c, a, b]):
+        assert vnodes(cols).tolist() == reference(cols)
