@@ -100,6 +100,10 @@ def _check_seen(srv: SwellServer, mport: int, dport: int) -> None:
             (0, 0, 127, "RUNNING"),
             (1, 128, 255, "RUNNING"),
         ]
+        (rows_in,) = c.execute(
+            f"SELECT sum(rows_in) FROM rw_actors WHERE fragment_id = {hashed[0]}"
+        ).fetchone()
+        assert rows_in == 2000  # every row went to exactly one actor
         pids = {pid for _, pid, *_ in actors}
         server_pid = c.execute(
             "SELECT pid FROM rw_actors WHERE worker_id IS NULL LIMIT 1"
@@ -123,6 +127,9 @@ def _check_seen(srv: SwellServer, mport: int, dport: int) -> None:
         "swell_worker_cpu_seconds_total",
         "swell_worker_exchange_bytes_total",
         "swell_worker_up",
+        "swell_worker_rows_in_total",
+        "swell_worker_busy_seconds_total",
+        "swell_worker_barrier_alignment_wait_seconds_total",
         "swell_workers_lost_total",
     ):
         assert f'{name}{{worker="1"' in text or f"{name} " in text, name
