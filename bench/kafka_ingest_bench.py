@@ -70,6 +70,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--groups", type=int, default=100)
     ap.add_argument("--barrier-ms", type=int, default=1000)
     ap.add_argument("--profile", action="store_true", help="py-spy the server")
+    ap.add_argument(
+        "--parallelism",
+        type=int,
+        default=None,
+        help="the server's --parallelism (default: the server's own default)",
+    )
     a = ap.parse_args(argv)
     broker = KafkaBroker().start()
     try:
@@ -77,7 +83,11 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         produce(broker, topic, a.events, a.groups)
         print(f"produced {a.events:,} events in {time.perf_counter() - t0:.1f} s (not measured)")
-        with BenchServer(barrier_ms=a.barrier_ms) as srv, srv.connect() as conn:
+        extra = [] if a.parallelism is None else ["--parallelism", str(a.parallelism)]
+        with (
+            BenchServer(barrier_ms=a.barrier_ms, extra_args=extra) as srv,
+            srv.connect() as conn,
+        ):
             conn.execute(
                 "CREATE SOURCE ev (user_id BIGINT, action VARCHAR, amount DOUBLE PRECISION, "
                 f"ts TIMESTAMPTZ) WITH (connector = 'kafka', topic = '{topic}', "
