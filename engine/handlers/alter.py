@@ -42,6 +42,7 @@ from engine.errors import (
     DependentObjectsStillExist,
     DuplicateColumn,
     DuplicateTable,
+    InvalidParameterValue,
     InvalidSchemaName,
     SqlSyntaxError,
     UndefinedColumn,
@@ -130,7 +131,13 @@ def _set_parallelism(session: Any, rel: Relation, value: str) -> None:
     if rel.kind is not RelationKind.MATERIALIZED_VIEW:
         raise not_supported(f"ALTER {rel.kind.value.upper()} ... SET PARALLELISM")
     rt = session.db.runtime
-    want = parse_parallelism(value)
+    try:
+        want = parse_parallelism(value)
+    except InvalidParameterValue:
+        raise InvalidParameterValue(
+            f'invalid parallelism "{value}"',
+            hint="Use a positive number of actors or ADAPTIVE (the server's --parallelism).",
+        ) from None
     rescale(rt, rel, want if want > 0 else rt.parallelism)
     if want <= 0:
         rel.extra["parallelism_adaptive"] = True

@@ -276,6 +276,8 @@ def test_rescale_while_rows_arrive(make_server: Callable[..., SwellServer]) -> N
                 assert policy == ((f"FIXED({n})",) if n > 1 else ("FIXED(1)",))
                 c.execute("FLUSH")
                 assert _sorted(c, "SELECT * FROM agg") == _sorted(c, AGG), n
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                c.execute("ALTER MATERIALIZED VIEW agg SET PARALLELISM = abc")
             # a join's state is not moved by vnode (yet): refused before anything changes
             with pytest.raises(psycopg.errors.FeatureNotSupported):
                 c.execute("ALTER MATERIALIZED VIEW j SET PARALLELISM = 3")
