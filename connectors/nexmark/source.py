@@ -6,9 +6,9 @@
     WITH (connector = 'nexmark', nexmark.table.type = 'Bid', nexmark.event.num = 1000000,
           nexmark.split.num = '8', nexmark.min.event.gap.in.ns = '0');
 
-The columns may be left out (they are the table type's, `connector.nexmark.model.COLUMNS`);
+A source's columns may be left out (they are the table type's, `model.COLUMNS`);
 declared, they must be exactly those, in order, as RisingWave checks. A `CREATE TABLE` with
-the same options stores the events. Options (RisingWave's names):
+the same options (and its columns) stores the events. Options (RisingWave's names):
 
 - `nexmark.table.type`: `Person`, `Auction` or `Bid` (any case): which events the relation
   gets. Without it RisingWave generates all three into struct columns; Swell has no struct
