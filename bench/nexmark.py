@@ -132,7 +132,7 @@ def source_ddl(kind: str, events: int) -> str:
 def run_query(
     name: str, events: int, profile: bool, parallelism: int = 1
 ) -> tuple[float, float, int]:
-    """(events per CPU-second, wall seconds, barriers) for one query on a fresh server."""
+    """(events per CPU-second, wall seconds, FLUSH statements) for one query on a fresh server."""
     kinds, sql = QUERIES[name]
     args = ["--parallelism", str(parallelism)]
     with BenchServer(barrier_ms=60_000, extra_args=args) as srv, srv.connect() as c:
@@ -190,7 +190,7 @@ def main() -> None:
             report("nexmark", q, 0, "events/CPU-s", mode="e2e", target=TARGETS[q], note="failed")
             continue
         note = (
-            f"{events:,} events, {flushes} barriers, {wall:.1f} s wall;"
+            f"{events:,} events, {flushes} FLUSH, {wall:.1f} s wall;"
             f" Flink {FLINK_PER_CORE[q]:,}/core"
         )
         report("nexmark", q, rate, "events/CPU-s", mode="e2e", target=TARGETS[q], note=note)
