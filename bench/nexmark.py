@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -138,9 +137,8 @@ def run_query(
     with BenchServer(barrier_ms=60_000, extra_args=args) as srv, srv.connect() as c:
         for k in kinds:
             c.execute(source_ddl(k, events))
-        spy_out = Path(tempfile.mkdtemp(prefix="swell-nexmark-")) / f"{name}.txt"
-        if profile:
-            srv.profile_start(spy_out)
+        if profile:  # the samples go to the server's temporary directory, removed with it
+            srv.profile_start(srv.dir / f"profile-{name}.txt")
         cpu0, t0 = srv.cpu_seconds(), time.perf_counter()
         c.execute(
             f"CREATE SINK nexmark_{name} AS {sql} WITH (connector = 'blackhole',"
