@@ -550,6 +550,13 @@ class DiskStateTable:
     def keyed(self) -> bool:
         return True
 
+    @property
+    def converting(self) -> bool:
+        """The store still holds this table in `StateTable`'s older layout: the overlay
+        holds those rows until the next checkpoint rewrites them (an operator whose own
+        value format changed with the move converts them first)."""
+        return self._legacy
+
     # -- persistence -------------------------------------------------------------------
     @property
     def dirty_count(self) -> int:

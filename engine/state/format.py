@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -58,7 +58,13 @@ disk tables too (the 3 -> 4 step is `engine.stream.job_plan._disk_segment_tables
 5: aggregation group rows may be fixed-width rows (`engine.state.fixed_rows`, first byte
 0x02), which older versions cannot decode; marshal rows stay readable and are rewritten
 when their group changes (the 4 -> 5 step, `engine.stream.job_plan._fixed_width_groups`,
-rewrites nothing)."""
+rewrites nothing).
+6: hash join sides (`n<i>.left` / `n<i>.right`) are disk tables keyed by join key
+(`engine.stream.operators.keyed_join_side`); the 5 -> 6 step
+(`engine.stream.job_plan._keyed_join_sides`) writes nothing: each side still in the
+resident segment layout is converted when its job first loads it and rewritten at the
+next checkpoint (a crash before that converts it again), so older Swells refuse the
+directory from then on."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

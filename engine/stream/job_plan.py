@@ -176,6 +176,14 @@ def _fixed_width_groups(ctx: data_format.MigrationContext) -> None:
     rewritten here: the version bump only keeps older Swells off the directory."""
 
 
+@data_format.migration(5)
+def _keyed_join_sides(ctx: data_format.MigrationContext) -> None:
+    """Format 5 -> 6: hash join sides move to disk tables keyed by join key. Their old
+    segment layout is converted by the operator when the job first loads it (it needs
+    the operator's schema and keys), so this step only records the new version."""
+    ctx.notes.append("hash join state converts to the keyed disk layout on first load")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

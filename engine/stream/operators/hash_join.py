@@ -13,9 +13,16 @@ second probe only (its `+` from the first probe and `-` from the second cancel, 
 not, exactly as the integrated relations demand). When both inputs changed, the output
 is consolidated by full row so such cancelling pairs do not reach downstream.
 
-Each input's rows are kept by a `JoinSide` (engine/stream/operators/join_side.py):
-columnar Arrow segments with per-row count / join-key id (and degree) arrays, probed by
-join-key id with `searchsorted`; see that module for the store and its persistence.
+Each input's rows are kept by a side store with one interface (probe by join-key id,
+read rows / counts / degrees at locations, set degrees, apply the side's delta):
+
+* `KeyedJoinSide` (engine/stream/operators/keyed_join_side.py) when the runtime hands out
+  RocksDB-first tables: one value per join key (its rows, counts, degrees and live
+  count) in a `DiskStateTable`, read for the keys of both deltas with one multi-get per
+  side per step; join-key ids are then per step (a fresh `JoinKeyIds`);
+* `JoinSide` (engine/stream/operators/join_side.py) otherwise (ad-hoc runs, tests with a
+  local allocator): resident columnar Arrow segments with per-row count / join-key id
+  (and degree) arrays, probed with `searchsorted`, ids kept across steps.
 
 How one probe works (vectorised; Python touches only distinct keys):
 
@@ -43,7 +50,7 @@ array by key id), so crossings are found per key. With a condition degrees are p
 Rows with a NULL join key are never stored: on a preserved side their delta goes
 straight to the output NULL-padded (anti: as is), elsewhere it is dropped.
 
-State: one table per input, `left` / `right`, in the `JoinSide` segment layout.
+State: one table per input, `left` / `right`, in the layout of the side store above.
 
 Semi and anti joins output only the left columns: a left row appears once per copy while
 its degree is > 0 (semi, `EXISTS`/`IN`) or == 0 (anti, `NOT EXISTS`). NULL-aware
@@ -65,16 +72,20 @@ import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
 from engine.errors import DatatypeMismatch, InternalError
+from engine.state.disk_table import DiskStateTable
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import Expr, StateAllocator
 from engine.stream.operators.frames import net_rows
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
+from engine.stream.operators.keyed_join_side import KeyedJoinSide
 from engine.stream.operators.segments import NAN, conform, rows_equal
 from engine.types import Field, TypeKind, arrow_schema
 
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti")
 
+Side = JoinSide | KeyedJoinSide
+"""A side's store: resident segments, or keyed by join key in a disk table."""
 Piece = tuple[pa.RecordBatch, np.ndarray, np.ndarray]
 """Output rows, their weights and their join-key ids (-1: NULL key)."""
 
@@ -156,21 +167,26 @@ class HashJoinOp(Operator):
         r_ident = list(right_stream_key) or list(range(len(right_schema)))
         with_deg = condition is not None
         self._jkids = JoinKeyIds()
-        self._left = JoinSide(
+        lt, rt = alloc.table("left", disk=True), alloc.table("right", disk=True)
+        # RocksDB-first tables when the runtime has a store (rows keyed by join key,
+        # bounded memory), else the resident columnar segments (ad-hoc runs, tests)
+        self._keyed = isinstance(lt, DiskStateTable) and isinstance(rt, DiskStateTable)
+        side_cls = KeyedJoinSide if self._keyed else JoinSide
+        self._left: Side = side_cls(
             "left",
             self.left_schema,
             list(left_keys),
             l_ident,
-            alloc.table("left"),
+            lt,
             self._l_pres and with_deg,
             "",
         )
-        self._right = JoinSide(
+        self._right: Side = side_cls(
             "right",
             self.right_schema,
             list(right_keys),
             r_ident,
-            alloc.table("right"),
+            rt,
             self._r_pres and with_deg,
             "",
         )
@@ -202,8 +218,12 @@ class HashJoinOp(Operator):
         self._load()
         cl, cr = (list(inputs) + [None, None])[:2]
         pieces: list[Piece] = []
+        if self._keyed:
+            self._jkids = JoinKeyIds()  # key ids are per step: state is keyed by value
         dl = self._delta(self._left, cl)
         dr = self._delta(self._right, cr)
+        if self._keyed:
+            self._prefetch(dl, dr)
         # key ids changed on both sides: only output under them can be emitted twice
         both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
         if dl is not None:
@@ -214,8 +234,20 @@ class HashJoinOp(Operator):
             self._apply(self._right, dr, deg)
         self._left.flush()
         self._right.flush()
-        self._jkids.compact([self._left, self._right])
+        if not self._keyed:
+            self._jkids.compact([self._left, self._right])  # type: ignore[list-item]
         return self._output(pieces, both)
+
+    def _prefetch(self, dl: _Delta | None, dr: _Delta | None) -> None:
+        """Keyed sides: read both sides' rows under the keys of both deltas (one
+        multi-get per side)."""
+        ujks = [d.ujk for d in (dl, dr) if d is not None]
+        if not ujks:
+            return
+        ujk = ujks[0] if len(ujks) == 1 else np.union1d(*ujks)
+        for side in (self._left, self._right):
+            assert isinstance(side, KeyedJoinSide)
+            side.prefetch(self._jkids, ujk)
 
     def stored_rows(self, side: int, batch: pa.RecordBatch) -> np.ndarray:
         """Per row of `batch` (input `side`'s schema): is exactly this row in the state?"""
@@ -242,7 +274,7 @@ class HashJoinOp(Operator):
         self._right.grow(n)
 
     # -- delta preparation ------------------------------------------------------------
-    def _delta(self, side: JoinSide, chunk: StreamChunk | None) -> _Delta | None:
+    def _delta(self, side: Side, chunk: StreamChunk | None) -> _Delta | None:
         if chunk is None or len(chunk) == 0:
             return None
         batch = conform(chunk.data, side.schema)
@@ -267,7 +299,7 @@ class HashJoinOp(Operator):
         return _Delta(batch, w, valid, jk, jkf, ujk, gid.astype(np.int64).reshape(-1))
 
     # -- probing ----------------------------------------------------------------------
-    def _match(self, delta: _Delta, probe: JoinSide, build: JoinSide) -> _Matches:
+    def _match(self, delta: _Delta, probe: Side, build: Side) -> _Matches:
         """Pairs of delta rows and `build` entries with equal keys and a true condition."""
         egid, locs = build.probe(delta.ujk)
         lens = np.bincount(egid, minlength=len(delta.ujk))
@@ -289,12 +321,12 @@ class HashJoinOp(Operator):
             m.e = e[keep]
         return m
 
-    def _other(self, m: _Matches, build: JoinSide) -> pa.RecordBatch:
+    def _other(self, m: _Matches, build: Side) -> pa.RecordBatch:
         if m.other is None:
             m.other = build.rows_at(m.locs)
         return m.other
 
-    def _pair_batch(self, delta: _Delta, probe: JoinSide, m: _Matches) -> pa.RecordBatch:
+    def _pair_batch(self, delta: _Delta, probe: Side, m: _Matches) -> pa.RecordBatch:
         """The matched pairs as rows of left ++ right."""
         build = self._right if probe is self._left else self._left
         mine = delta.batch.take(pa.array(m.d)).columns
@@ -305,8 +337,8 @@ class HashJoinOp(Operator):
     def _probe_and_emit(
         self,
         delta: _Delta,
-        probe: JoinSide,
-        build: JoinSide,
+        probe: Side,
+        build: Side,
         pieces: list[Piece],
         build_delta: _Delta | None,
         both: np.ndarray | None,
@@ -357,7 +389,7 @@ class HashJoinOp(Operator):
         self,
         pjk: np.ndarray,
         m: _Matches,
-        build: JoinSide,
+        build: Side,
         build_delta: _Delta,
         both: np.ndarray,
     ) -> np.ndarray:
@@ -383,11 +415,11 @@ class HashJoinOp(Operator):
         out[sel[~again]] = -1
         return out
 
-    def _preserved(self, side: JoinSide) -> bool:
+    def _preserved(self, side: Side) -> bool:
         return self._l_pres if side is self._left else self._r_pres
 
     def _key_crossings(
-        self, m: _Matches, probe: JoinSide, delta: _Delta
+        self, m: _Matches, probe: Side, delta: _Delta
     ) -> tuple[np.ndarray, np.ndarray]:
         """Entries whose key's degree (the probe side's count under it) crosses zero."""
         dk = np.bincount(delta.gid, weights=delta.w[delta.valid], minlength=len(delta.ujk))
@@ -400,7 +432,7 @@ class HashJoinOp(Operator):
         return np.flatnonzero(up_k[m.egid]), np.flatnonzero(down_k[m.egid])
 
     def _row_crossings(
-        self, m: _Matches, build: JoinSide, delta: _Delta
+        self, m: _Matches, build: Side, delta: _Delta
     ) -> tuple[np.ndarray, np.ndarray]:
         """Entries whose own degree crosses zero (per-row degrees, residual condition)."""
         if not len(m.d):
@@ -431,7 +463,7 @@ class HashJoinOp(Operator):
         return pa.RecordBatch.from_arrays(full, schema=self._out_schema)
 
     # -- state ------------------------------------------------------------------------
-    def _apply(self, side: JoinSide, delta: _Delta, deg: np.ndarray) -> None:
+    def _apply(self, side: Side, delta: _Delta, deg: np.ndarray) -> None:
         """Apply the delta's rows (non-NULL keys only) to `side`."""
         if not len(delta.jk):
             return

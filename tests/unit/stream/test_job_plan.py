@@ -23,6 +23,7 @@ from engine.state.format import FORMAT_KEY
 from engine.state.store import StateStore
 from engine.state.table import StateTable
 from engine.stream.job_plan import PLAN_KEY
+from engine.stream.operators import hash_join
 
 SETUP = [
     "CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR, v INT)",
@@ -163,7 +164,7 @@ def test_jobs_without_a_plan_are_planned_once_with_their_ids(
     finally:
         db.close()
     with StateStore.open(data_dir / "state") as st:
-        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 5
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 6
     _NoPlanning.calls = []
     db = _open(data_dir, _NoPlanning)  # the plans were stored
     try:
@@ -252,3 +253,50 @@ def test_group_tables_move_to_the_disk_layout(data_dir: Path) -> None:
             st.last_key_in(codec.table_prefix(gid) + b"\x01", codec.table_prefix(gid + 1)) is None
         )
         assert dict(DiskStateTable(gid, "groups", st, dist_len=1).items()).keys() >= rows.keys()
+
+
+def test_join_sides_move_to_the_keyed_layout(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 5 -> 6: a hash join's sides written in the resident segment layout are
+    converted to the keyed disk layout when the view loads them; the view answers as
+    before and keeps joining new rows."""
+    with monkeypatch.context() as m:  # build the state as format 4 wrote it
+        m.setattr(hash_join, "DiskStateTable", type("NotDisk", (), {}))
+        db = _open(data_dir)
+        try:
+            s = db.connect("root", "dev")
+            s.execute_simple("DROP MATERIALIZED VIEW j")
+            s.execute_simple(f"CREATE MATERIALIZED VIEW j AS {VIEWS['j']}")
+            s.execute_simple("FLUSH")
+            rel = db.catalog.find("j")
+            assert rel is not None
+            sides = {n: i for n, i in rel.state_tables.items() if n.endswith((".left", ".right"))}
+            want = _rows(db.connect("root", "dev"), QUERIES["j"])
+        finally:
+            db.close()
+    with StateStore.open(data_dir / "state") as st:
+        batch = st.new_batch()
+        for tid in sides.values():
+            disk = DiskStateTable(tid, "side", st, dist_len=1)
+            rows = dict(disk.items())
+            assert ("meta",) in rows  # the segment layout
+            old = StateTable(tid, "side")
+            old.put_many(list(rows), list(rows.values()))
+            disk.drop(batch)
+            old.write_dirty(batch)
+        st.write(batch)
+        st.db.put(FORMAT_KEY, struct.pack(">I", 5))
+    db = _open(data_dir)
+    try:
+        assert _rows(db.connect("root", "dev"), QUERIES["j"]) == want
+        _check_after_insert(db.connect("root", "dev"))
+    finally:
+        db.close()
+    with StateStore.open(data_dir / "state") as st:
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION
+        for tid in sides.values():
+            prefix, end = codec.table_prefix(tid), codec.table_prefix(tid + 1)
+            assert st.last_key_in(prefix + b"\x01", end) is None
+            keyed = DiskStateTable(tid, "s", st, dist_len=1)
+            assert all(len(k) == 1 for k, v in keyed.items() if len(v) == 3)

@@ -16,7 +16,9 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from engine.chunk import Op, StreamChunk
+from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
+from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.frames import batch_from_rows
 from engine.types import Field, arrow_schema
@@ -87,6 +89,23 @@ def apply_events(acc: Counter[Row], ev: Events) -> None:
 def arrow_table(fields: list[Field], rows: Counter[Row]) -> pa.Table:
     flat = [r for r, n in rows.items() for _ in range(n)]
     return pa.Table.from_batches([batch_from_rows(fields, flat)], arrow_schema(fields))
+
+
+class DiskAllocator:
+    """Hands out RocksDB-first tables over `store` (as the runtime does with a data
+    directory), distributed by the first `dist[name]` key columns; same name, same id."""
+
+    def __init__(self, store: StateStore, dist: dict[str, int] | None = None) -> None:
+        self._disk = DiskTables(store, HotCache(0))
+        self._dist = dist or {}
+        self._ids: dict[str, int] = {}
+
+    def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable:
+        tid = self._ids.setdefault(name, 1000 + len(self._ids))
+        if not disk:
+            return StateTable(tid, name)
+        d = self._dist.get(name, 0) if dist else 0
+        return self._disk.table(tid, name, d)  # type: ignore[return-value]
 
 
 def checkpoint(store: StateStore, op: Operator) -> None:

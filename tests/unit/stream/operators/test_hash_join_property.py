@@ -5,7 +5,9 @@ collisions and NULL keys), with and without stream keys (duplicate rows), for ev
 kind, with and without a residual condition. After every epoch the multiset obtained by
 applying all output deltas must equal the query run from scratch over the integrated
 inputs. State is checkpointed to a real RocksDB store after every epoch and the operator
-is rebuilt from the store at a drawn epoch (a restart mid-stream). Key-id compaction and
+is rebuilt from the store at a drawn epoch (a restart mid-stream). Half the cases keep the
+sides resident (`JoinSide`), half in RocksDB-first tables keyed by join key
+(`KeyedJoinSide`). Key-id compaction and
 row-id renumbering run at every step (their slack is set to zero).
 """
 
@@ -20,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit.stream.operators.helpers import integrate
 from unit.stream.operators.join_topn_helpers import (
+    DiskAllocator,
     Events,
     Row,
     apply_events,
@@ -34,7 +37,7 @@ from unit.stream.operators.join_topn_helpers import (
 from engine.expr import InputRef
 from engine.expr.ops import bind_compare
 from engine.state.store import StateStore
-from engine.stream.operators import LocalStateAllocator, join_side
+from engine.stream.operators import LocalStateAllocator, join_side, keyed_join_side
 from engine.stream.operators.hash_join import JOIN_KINDS, HashJoinOp
 from engine.types import INT, Field
 
@@ -60,21 +63,26 @@ def reference(kind: str, cond: bool, left: Counter[Row], right: Counter[Row]) ->
 
 
 @st.composite
-def case_st(draw: st.DrawFn) -> tuple[str, bool, bool, bool, list[Events], list[Events], int]:
+def case_st(
+    draw: st.DrawFn,
+) -> tuple[str, bool, bool, bool, list[Events], list[Events], int, bool]:
     kind = draw(st.sampled_from(JOIN_KINDS))
     cond = draw(st.booleans())
     lkeyed = draw(st.booleans())
     rkeyed = draw(st.booleans())
     le = draw(changes_st(EPOCHS, payload, lkeyed))
     re_ = draw(changes_st(EPOCHS, payload, rkeyed))
-    return kind, cond, lkeyed, rkeyed, le, re_, draw(st.integers(0, EPOCHS))
+    return kind, cond, lkeyed, rkeyed, le, re_, draw(st.integers(0, EPOCHS)), draw(st.booleans())
 
 
-def run(case: tuple[str, bool, bool, bool, list[Events], list[Events], int]) -> None:
-    kind, cond, lkeyed, rkeyed, le, re_, restart_at = case
+def run(case: tuple[str, bool, bool, bool, list[Events], list[Events], int, bool]) -> None:
+    kind, cond, lkeyed, rkeyed, le, re_, restart_at, disk = case
     condition = bind_compare(">", InputRef(2, INT), InputRef(5, INT)) if cond else None
 
+    store: StateStore | None = None
+
     def make() -> HashJoinOp:
+        alloc = DiskAllocator(store, {"left": 1, "right": 1}) if disk and store else None
         return HashJoinOp(
             L,
             R,
@@ -83,7 +91,7 @@ def run(case: tuple[str, bool, bool, bool, list[Events], list[Events], int]) -> 
             [1],
             condition,
             None,
-            LocalStateAllocator(),
+            alloc or LocalStateAllocator(),
             [0] if lkeyed else [],
             [0] if rkeyed else [],
         )
@@ -110,12 +118,16 @@ def run(case: tuple[str, bool, bool, bool, list[Events], list[Events], int]) -> 
 @settings(max_examples=100, deadline=None)
 @given(case_st())
 def test_hash_join_matches_duckdb(
-    case: tuple[str, bool, bool, bool, list[Events], list[Events], int],
+    case: tuple[str, bool, bool, bool, list[Events], list[Events], int, bool],
 ) -> None:
-    # no slack: join-key ids are compacted and row ids renumbered whenever they can be
+    # no slack: join-key ids are compacted and row ids renumbered whenever they can be;
+    # keyed sides spill every tail of more than one row and merge fragments in pairs
     slack = join_side.KEY_SLACK, join_side.RENUMBER_SLACK
+    sizes = keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT
     join_side.KEY_SLACK = join_side.RENUMBER_SLACK = 0
+    keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT = 1, 2
     try:
         run(case)
     finally:
         join_side.KEY_SLACK, join_side.RENUMBER_SLACK = slack
+        keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT = sizes

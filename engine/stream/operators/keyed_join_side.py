@@ -1,0 +1,653 @@
+"""KeyedJoinSide: one hash-join input's rows in a RocksDB-first table, keyed by join key.
+
+Why: `JoinSide` keeps every row of an input in memory (Arrow segments plus per-row numpy
+arrays and an identity dict), so a join's state is bounded by RAM. This side keeps its
+rows in a `DiskStateTable` (engine/state/disk_table.py) keyed by the join key, so RocksDB
+is the source of truth and memory holds only the table's bounded cache of hot keys, the
+epoch's writes and the rows of the keys the current step touches.
+
+Layout (the planner declares the join key as the table's distribution key, so a key's
+entries share one vnode, the hash of the join key, as in RisingWave):
+
+* head `(*join key,)` -> `(tot, fragments, tail)`: `tot` is the live row count under the
+  key with multiplicity (without a residual condition: the degree of every row of the
+  other side under that key), `fragments` the int64 pairs `(fid, rows)` of the key's
+  fragments as bytes, `tail` a `RowBlobs` blob (engine/stream/operators/row_blob.py) of
+  the key's newest rows (at most `TAIL_ROWS`; most keys have only a tail);
+* fragment `(*join key, fid)` -> `(blob,)`: an immutable group of older rows.
+
+Every row carries two ints in its blob: the count (multiplicity: identical rows of a side
+without a stream key; default 1) and the degree (only for a preserved side of a join
+with a residual condition). A key with no rows has no entries.
+
+Writes are per key, never per row, and proportional to what changed: inserts rewrite
+the head (tail included); a tail that outgrows `TAIL_ROWS` becomes a fragment, and
+`FANOUT` fragments of one size tier are merged into one (so a key holds O(log rows)
+fragments and a row is rewritten O(log rows) times); a delete or a degree change
+rewrites only the fragments holding the rows it changes.
+
+Per step (driven by `HashJoinOp`, which gives every step a fresh `JoinKeyIds`):
+
+1. `prefetch(ids, ujk)`: the heads of the keys of both inputs' deltas, with ONE multi-get
+   per side; fragments are read (one more multi-get) only for keys a probe or a delete
+   needs whole, and for fragments a merge needs;
+2. the probes, degree reads and writes go through locations `segment << 32 | row` into
+   the step's working set (decoded Arrow batches), as on `JoinSide`;
+3. `apply` of the side's delta: the touched keys' changed pieces are consolidated by full
+   row (only keys whose delta deletes) and rewritten; `flush` writes pieces whose degrees
+   changed without a row change and drops the working set. Nothing outlives the step but
+   the table.
+
+Lifecycle: constructed by `HashJoinOp` over its allocated disk table; `load` once before
+the first step (a table still in `JoinSide`'s segment layout, which the disk table reads
+into its overlay, is converted here and rewritten at the next checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from engine.errors import InternalError
+from engine.state.disk_table import DiskStateTable
+from engine.state.table import StateTable
+from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.join_side import JoinKeyIds, JoinSide
+from engine.stream.operators.row_blob import RowBlobs
+from engine.stream.operators.segments import SHIFT, by_segment, gather, rows_equal
+from engine.types import Field, arrow_schema
+
+TAIL_ROWS = 64
+"""A key's newest rows live in its head; beyond this many they become a fragment."""
+FANOUT = 4
+"""This many fragments of one size tier are merged into one."""
+_TAIL = 0  # the fid of a key's tail (fragments are numbered from 1)
+_EMPTY = np.empty(0, np.int64)
+
+
+def tier(rows: int) -> int:
+    """Size tier of a fragment: 0 below `TAIL_ROWS` rows, 1 up to `FANOUT` times that,
+    then one more per factor `FANOUT` (a spilled tail starts in tier 1)."""
+    return int((max(rows, 1) // TAIL_ROWS).bit_length() + 1) // 2
+
+
+def plan_merges(sizes: dict[int, int], next_fid: int) -> tuple[list[list[int]], int]:
+    """The merges a key's fragments (`fid -> rows`) need: lists of fids merged into one
+    new fragment each (in order; a merge can feed the next tier), and the next free fid.
+    `sizes` is updated to the result."""
+    merges: list[list[int]] = []
+    while True:
+        tiers: dict[int, list[int]] = {}
+        for fid, n in sizes.items():
+            tiers.setdefault(tier(n), []).append(fid)
+        group = next((sorted(g)[:FANOUT] for g in tiers.values() if len(g) >= FANOUT), None)
+        if group is None:
+            return merges, next_fid
+        total = sum(sizes.pop(f) for f in group)
+        merges.append([*group, next_fid])
+        sizes[next_fid] = total
+        next_fid += 1
+
+
+class _Seg:
+    """One batch of the step's working set with its per-row arrays."""
+
+    __slots__ = ("batch", "count", "degree", "dirty", "jk")
+
+    def __init__(
+        self, batch: pa.RecordBatch, count: np.ndarray, degree: np.ndarray, jk: np.ndarray
+    ) -> None:
+        self.batch = batch
+        self.count = count
+        self.degree = degree
+        self.jk = jk
+        self.dirty = np.zeros(len(count), bool)  # degree changed since written
+
+
+Piece = tuple[int, int, int, int]
+"""(fid, working-set segment, first row, rows) of one loaded piece of a key."""
+
+
+class KeyedJoinSide:
+    """One join input's rows keyed by join key in a disk table; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        fields: list[Field],
+        keys: list[int],
+        ident: list[int],
+        table: StateTable,
+        with_degree: bool,
+        what: str,
+    ) -> None:
+        self.name = name
+        self.fields = list(fields)
+        self.keys = keys
+        self.ident = ident
+        self.table = table
+        self.with_degree = with_degree
+        self.what = what
+        self.schema = arrow_schema(fields)
+        self._blobs = RowBlobs(self.schema, 2)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids: JoinKeyIds | None = None
+        self._values: list[Any] = []
+        self.segs: list[_Seg] = []
+        self._heads = np.zeros(0, bool)  # head read (or known absent) this step
+        self.tot = np.zeros(0, np.int64)
+        self._pieces: dict[int, list[Piece]] = {}  # key id -> loaded pieces
+        self._frags: dict[int, dict[int, int]] = {}  # key id -> fid -> rows (all fragments)
+        self._unloaded: dict[int, set[int]] = {}  # key id -> fids not read yet
+
+    def __len__(self) -> int:
+        """Stored entries (diagnostics: reads every head of the table)."""
+        n = 0
+        for key, v in self.table.items():
+            if len(key) == max(len(self.keys), 0) and len(v) == 3:
+                n += self._blobs.decode([v[2]], (1, 0))[0].num_rows if v[2] else 0
+                n += int(np.frombuffer(v[1], np.int64)[1::2].sum())
+        return n
+
+    # -- step protocol ------------------------------------------------------------------
+    def grow(self, n_keys: int) -> None:
+        """Make the per-key arrays cover `n_keys` key ids of the step."""
+        n = len(self._heads)
+        if n >= n_keys:
+            return
+        size = max(n_keys, 2 * n)
+        heads = np.zeros(size, bool)
+        heads[:n] = self._heads
+        tot = np.zeros(size, np.int64)
+        tot[:n] = self.tot[:n]
+        self._heads, self.tot = heads, tot
+
+    def prefetch(self, ids: JoinKeyIds, ujk: np.ndarray) -> None:
+        """Read the heads of key ids `ujk` (of this step's `ids`) with one multi-get."""
+        if self._ids is not ids:
+            self._reset()
+            self._ids = ids
+        self.grow(len(ids))
+        need = ujk[~self._heads[ujk]]
+        if not len(need):
+            return
+        if len(self._values) < len(ids):
+            self._values = list(ids.ids)
+        got = self.table.get_many(self._store_keys(need))
+        self._heads[need] = True
+        present = [i for i, v in enumerate(got) if v is not None]
+        if not present:
+            return
+        kids = need[present]
+        vals = [v for v in got if v is not None]
+        self.tot[kids] = np.fromiter((v[0] for v in vals), np.int64, len(vals))
+        tails: list[int] = []
+        blobs: list[bytes] = []
+        for kid, (_, frags, tail) in zip(kids.tolist(), vals, strict=True):
+            if frags:
+                fr = np.frombuffer(frags, np.int64)
+                self._frags[kid] = dict(zip(fr[0::2].tolist(), fr[1::2].tolist(), strict=True))
+                self._unloaded[kid] = set(self._frags[kid])
+            if tail:
+                tails.append(kid)
+                blobs.append(tail)
+        if blobs:
+            self._add_pieces(tails, [_TAIL] * len(tails), blobs)
+
+    def _store_keys(self, kids: np.ndarray | list[int]) -> list[tuple[Any, ...]]:
+        vals = self._values
+        ks = kids.tolist() if isinstance(kids, np.ndarray) else kids
+        if len(self.keys) == 1:
+            return [(vals[i],) for i in ks]
+        return [vals[i] for i in ks]
+
+    def _add_pieces(self, kids: list[int], fids: list[int], blobs: list[bytes]) -> None:
+        """Decode blobs (piece `fids[i]` of key `kids[i]`) into one working-set batch."""
+        batch, sizes, (count, degree) = self._blobs.decode(blobs, (1, 0))
+        self._add_seg(kids, fids, sizes, batch, count, degree)
+
+    def _add_seg(
+        self,
+        kids: list[int],
+        fids: list[int],
+        sizes: np.ndarray,
+        batch: pa.RecordBatch,
+        count: np.ndarray,
+        degree: np.ndarray,
+    ) -> None:
+        sid = len(self.segs)
+        self.segs.append(_Seg(batch, count, degree, np.repeat(np.array(kids, np.int64), sizes)))
+        starts = (np.cumsum(sizes) - sizes).tolist()
+        pieces = self._pieces
+        for kid, fid, st, n in zip(kids, fids, starts, sizes.tolist(), strict=True):
+            if n:
+                pieces.setdefault(kid, []).append((fid, sid, st, n))
+
+    def _load_frags(self, want: dict[int, set[int]]) -> None:
+        """Read the given unread fragments (key id -> fids) with one multi-get."""
+        kids: list[int] = []
+        fids: list[int] = []
+        for kid, fs in want.items():
+            todo = self._unloaded.get(kid, set()) & fs
+            if todo:
+                self._unloaded[kid] -= todo
+                for f in sorted(todo):
+                    kids.append(kid)
+                    fids.append(f)
+        if not kids:
+            return
+        heads = self._store_keys(kids)
+        got = self.table.get_many([(*h, f) for h, f in zip(heads, fids, strict=True)])
+        if any(g is None for g in got):
+            raise InternalError(
+                "join state fragment missing",
+                detail=f"A {self.name} key of {self.what} names a fragment the store lacks.",
+            )
+        self._add_pieces(kids, fids, [g[0] for g in got])  # type: ignore[index]
+
+    def _load_all(self, kids: list[int]) -> None:
+        self._load_frags({k: self._unloaded[k] for k in kids if self._unloaded.get(k)})
+
+    # -- reads ----------------------------------------------------------------------------
+    def probe(self, ujk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Live rows under the key ids `ujk`: (position in `ujk`, location), grouped by key."""
+        kl = ujk.tolist()
+        self._load_all(kl)
+        which, sids, starts, lens = self._piece_arrays(kl)
+        return which, self._expand(sids, starts, lens)[1]
+
+    def _piece_arrays(
+        self, kids: list[int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per loaded row of `kids` (in key order): position in `kids`, plus the pieces'
+        segments, starts and lengths."""
+        pos: list[int] = []
+        sids: list[int] = []
+        starts: list[int] = []
+        lens: list[int] = []
+        pieces = self._pieces
+        for i, kid in enumerate(kids):
+            for _, sid, st, n in pieces.get(kid, ()):
+                pos.append(i)
+                sids.append(sid)
+                starts.append(st)
+                lens.append(n)
+        c = np.array(lens, np.int64)
+        return (
+            np.repeat(np.array(pos, np.int64), c),
+            np.array(sids, np.int64),
+            np.array(starts, np.int64),
+            c,
+        )
+
+    @staticmethod
+    def _expand(
+        sids: np.ndarray, starts: np.ndarray, lens: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(piece index per row, location per row) of pieces given as arrays."""
+        total = int(lens.sum())
+        if not total:
+            return _EMPTY, _EMPTY
+        piece = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+        off = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+        return piece, (np.repeat(starts, lens) + off) | (np.repeat(sids, lens) << SHIFT)
+
+    def rows_at(self, locs: np.ndarray) -> pa.RecordBatch:
+        if not len(locs):
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        return gather(locs, lambda s: self.segs[s].batch)
+
+    def counts_at(self, locs: np.ndarray) -> np.ndarray:
+        return self._read(locs, "count")
+
+    def degrees_at(self, locs: np.ndarray) -> np.ndarray:
+        return self._read(locs, "degree")
+
+    def set_degrees(self, locs: np.ndarray, values: np.ndarray) -> None:
+        for sid, pos, rows in by_segment(locs):
+            seg = self.segs[sid]
+            seg.degree[rows] = values if pos is None else values[pos]
+            seg.dirty[rows] = True
+
+    def _read(self, locs: np.ndarray, attr: str) -> np.ndarray:
+        out = np.empty(len(locs), getattr(self.segs[0], attr).dtype if self.segs else np.int64)
+        for sid, pos, rows in by_segment(locs):
+            vals = getattr(self.segs[sid], attr)[rows]
+            if pos is None:
+                return vals  # type: ignore[no-any-return]
+            out[pos] = vals
+        return out
+
+    # -- writes ---------------------------------------------------------------------------
+    def apply(
+        self, batch: pa.RecordBatch, w: np.ndarray, jk: np.ndarray, deg: np.ndarray | None
+    ) -> None:
+        """Add the rows of `batch` (no NULL join keys, heads prefetched) with net weights
+        `w`; `deg` is each row's degree (with_degree)."""
+        if not batch.num_rows:
+            return
+        uk = np.unique(jk)
+        ukl = uk.tolist()
+        dels = w < 0
+        whole = np.unique(jk[dels]) if dels.any() else _EMPTY
+        wl = set(whole.tolist())
+        self._load_all(list(wl))
+        ks, kc = np.unique(jk, return_counts=True)
+        added = dict(zip(ks.tolist(), kc.tolist(), strict=True))
+        want: dict[int, set[int]] = {}
+        for kid in ukl:  # merges a spilling tail causes need those fragments' rows
+            if kid in wl or kid not in self._frags:
+                continue
+            tail = sum(p[3] for p in self._pieces.get(kid, ()) if p[0] == _TAIL)
+            if tail + added[kid] > TAIL_ROWS:  # as `_rewrite` will plan it
+                sizes = dict(self._frags[kid])
+                spill = max(sizes, default=0) + 1
+                sizes[spill] = tail + added[kid]
+                merges, _ = plan_merges(sizes, spill + 1)
+                want[kid] = {f for m in merges for f in m[:-1]} - {spill}
+        self._load_frags(want)
+        # every loaded row of the touched keys, then the delta
+        _, sids, starts, lens = self._piece_arrays(ukl)
+        pfid = np.array([p[0] for kid in ukl for p in self._pieces.get(kid, ())], np.int64)
+        piece, locs = self._expand(sids, starts, lens)
+        d = deg if deg is not None and self.with_degree else np.zeros(len(w), np.int64)
+        if len(locs):
+            rows = pa.concat_batches([self.rows_at(locs), batch])
+            cnt = np.concatenate([self.counts_at(locs), w])
+            dg = np.concatenate([self.degrees_at(locs), d])
+            kj = np.concatenate([self._read(locs, "jk"), jk])
+            fid = np.concatenate([pfid[piece], np.zeros(len(w), np.int64)])
+            dirty = np.concatenate([self._read(locs, "dirty"), np.zeros(len(w), bool)])
+        else:
+            rows, cnt, dg, kj = batch, w, d, jk
+            fid, dirty = np.zeros(len(w), np.int64), np.zeros(len(w), bool)
+        old_n = len(locs)
+        new = cnt.copy()
+        if len(whole):
+            sub = np.flatnonzero(np.isin(kj, whole))
+            idx, net = _net_index(rows.take(pa.array(sub)), cnt[sub])
+            if (net < 0).any():
+                self._negative("was deleted but never inserted")
+            new[sub] = 0
+            new[sub[idx]] = net
+        changed = np.zeros(len(new), bool)
+        changed[:old_n] = (new[:old_n] != cnt[:old_n]) | dirty[:old_n]
+        tot_add = np.bincount(np.searchsorted(uk, jk), weights=w, minlength=len(uk))
+        self._rewrite(uk, tot_add.astype(np.int64), rows, new, dg, kj, fid, changed)
+
+    def _rewrite(
+        self,
+        uk: np.ndarray,
+        tot_add: np.ndarray,
+        rows: pa.RecordBatch,
+        cnt: np.ndarray,
+        dg: np.ndarray,
+        kj: np.ndarray,
+        fid: np.ndarray,
+        changed: np.ndarray,
+    ) -> None:
+        """Write the touched keys' new heads and changed fragments (see `apply`)."""
+        order = np.lexsort((fid, kj))
+        skj, sfid = kj[order], fid[order]
+        cut = np.flatnonzero(np.r_[True, (skj[1:] != skj[:-1]) | (sfid[1:] != sfid[:-1])])
+        ends = np.r_[cut[1:], len(order)].tolist()
+        g_kid, g_fid = skj[cut].tolist(), sfid[cut].tolist()
+        g_changed = np.logical_or.reduceat(changed[order], cut).tolist() if len(cut) else []
+        live = cnt[order] > 0
+        groups: dict[int, dict[int, tuple[int, int, bool]]] = {}
+        for k, f, a, b, ch in zip(g_kid, g_fid, cut.tolist(), ends, g_changed, strict=True):
+            groups.setdefault(k, {})[f] = (a, b, ch)
+        out_keys: list[tuple[Any, ...]] = []
+        out_idx: list[np.ndarray] = []
+        head_of: list[tuple[int, int, int]] = []  # (key id, tot, position of tail piece)
+        gone: list[tuple[Any, ...]] = []
+        final: list[tuple[int, int, np.ndarray]] = []  # (key id, fid, rows in `rows`)
+        heads = self._store_keys(uk)
+        for kid, head, add in zip(uk.tolist(), heads, tot_add.tolist(), strict=True):
+            mine = groups.get(kid, {})
+            frags = dict(self._frags.get(kid, {}))
+            for f, (a, b, ch) in mine.items():
+                if f == _TAIL or not ch:
+                    if f != _TAIL:
+                        final.append((kid, f, order[a:b]))
+                    continue
+                keep = order[a:b][live[a:b]]
+                if len(keep):
+                    out_keys.append((*head, f))
+                    out_idx.append(keep)
+                    frags[f] = len(keep)
+                    final.append((kid, f, keep))
+                else:
+                    gone.append((*head, f))
+                    frags.pop(f, None)
+            t = mine.get(_TAIL)
+            tail = order[t[0] : t[1]][live[t[0] : t[1]]] if t is not None else _EMPTY
+            next_fid = max(frags, default=0) + 1
+            if len(tail) > TAIL_ROWS:
+                sizes = dict(frags)
+                sizes[next_fid] = len(tail)
+                merges, nf = plan_merges(sizes, next_fid + 1)
+                rows_of = {f: r for k2, f, r in final if k2 == kid}
+                rows_of[next_fid] = tail
+                for m in merges:
+                    *srcs, dst = m
+                    rows_of[dst] = np.concatenate([rows_of.pop(s) for s in srcs])
+                    for s in srcs:
+                        if s != next_fid:
+                            gone.append((*head, s))
+                final = [x for x in final if x[0] != kid]
+                for f, r in rows_of.items():
+                    final.append((kid, f, r))
+                    if f not in self._frags.get(kid, {}) or f in {m[-1] for m in merges}:
+                        out_keys.append((*head, f))
+                        out_idx.append(r)
+                frags, tail, next_fid = sizes, _EMPTY, nf
+            tot = int(self.tot[kid]) + int(add)
+            if tot < 0:
+                self._negative("was deleted too often")
+            self._frags[kid] = frags
+            if tot == 0 and not frags:
+                gone.append(head)
+                continue
+            head_of.append((kid, tot, len(out_idx)))
+            out_keys.append(head)
+            out_idx.append(tail)
+            final.append((kid, _TAIL, tail))
+        self._encode_out(out_keys, out_idx, head_of, rows, cnt, dg)
+        if gone:
+            self.table.delete_many(gone)
+        self.tot[uk] = 0
+        for kid, tot, _ in head_of:
+            self.tot[kid] = tot
+        # the touched keys' working set: their final pieces, as one new batch
+        for kid in uk.tolist():
+            self._pieces.pop(kid, None)
+        final = [x for x in final if len(x[2])]
+        if final:
+            idx = np.concatenate([x[2] for x in final])
+            sizes_arr = np.array([len(x[2]) for x in final], np.int64)
+            self._add_seg(
+                [x[0] for x in final],
+                [x[1] for x in final],
+                sizes_arr,
+                rows.take(pa.array(idx)),
+                cnt[idx],
+                dg[idx],
+            )
+
+    def _encode_out(
+        self,
+        out_keys: list[tuple[Any, ...]],
+        out_idx: list[np.ndarray],
+        head_of: list[tuple[int, int, int]],
+        rows: pa.RecordBatch,
+        cnt: np.ndarray,
+        dg: np.ndarray,
+    ) -> None:
+        """Encode the pieces (`out_idx[i]`: rows of `rows`) and put them; pieces named in
+        `head_of` are tails and become heads `(tot, fragments, tail)`."""
+        if not out_keys:
+            return
+        sizes = [len(i) for i in out_idx]
+        idx = np.concatenate(out_idx) if out_idx else _EMPTY
+        starts = (np.cumsum(sizes) - sizes).tolist()
+        sub = rows.take(pa.array(idx, pa.int64()))
+        c, g = cnt[idx], dg[idx]
+        blobs = self._blobs.encode(
+            sub,
+            starts,
+            [None if (c == 1).all() else c, g if self.with_degree and g.any() else None],
+        )
+        vals: list[tuple[Any, ...]] = [(b,) for b in blobs]
+        for kid, tot, at in head_of:
+            frags = self._frags.get(kid, {})
+            fr = np.array([x for f in sorted(frags) for x in (f, frags[f])], np.int64)
+            vals[at] = (tot, fr.tobytes() if len(fr) else b"", blobs[at] if sizes[at] else b"")
+        self.table.put_many(out_keys, vals)
+
+    def flush(self) -> None:
+        """Write the pieces whose degrees changed in place; drop the step's working set."""
+        out_keys: list[tuple[Any, ...]] = []
+        out_idx: list[np.ndarray] = []
+        head_of: list[tuple[int, int, int]] = []
+        parts: list[tuple[int, int, int, int]] = []  # (kid, fid, sid, start..)
+        for kid, pieces in self._pieces.items():
+            for f, sid, st, n in pieces:
+                if self.segs[sid].dirty[st : st + n].any():
+                    parts.append((kid, f, sid, st))
+        if parts:
+            # gather the dirty pieces' rows into one batch
+            locs_l: list[np.ndarray] = []
+            at = 0
+            for kid, f, sid, st in parts:
+                n = next(p[3] for p in self._pieces[kid] if p[0] == f and p[1] == sid)
+                locs_l.append(np.arange(st, st + n, dtype=np.int64) | (sid << SHIFT))
+                head = self._store_keys([kid])[0]
+                if f == _TAIL:
+                    head_of.append((kid, int(self.tot[kid]), len(out_idx)))
+                    out_keys.append(head)
+                else:
+                    out_keys.append((*head, f))
+                out_idx.append(np.arange(at, at + n, dtype=np.int64))
+                at += n
+            locs = np.concatenate(locs_l)
+            self._encode_out(
+                out_keys,
+                out_idx,
+                head_of,
+                self.rows_at(locs),
+                self.counts_at(locs),
+                self.degrees_at(locs),
+            )
+        self._reset()
+
+    # -- other reads ------------------------------------------------------------------------
+    def stored(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Per row of `batch` (this side's schema): is exactly this row stored? Runs
+        between steps, with its own key ids."""
+        n = batch.num_rows
+        out = np.zeros(n, bool)
+        if not n:
+            return out
+        valid = np.ones(n, bool)
+        for k in self.keys:
+            col = batch.column(k)
+            if col.null_count:
+                valid &= col.is_valid().to_numpy(zero_copy_only=False)
+        vi = np.flatnonzero(valid)
+        if not len(vi):
+            return out
+        sub = batch if len(vi) == n else batch.take(pa.array(vi))
+        ids = JoinKeyIds()
+        jk = ids.assign(sub, self.keys)
+        ujk, gid = np.unique(jk, return_inverse=True)
+        self.prefetch(ids, ujk)
+        try:
+            which, locs = self.probe(ujk)
+            if not len(locs):
+                return out
+            stored = self.rows_at(locs)
+            lens = np.bincount(which, minlength=len(ujk))
+            starts = np.cumsum(lens) - lens
+            g = gid.reshape(-1)
+            c = lens[g]
+            r = np.repeat(np.arange(len(vi), dtype=np.int64), c)
+            e = np.repeat(starts[g], c) + (
+                np.arange(int(c.sum()), dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
+            )
+            eq = rows_equal(sub.take(pa.array(r)), stored.take(pa.array(e)), nan_equal=True)
+            hit = np.zeros(len(vi), bool)
+            hit[r[eq]] = True
+            out[vi] = hit
+            return out
+        finally:
+            self._reset()
+
+    # -- persistence ------------------------------------------------------------------------
+    def load(self, jkids: JoinKeyIds) -> None:
+        """Nothing is read eagerly; a table in `JoinSide`'s older segment layout (which the
+        disk table read into its overlay) is converted into this layout."""
+        t = self.table
+        if not isinstance(t, DiskStateTable) or not t.converting:
+            return
+        old_rows = dict(t.items())
+        legacy = StateTable(t.table_id, t.name)
+        legacy.put_many(list(old_rows), list(old_rows.values()))
+        old = JoinSide(
+            self.name, self.fields, self.keys, self.ident, legacy, self.with_degree, self.what
+        )
+        old.load(JoinKeyIds())
+        t.clear()
+        live = [seg for seg in old.segs.values() if seg.live]
+        if not live:
+            return
+        alive = [seg.count > 0 for seg in live]
+        rows = pa.concat_batches(
+            [s.batch.filter(pa.array(a)) for s, a in zip(live, alive, strict=True)]
+        )
+        cnt = np.concatenate([s.count[a] for s, a in zip(live, alive, strict=True)])
+        dg = np.concatenate(
+            [
+                np.zeros(int(a.sum()), np.int64) if s.degree is None else s.degree[a]
+                for s, a in zip(live, alive, strict=True)
+            ]
+        )
+        ids = JoinKeyIds()
+        jk = ids.assign(rows, self.keys)
+        self._ids = ids
+        self.grow(len(ids))
+        self._values = list(ids.ids)
+        uk = np.unique(jk)
+        self._heads[uk] = True
+        zeros = np.zeros(len(cnt), np.int64)
+        tot = np.bincount(np.searchsorted(uk, jk), weights=cnt, minlength=len(uk))
+        self._rewrite(uk, tot.astype(np.int64), rows, cnt, dg, jk, zeros, zeros.astype(bool))
+        self._reset()
+
+    def _negative(self, what: str) -> None:
+        raise InternalError(
+            "join state row count became negative",
+            detail=f"A {self.name} row of {self.what} {what}.",
+        )
+
+
+def _net_index(batch: pa.RecordBatch, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Consolidate rows by full value: (first row index, net weight) per distinct row,
+    rows whose weights cancel dropped, in first-appearance order."""
+    allc = list(range(batch.num_columns))
+    frame = polars_frame(batch, allc, weights=w, index=True)
+    net = (
+        frame.df.group_by([col_name(i) for i in allc])
+        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
+        .filter(pl.col(WEIGHT) != 0)
+        .sort(INDEX)
+    )
+    return (
+        net.get_column(INDEX).to_numpy().astype(np.int64),
+        net.get_column(WEIGHT).to_numpy().astype(np.int64),
+    )

@@ -1,0 +1,136 @@
+"""RowBlobs: a group of rows as one compact bytes value, cheap to turn back into Arrow.
+
+Why: operators whose state lives in RocksDB (`engine.state.disk_table`) and is read by a
+group key (a hash join's rows under one join key) want ONE store value per group: a probe
+of a chunk's distinct keys is then one multi-get, and Python touches each group, never
+each row. Arrow IPC costs hundreds of bytes of metadata per message, too much for the
+common group of one or two rows; per-row tuples cost a Python object per value.
+
+Encoding of one group: `marshal.dumps((n, columns, extra), 2)` where `columns` holds one
+Python list per column in the column's *storage* form (temporal values as their integer
+storage, decimals and intervals as their 16 bytes, plain values as themselves; any other
+type, e.g. arrays, as one `codec.encode_value` blob of the group's values) and `extra` is
+a tuple of owner-defined int lists (counts, degrees; None where every entry is the
+default). Decoding many groups extends one list per column (C-level `list.extend`) and
+builds each Arrow column with one `pa.array` call and a zero-copy `view`.
+
+Lifecycle: stateless apart from the schema; one `RowBlobs` per operator side.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from engine.state import codec
+
+_VERSION = 2
+_B16 = pa.binary(16)
+
+
+def _plan(t: pa.DataType) -> tuple[pa.DataType | None, bool]:
+    """(storage type to view through or None, stored as one codec blob)."""
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return None, False
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32(), False
+    if pa.types.is_temporal(t) and not pa.types.is_interval(t):
+        return pa.int64(), False
+    if pa.types.is_decimal128(t) or pa.types.is_interval(t):
+        return _B16, False
+    return None, True
+
+
+class RowBlobs:
+    """Encode/decode groups of rows of one schema; see the module docstring."""
+
+    def __init__(self, schema: pa.Schema, n_extra: int) -> None:
+        self.schema = schema
+        self.n_extra = n_extra
+        self._plans = [_plan(f.type) for f in schema]
+
+    # -- encoding ------------------------------------------------------------------------
+    def _columns(self, batch: pa.RecordBatch) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for col, (view, _) in zip(batch.columns, self._plans, strict=True):
+            out.append((col if view is None else col.view(view)).to_pylist())
+        return out
+
+    def encode(
+        self,
+        batch: pa.RecordBatch,
+        starts: Sequence[int],
+        extras: Sequence[np.ndarray | None],
+    ) -> list[bytes]:
+        """One blob per group; group `i` is rows `starts[i]:starts[i+1]` of `batch` (the
+        last runs to the end). `extras[j]` is an int array over the rows or None (omitted:
+        every row takes the reader's default)."""
+        cols = self._columns(batch)
+        blobs_at = [i for i, (_, b) in enumerate(self._plans) if b]
+        ext = [None if e is None else e.tolist() for e in extras]
+        bounds = [*starts, batch.num_rows]
+        dumps = marshal.dumps
+        enc = codec.encode_value
+        out: list[bytes] = []
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            group = [c[a:b] for c in cols]
+            for i in blobs_at:
+                group[i] = enc(tuple(group[i]))  # type: ignore[call-overload]
+            extra = tuple(None if e is None else e[a:b] for e in ext)
+            out.append(dumps((b - a, group, extra), _VERSION))
+        return out
+
+    # -- decoding ------------------------------------------------------------------------
+    def decode(
+        self, blobs: Sequence[bytes], defaults: Sequence[int]
+    ) -> tuple[pa.RecordBatch, np.ndarray, list[np.ndarray]]:
+        """The rows of `blobs` concatenated, each group's row count, and each extra as
+        one int64 array (`defaults[j]` where a group omitted it)."""
+        ncol = len(self._plans)
+        acc: list[list[Any]] = [[] for _ in range(ncol)]
+        blob_cols = [i for i, (_, b) in enumerate(self._plans) if b]
+        ext: list[list[int]] = [[] for _ in range(self.n_extra)]
+        sizes = np.empty(len(blobs), np.int64)
+        loads = marshal.loads
+        dec = codec.decode_value
+        for g, raw in enumerate(blobs):
+            n, group, extra = loads(raw)
+            sizes[g] = n
+            for i in blob_cols:
+                group[i] = list(dec(group[i]))
+            for a, c in zip(acc, group, strict=True):
+                a.extend(c)
+            for j, e in enumerate(extra):
+                ext[j].extend(e if e is not None else [defaults[j]] * n)
+        arrays = [
+            self._array(vals, f.type, plan)
+            for vals, f, plan in zip(acc, self.schema, self._plans, strict=True)
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return batch, sizes, [np.array(e, np.int64) for e in ext]
+
+    @staticmethod
+    def _array(vals: list[Any], t: pa.DataType, plan: tuple[pa.DataType | None, bool]) -> pa.Array:
+        view, _ = plan
+        if view is None:
+            return pa.array(vals, type=t)
+        return pa.array(vals, type=view).view(t)
+
+
+def group_starts(sorted_ids: np.ndarray) -> np.ndarray:
+    """Start offsets of the runs of equal values in a sorted int array."""
+    if not len(sorted_ids):
+        return np.empty(0, np.int64)
+    return np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])

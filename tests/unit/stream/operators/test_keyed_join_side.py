@@ -1,0 +1,139 @@
+"""The hash join's RocksDB-first side store (`KeyedJoinSide`): row blobs of every column
+type, a hot key's fragments, and the conversion of a side stored in the older resident
+segment layout, through a real RocksDB store."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from unit.stream.operators.join_topn_helpers import DiskAllocator, checkpoint, restart
+
+from engine.chunk import StreamChunk
+from engine.state.store import StateStore
+from engine.stream.operators import LocalStateAllocator
+from engine.stream.operators.frames import batch_from_rows
+from engine.stream.operators.hash_join import HashJoinOp
+from engine.stream.operators.keyed_join_side import TAIL_ROWS, KeyedJoinSide, plan_merges
+from engine.stream.operators.row_blob import RowBlobs
+from engine.stream.operators.segments import rows_equal
+from engine.types import INT, Field
+
+L = [Field("id", INT), Field("k", INT), Field("v", INT)]
+R = [Field("rid", INT), Field("rk", INT), Field("w", INT)]
+
+
+def test_row_blobs_round_trip_every_type() -> None:
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "i": pa.array([1, None, -(2**62)], pa.int64()),
+            "s": pa.array([3, 4, None], pa.int16()),
+            "f": pa.array([float("nan"), -0.0, None], pa.float64()),
+            "b": pa.array([True, None, False]),
+            "t": pa.array(["x", "", None]),
+            "y": pa.array([b"\x00", None, b"ab"], pa.binary()),
+            "d": pa.array([Decimal("1.50"), None, Decimal("-2")], pa.decimal128(38, 10)),
+            "dt": pa.array([dt.date(2020, 1, 2), None, dt.date(1, 1, 1)]),
+            "tm": pa.array([dt.time(1, 2, 3), None, dt.time(0)], pa.time64("us")),
+            "ts": pa.array([dt.datetime(2020, 1, 1), None, dt.datetime(1999, 12, 31)]),
+            "tz": pa.array([1, None, 2], pa.timestamp("us", tz="UTC")),
+            "iv": pa.array(
+                [pa.MonthDayNano([1, 2, 3]), None, pa.MonthDayNano([0, 0, 0])],
+                pa.month_day_nano_interval(),
+            ),
+            "l": pa.array([[1, None], None, []], pa.list_(pa.int64())),
+        }
+    )
+    rb = RowBlobs(batch.schema, 2)
+    blobs = rb.encode(batch, [0, 1], [np.array([5, 6, 7]), None])
+    got, sizes, (count, degree) = rb.decode(blobs, (1, 0))
+    assert got.schema == batch.schema
+    assert rows_equal(got, batch, nan_equal=True).all() and sizes.tolist() == [1, 2]
+    assert count.tolist() == [5, 6, 7] and degree.tolist() == [0, 0, 0]
+
+
+def test_plan_merges_keeps_fragments_logarithmic() -> None:
+    sizes: dict[int, int] = {}
+    nf = 1
+    for _ in range(200):  # 200 spilled tails into one key
+        sizes[nf] = TAIL_ROWS + 1
+        _, nf = plan_merges(sizes, nf + 1)
+        assert len(sizes) <= 3 * 4
+    assert sum(sizes.values()) == 200 * (TAIL_ROWS + 1)
+
+
+def chunk(fields: list[Field], rows: list[tuple[int, int, int]], sign: int = 1) -> StreamChunk:
+    b = batch_from_rows(fields, rows)
+    return StreamChunk.inserts(b) if sign > 0 else StreamChunk.deletes(b)
+
+
+def rows_of(out: StreamChunk | None) -> list[tuple[object, ...]]:
+    if out is None:
+        return []
+    w = out.weights()
+    rows = [tuple(r.values()) for r in out.data.to_pylist()]
+    return sorted(((r, int(x)) for r, x in zip(rows, w, strict=True)), key=repr)
+
+
+def join(alloc: object, kind: str = "left") -> HashJoinOp:
+    return HashJoinOp(L, R, kind, [1], [1], None, None, alloc, [0], [0])  # type: ignore[arg-type]
+
+
+def test_hot_key_spills_merges_and_deletes(tmp_path: Path) -> None:
+    store = StateStore.open(tmp_path / "state")
+    try:
+
+        def make() -> HashJoinOp:
+            return join(DiskAllocator(store, {"left": 1, "right": 1}))
+
+        op = make()
+        assert isinstance(op._left, KeyedJoinSide)
+        n = 0
+        for step in range(12):  # 12 steps of 50 rows under key 7, restarts in between
+            rows = [(n + i, 7, i) for i in range(50)]
+            n += 50
+            op.step([chunk(L, rows), None])
+            checkpoint(store, op)
+            if step % 5 == 4:
+                op = restart(store, make)
+        heads = {k: v for k, v in op._left.table.items() if len(k) == 1}
+        frags = np.frombuffer(heads[(7,)][1], np.int64)
+        assert heads[(7,)][0] == 600 and 1 <= len(frags) // 2 <= 6
+        assert op.side_rows(0) == 600
+        # a right row matches all 600 (their NULL-padded rows are retracted)
+        got = rows_of(out := op.step([None, chunk(R, [(1, 7, 0)])]))
+        assert sum(w for _, w in got if w > 0) == 600 and sum(w for _, w in got if w < 0) == -600
+        assert out is not None
+        checkpoint(store, op)
+        out = op.step([chunk(L, [(i, 7, i % 50) for i in range(0, 600, 2)], -1), None])
+        assert all(w == -1 for _, w in rows_of(out)) and len(rows_of(out)) == 300
+        checkpoint(store, op)
+        op = restart(store, make)
+        assert op.side_rows(0) == 300
+        out = op.step([None, chunk(R, [(1, 7, 0)], -1)])
+        got = rows_of(out)
+        # the last right row went: 300 pairs retracted, 300 left rows NULL-padded
+        assert sum(1 for _, w in got if w < 0) == 300 and sum(1 for _, w in got if w > 0) == 300
+    finally:
+        store.close()
+
+
+def test_resident_side_layout_is_converted(tmp_path: Path) -> None:
+    store = StateStore.open(tmp_path / "state")
+    try:
+        old = join(LocalStateAllocator(1000), "inner")
+        old.step([chunk(L, [(i, i % 10, i) for i in range(100)]), chunk(R, [(1, 3, 0)])])
+        checkpoint(store, old)
+        new = restart(store, lambda: join(DiskAllocator(store, {"left": 1, "right": 1}), "inner"))
+        assert isinstance(new._left, KeyedJoinSide)
+        assert new.side_rows(0) == 100 and new.side_rows(1) == 1
+        out = new.step([None, chunk(R, [(2, 4, 0)])])
+        assert sorted(r[0][0] for r in rows_of(out)) == list(range(4, 100, 10))
+        checkpoint(store, new)
+        again = restart(store, lambda: join(DiskAllocator(store, {"left": 1, "right": 1}), "inner"))
+        assert again.side_rows(0) == 100 and again.side_rows(1) == 2
+    finally:
+        store.close()
