@@ -402,15 +402,17 @@ class KeyedJoinSide:
         groups: dict[int, dict[int, tuple[int, int, bool]]] = {}
         for k, f, a, b, ch in zip(g_kid, g_fid, cut.tolist(), ends, g_changed, strict=True):
             groups.setdefault(k, {})[f] = (a, b, ch)
-        out_keys: list[tuple[Any, ...]] = []
-        out_idx: list[np.ndarray] = []
-        head_of: list[tuple[int, int, int]] = []  # (key id, tot, position of tail piece)
-        gone: list[tuple[Any, ...]] = []
+        # store key -> rows of `rows` to write there (None: delete); the last word wins,
+        # so a fid freed and reused in this step, or a rewritten fragment merged away,
+        # ends as it should
+        writes: dict[tuple[Any, ...], np.ndarray | None] = {}
+        tots: dict[tuple[Any, ...], int] = {}  # heads among `writes`: their tot
         final: list[tuple[int, int, np.ndarray]] = []  # (key id, fid, rows in `rows`)
         heads = self._store_keys(uk)
         for kid, head, add in zip(uk.tolist(), heads, tot_add.tolist(), strict=True):
             mine = groups.get(kid, {})
-            frags = dict(self._frags.get(kid, {}))
+            old = self._frags.get(kid, {})
+            frags = dict(old)
             for f, (a, b, ch) in mine.items():
                 if f == _TAIL or not ch:
                     if f != _TAIL:
@@ -418,52 +420,44 @@ class KeyedJoinSide:
                     continue
                 keep = order[a:b][live[a:b]]
                 if len(keep):
-                    out_keys.append((*head, f))
-                    out_idx.append(keep)
+                    writes[(*head, f)] = keep
                     frags[f] = len(keep)
                     final.append((kid, f, keep))
                 else:
-                    gone.append((*head, f))
+                    writes[(*head, f)] = None
                     frags.pop(f, None)
             t = mine.get(_TAIL)
             tail = order[t[0] : t[1]][live[t[0] : t[1]]] if t is not None else _EMPTY
-            next_fid = max(frags, default=0) + 1
             if len(tail) > TAIL_ROWS:
+                spill = max(frags, default=0) + 1
                 sizes = dict(frags)
-                sizes[next_fid] = len(tail)
-                merges, nf = plan_merges(sizes, next_fid + 1)
+                sizes[spill] = len(tail)
+                merges, _ = plan_merges(sizes, spill + 1)
                 rows_of = {f: r for k2, f, r in final if k2 == kid}
-                rows_of[next_fid] = tail
-                for m in merges:
-                    *srcs, dst = m
-                    rows_of[dst] = np.concatenate([rows_of.pop(s) for s in srcs])
-                    for s in srcs:
-                        if s != next_fid:
-                            gone.append((*head, s))
+                rows_of[spill] = tail
+                for *srcs, dst in merges:
+                    rows_of[dst] = np.concatenate([rows_of.pop(x) for x in srcs])
+                    for x in srcs:
+                        writes[(*head, x)] = None
+                dsts = {m[-1] for m in merges}
                 final = [x for x in final if x[0] != kid]
                 for f, r in rows_of.items():
                     final.append((kid, f, r))
-                    if f not in self._frags.get(kid, {}) or f in {m[-1] for m in merges}:
-                        out_keys.append((*head, f))
-                        out_idx.append(r)
-                frags, tail, next_fid = sizes, _EMPTY, nf
+                    if f not in old or f in dsts or f == spill:
+                        writes[(*head, f)] = r
+                frags, tail = sizes, _EMPTY
             tot = int(self.tot[kid]) + int(add)
             if tot < 0:
                 self._negative("was deleted too often")
             self._frags[kid] = frags
-            if tot == 0 and not frags:
-                gone.append(head)
-                continue
-            head_of.append((kid, tot, len(out_idx)))
-            out_keys.append(head)
-            out_idx.append(tail)
-            final.append((kid, _TAIL, tail))
-        self._encode_out(out_keys, out_idx, head_of, rows, cnt, dg)
-        if gone:
-            self.table.delete_many(gone)
-        self.tot[uk] = 0
-        for kid, tot, _ in head_of:
             self.tot[kid] = tot
+            if tot == 0 and not frags:
+                writes[head] = None
+                continue
+            writes[head] = tail
+            tots[head] = kid
+            final.append((kid, _TAIL, tail))
+        self._encode_out(writes, tots, rows, cnt, dg)
         # the touched keys' working set: their final pieces, as one new batch
         for kid in uk.tolist():
             self._pieces.pop(kid, None)
@@ -482,68 +476,61 @@ class KeyedJoinSide:
 
     def _encode_out(
         self,
-        out_keys: list[tuple[Any, ...]],
-        out_idx: list[np.ndarray],
-        head_of: list[tuple[int, int, int]],
+        writes: dict[tuple[Any, ...], np.ndarray | None],
+        heads: dict[tuple[Any, ...], int],
         rows: pa.RecordBatch,
         cnt: np.ndarray,
         dg: np.ndarray,
     ) -> None:
-        """Encode the pieces (`out_idx[i]`: rows of `rows`) and put them; pieces named in
-        `head_of` are tails and become heads `(tot, fragments, tail)`."""
-        if not out_keys:
+        """Put the pieces (`writes[key]`: rows of `rows`; None deletes the key); keys in
+        `heads` (-> key id) are heads `(tot, fragments, tail)` with those rows as tail."""
+        gone = [k for k, v in writes.items() if v is None]
+        if gone:
+            self.table.delete_many(gone)
+        keys = [k for k, v in writes.items() if v is not None]
+        if not keys:
             return
-        sizes = [len(i) for i in out_idx]
-        idx = np.concatenate(out_idx) if out_idx else _EMPTY
+        parts = [p for p in writes.values() if p is not None]
+        sizes = [len(i) for i in parts]
+        idx: np.ndarray = np.concatenate(parts)
         starts = (np.cumsum(sizes) - sizes).tolist()
         sub = rows.take(pa.array(idx, pa.int64()))
         c, g = cnt[idx], dg[idx]
-        blobs = self._blobs.encode(
-            sub,
-            starts,
-            [None if (c == 1).all() else c, g if self.with_degree and g.any() else None],
-        )
-        vals: list[tuple[Any, ...]] = [(b,) for b in blobs]
-        for kid, tot, at in head_of:
+        counts = None if (c == 1).all() else c
+        degrees = g if self.with_degree and g.any() else None
+        blobs = self._blobs.encode(sub, starts, [counts, degrees])
+        vals: list[tuple[Any, ...]] = []
+        for k, blob, n in zip(keys, blobs, sizes, strict=True):
+            kid = heads.get(k)
+            if kid is None:
+                vals.append((blob,))
+                continue
             frags = self._frags.get(kid, {})
             fr = np.array([x for f in sorted(frags) for x in (f, frags[f])], np.int64)
-            vals[at] = (tot, fr.tobytes() if len(fr) else b"", blobs[at] if sizes[at] else b"")
-        self.table.put_many(out_keys, vals)
+            vals.append((int(self.tot[kid]), fr.tobytes() if len(fr) else b"", blob if n else b""))
+        self.table.put_many(keys, vals)
 
     def flush(self) -> None:
         """Write the pieces whose degrees changed in place; drop the step's working set."""
-        out_keys: list[tuple[Any, ...]] = []
-        out_idx: list[np.ndarray] = []
-        head_of: list[tuple[int, int, int]] = []
-        parts: list[tuple[int, int, int, int]] = []  # (kid, fid, sid, start..)
+        writes: dict[tuple[Any, ...], np.ndarray | None] = {}
+        heads: dict[tuple[Any, ...], int] = {}
+        locs_l: list[np.ndarray] = []
+        at = 0
         for kid, pieces in self._pieces.items():
             for f, sid, st, n in pieces:
-                if self.segs[sid].dirty[st : st + n].any():
-                    parts.append((kid, f, sid, st))
-        if parts:
-            # gather the dirty pieces' rows into one batch
-            locs_l: list[np.ndarray] = []
-            at = 0
-            for kid, f, sid, st in parts:
-                n = next(p[3] for p in self._pieces[kid] if p[0] == f and p[1] == sid)
+                if not self.segs[sid].dirty[st : st + n].any():
+                    continue
                 locs_l.append(np.arange(st, st + n, dtype=np.int64) | (sid << SHIFT))
                 head = self._store_keys([kid])[0]
+                key = head if f == _TAIL else (*head, f)
                 if f == _TAIL:
-                    head_of.append((kid, int(self.tot[kid]), len(out_idx)))
-                    out_keys.append(head)
-                else:
-                    out_keys.append((*head, f))
-                out_idx.append(np.arange(at, at + n, dtype=np.int64))
+                    heads[key] = kid
+                writes[key] = np.arange(at, at + n, dtype=np.int64)
                 at += n
+        if locs_l:
             locs = np.concatenate(locs_l)
-            self._encode_out(
-                out_keys,
-                out_idx,
-                head_of,
-                self.rows_at(locs),
-                self.counts_at(locs),
-                self.degrees_at(locs),
-            )
+            rows, cnt, dg = self.rows_at(locs), self.counts_at(locs), self.degrees_at(locs)
+            self._encode_out(writes, heads, rows, cnt, dg)
         self._reset()
 
     # -- other reads ------------------------------------------------------------------------
