@@ -198,3 +198,64 @@ def test_access_chain_over_cached_columns() -> None:
             assert got == jsonb.access(sub.to_pylist(), [k] * n, as_text).to_pylist()
     assert jsonb.access_column(sub, "x", True).to_pylist()[:2] == ["0.50", "1.50"]
     assert jsonb.access_column(sub, "x", True).to_pylist()[7] == "123456789012345678901234567890"
+
+
+SHAPE_VALUES = [
+    *NUMBERS,
+    "null",
+    "true",
+    '"x"',
+    '"a\\"b\\\\c\\n\\u00e9\\u0001"',
+    '"1e5 -0 1.50 0.00001"',  # number-like text inside strings: only slower
+    '"\\ud83d\\ude00"',
+    "[]",
+    '[1, "a", null, 2.5]',
+    "1.25",
+    "-3.5",
+    "0.5",
+    "10.0",
+]
+
+
+@st.composite
+def same_shape_texts(draw: st.DrawFn) -> list[str]:
+    """Texts of one object shape (keys, nesting) with values that vary per text, keys in
+    any order and any spacing: what a stream of webhook events looks like."""
+    keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=5, unique=True))
+    nested = draw(st.sampled_from([None, *keys]))
+    sub_keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True))
+    out = []
+    for _ in range(draw(st.integers(2, 12))):
+        parts = []
+        for k in draw(st.permutations(keys)):
+            if k == nested and draw(st.integers(0, 9)):
+                inner = ", ".join(
+                    f"{json.dumps(s)}: {draw(st.sampled_from(SHAPE_VALUES))}"
+                    for s in draw(st.permutations(sub_keys))
+                )
+                v = "{" + inner + "}"
+            else:
+                v = draw(st.sampled_from(SHAPE_VALUES))
+            parts.append(f"{json.dumps(k)}{draw(st.sampled_from([':', ': ', ' :']))}{v}")
+        if draw(st.integers(0, 9)) == 0:
+            parts.append(f'"extra_{len(out)}": 1')  # another shape now and then
+        out.append("{" + draw(st.sampled_from([",", ", ", " ,\n"])).join(parts) + "}")
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(same_shape_texts())
+def test_shape_tier_equals_row_by_row(texts: list[str]) -> None:
+    got = canonicalize_many(texts).to_pylist()
+    assert got == [canonicalize_text(t) for t in texts]
+
+
+def test_shape_tier_duplicate_keys_and_invalid_text() -> None:
+    base = ['{"b": 1, "a": "x"}'] * 3
+    assert canonicalize_many([*base, '{"a": "y", "b": 2, "a": "z"}']).to_pylist()[-1] == (
+        canonicalize_text('{"a": "y", "b": 2, "a": "z"}')
+    )
+    with pytest.raises(EngineError):
+        canonicalize_many([*base, '{"a": "\\ud800", "b": 1}'])
+    with pytest.raises(EngineError):
+        canonicalize_many([*base, '{"a": "x", "b": 1'])
