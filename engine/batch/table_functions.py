@@ -96,15 +96,30 @@ def _srf_columns(
 
 
 def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext) -> pa.Table:
+    return expand_project_set(p.srfs, p.routines, p.schema, t, batch, ctx)[0]
+
+
+def expand_project_set(
+    srfs: list[tuple[str, list[Any]]],
+    routines: dict[str, Any],
+    fields: list[Any],
+    t: pa.Table,
+    batch: pa.RecordBatch,
+    ctx: EvalContext,
+) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Each input row repeated once per element of its longest call, with the calls'
+    columns (`fields`: the input's then the calls'); also, per output row, its input row
+    (`parent`) and its position among that row's outputs (`pos`, the streaming
+    ProjectSet's `_projected_row_id`)."""
     n = t.num_rows
-    schema = arrow_schema(p.schema)
+    schema = arrow_schema(fields)
     per_call = []
     at = len(t.columns)  # the output field of the next call
-    for name, args in p.srfs:
+    for name, args in srfs:
         vals = [as_array(a.eval(batch, ctx), n) for a in args]
-        routine = p.routines.get(name)
+        routine = routines.get(name)
         if routine is not None:  # a Python table function: one generator call per row
-            per_call.append(_udtf_columns(routine, vals, n, p.schema[at].type))
+            per_call.append(_udtf_columns(routine, vals, n, fields[at].type, ctx))
         else:
             per_call.append(_srf_columns(name, vals, n))
         at += len(per_call[-1][1])
@@ -123,13 +138,13 @@ def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext
             mask = pa.array(~ok)
             out.append(pc.if_else(mask, pa.scalar(None, taken.type), taken))
     cols = [c.cast(f.type) for c, f in zip(out, schema, strict=True)]
-    return pa.Table.from_arrays(cols, schema=schema)
+    return pa.Table.from_arrays(cols, schema=schema), parent, pos
 
 
 def _udtf_columns(
-    routine: Any, vals: list[pa.Array], n: int, t: Any
+    routine: Any, vals: list[pa.Array], n: int, t: Any, ctx: Any = None
 ) -> tuple[np.ndarray, list[tuple[pa.Array, np.ndarray]]]:
-    src, cols = routine.table_rows(vals, n)
+    src, cols = routine.table_rows(vals, n, getattr(ctx, "errors", None))
     lens = np.bincount(src, minlength=n).astype(np.int64) if len(src) else np.zeros(n, np.int64)
     offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
     flat = routine.to_arrow(cols[0], t, None, routine.name, {})

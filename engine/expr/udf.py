@@ -130,15 +130,20 @@ class PythonRoutine:
         return self.cast_result(arr, self.return_type)
 
     # -- table functions ------------------------------------------------------------------------
-    def table_rows(self, vals: list[Datum], n: int) -> tuple[np.ndarray, list[list[Any]]]:
-        """Call the generator once per input row: (input row of each output row, columns)."""
+    def table_rows(
+        self, vals: list[Datum], n: int, sink: ErrorSink | None = None
+    ) -> tuple[np.ndarray, list[list[Any]]]:
+        """Call the generator once per input row: (input row of each output row, columns).
+        With a `sink` (streaming) a row whose call fails yields no rows and is reported."""
         cols = [_py_values(v, n, t) for v, t in zip(vals, self.arg_types, strict=True)]
         width = len(self.columns)
         src: list[int] = []
         out: list[list[Any]] = [[] for _ in range(width)]
+        failed: dict[tuple[str, str], list[Any]] = {}
         for i, row in enumerate(zip(*cols, strict=True) if cols else [()] * n):
             if self.strict and any(v is None for v in row):
                 continue
+            start = len(src)
             try:
                 for item in self.func(*row):
                     values = item if width > 1 else (item,)
@@ -150,10 +155,15 @@ class PythonRoutine:
                     src.append(i)
                     for c in range(width):
                         out[c].append(values[c])
-            except ExternalRoutineException:
-                raise
             except Exception as e:
-                raise self.error(e) from None
+                err = e if isinstance(e, ExternalRoutineException) else self.error(e)
+                if sink is None:
+                    raise err from None
+                del src[start:]  # the row's rows so far go too
+                for c in range(width):
+                    del out[c][start:]
+                _note(failed, err, row)
+        _flush_failures(failed, sink, f"{self.name}(...)")
         return np.asarray(src, dtype=np.int64), out
 
     # -- aggregates -------------------------------------------------------------------------

@@ -10,7 +10,10 @@ The planner calls `plan_select_srfs` after FROM/WHERE: each call is replaced in 
 list by a column of a `ProjectSet` node placed under the projection. `_pg_expandarray`
 returns a composite (x, n): it becomes two columns `<name>.x` and `<name>.n`; field access
 `(expr).x` binds to them (engine.expr.fn_system), also through a subquery alias
-(`(result.keys).x`). Ad-hoc queries only; materialized views refuse (0A000).
+(`(result.keys).x`). In a materialized view (`StreamProjectSet`, engine/stream/operators/
+project_set.py) the node also has a hidden `_projected_row_id` (an output row's position
+among its input row's outputs) that, with the input's stream key, keys its rows; the
+composite `_pg_expandarray` is ad hoc only.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from engine.plan.plan_udf import select_list_udtf
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
 
 _NAMES = ("unnest", "generate_series", "generate_subscripts", "_pg_expandarray")
+PROJECTED_ROW_ID = "_projected_row_id"
 
 
 def _srf_name(n: exp.Expression, udtfs: frozenset[str] = frozenset()) -> str | None:
@@ -98,8 +102,6 @@ def plan_select_srfs(
     udtfs: frozenset[str] = frozenset(),
 ) -> tuple[exp.Select, PlanNode, list[_Col]]:
     """Rewrite `q`'s select list over a ProjectSet (see module docstring)."""
-    if planner.streaming:
-        raise not_supported("set-returning functions in the select list of a materialized view")
     q = q.copy()
     calls: list[exp.Expression] = []
     for item in q.expressions:
@@ -148,5 +150,18 @@ def plan_select_srfs(
             continue
         items.append(item)
     q.set("expressions", items)
-    ps = ProjectSet(list(node.schema) + new_fields, None, input=node, srfs=srfs, routines=routines)
-    return q, ps, cols + [_Col(f.name, f.type, None) for f in new_fields]
+    out = cols + [_Col(f.name, f.type, None) for f in new_fields]
+    if not planner.streaming:
+        ps = ProjectSet(
+            list(node.schema) + new_fields, None, input=node, srfs=srfs, routines=routines
+        )
+        return q, ps, out
+    if composite or node.stream_key is None:
+        raise not_supported("this set-returning call in a materialized view")
+    # streaming: an output row is keyed by its input row's key and its position among
+    # that row's outputs (RisingWave's projected_row_id)
+    ordinal = Field(PROJECTED_ROW_ID, BIGINT, hidden=True)
+    schema = [*node.schema, *new_fields, ordinal]
+    skey = [*node.stream_key, len(schema) - 1]
+    ps = ProjectSet(schema, skey, input=node, srfs=srfs, routines=routines)
+    return q, ps, [*out, _Col(ordinal.name, BIGINT, None, hidden=True)]

@@ -39,7 +39,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.registry import no_function
-from engine.expr.udf import routine, udf_call
+from engine.expr.udf import UdfCall, routine, udf_call
 from engine.plan.helpers import _Col
 from engine.plan.logical import AggSpec, PlanNode, TableFunction
 from engine.types import VARCHAR, Field, SqlType
@@ -314,6 +314,27 @@ def select_list_udtf(
             hint=f"Call it in FROM: SELECT * FROM {name}(...).",
         )
     return routine(fn), coerced, [Field(base, fn.return_columns[0].type)]
+
+
+def udtf_calls(p: Any, schema: list[Field]) -> list[Any]:
+    """Per set-returning call of ProjectSet `p`: a UdfCall of its Python table function
+    (its routine, arguments and output type; what a stored stream plan records and binds
+    again from the catalog at recovery), or None for a built-in one."""
+    out: list[Any] = []
+    at = len(p.input.schema)
+    for name, args in p.srfs:
+        r = p.routines.get(name)
+        out.append(
+            None
+            if r is None
+            else UdfCall(name, tuple(args), schema[at].type, _no_kernel, routine=r)
+        )
+        at += 1
+    return out
+
+
+def _no_kernel(vals: Any, n: int, ctx: Any) -> Any:
+    raise AssertionError("a table function's call is run by ProjectSetOp")
 
 
 # -- dependencies -------------------------------------------------------------------------------

@@ -143,6 +143,14 @@ _CODECS: dict[str, tuple[Enc, Dec]] = {
         lambda v, s: [SortKey(int(i), bool(d), n) for i, d, n in v],
     ),
     "calls": (lambda v: [_call_enc(c) for c in v], lambda v, s: [_call_dec(c) for c in v]),
+    "srfs": (
+        lambda v: [[n, [expr_to_json(a) for a in args]] for n, args in v],
+        lambda v, s: [(str(n), [expr_from_json(a, s) for a in args]) for n, args in v],
+    ),
+    "udtfs": (
+        lambda v: [None if c is None else expr_to_json(c) for c in v],
+        lambda v, s: [None if c is None else expr_from_json(c, s) for c in v],
+    ),
     "bounds": (
         lambda v: [
             {"expr": expr_to_json(b.expr), "cmp": b.cmp, "offset_us": b.offset_us} for b in v
@@ -219,5 +227,10 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
             walk(b.expr)
         for a in getattr(n, "aggs", []) or []:
             walk(getattr(a, "udf", None))
+        for _name, args in getattr(n, "srfs", []) or []:
+            for e in args:
+                walk(e)
+        for e in getattr(n, "udtfs", []) or []:
+            walk(e)
 
     return lambda f: known.get(f)

@@ -27,6 +27,7 @@ from engine.plan.logical import (
     Limit,
     PlanNode,
     Project,
+    ProjectSet,
     Scan,
     Sort,
     UnionAll,
@@ -34,6 +35,7 @@ from engine.plan.logical import (
 from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_dynamic import DynamicFilter
 from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow, interval_spec
+from engine.plan.plan_udf import udtf_calls
 from engine.plan.stream_plan import (
     StreamCollectAgg,
     StreamDynamicFilter,
@@ -48,6 +50,7 @@ from engine.plan.stream_plan import (
     StreamOverWindow,
     StreamPlan,
     StreamProject,
+    StreamProjectSet,
     StreamTemporalFilter,
     StreamTimeWindow,
     StreamTopN,
@@ -176,6 +179,10 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
         return StreamFilter(ins, schemas, schema, key, predicate=p.predicate)
     if isinstance(p, Project):
         return StreamProject(ins, schemas, schema, key, exprs=list(p.exprs))
+    if isinstance(p, ProjectSet):
+        return StreamProjectSet(
+            ins, schemas, schema, key, srfs=list(p.srfs), udtfs=udtf_calls(p, schema)
+        )
     if isinstance(p, Agg):
         if any(a.kind in COLLECT_KINDS for a in p.aggs):
             return StreamCollectAgg(

@@ -160,6 +160,21 @@ class StreamProject(StreamNode):
 
 
 @dataclass(eq=False)
+class StreamProjectSet(StreamNode):
+    """ProjectSetOp: set-returning calls of the select list (`srfs`: (name, argument
+    exprs)); `udtfs[i]` is the call of a Python table function for `srfs[i]` (a UdfCall
+    that carries its routine, bound again from the catalog at recovery) or None."""
+
+    kind: ClassVar[str] = "StreamProjectSet"
+    srfs: list[Any] = field(default_factory=list)
+    udtfs: list[Any] = field(default_factory=list)
+
+    def details(self) -> list[tuple[str, str]]:
+        calls = ", ".join(f"{n}({', '.join(str(a) for a in args)})" for n, args in self.srfs)
+        return [("select_list", f"[{calls}]")]
+
+
+@dataclass(eq=False)
 class StreamHashAgg(StreamNode):
     """HashAggOp; `StreamSimpleAgg` in EXPLAIN when there are no group keys."""
 
@@ -456,6 +471,7 @@ NODE_TYPES: dict[str, type[StreamNode]] = {
     c.__name__: c
     for c in (
         StreamFilter,
+        StreamProjectSet,
         StreamProject,
         StreamHashAgg,
         StreamCollectAgg,

@@ -29,6 +29,7 @@ from engine.plan.stream_plan import (
     StreamOverWindow,
     StreamPlan,
     StreamProject,
+    StreamProjectSet,
     StreamTemporalFilter,
     StreamTimeWindow,
     StreamTopN,
@@ -54,6 +55,7 @@ from engine.stream.operators.dynamic_filter import DynamicFilterOp
 from engine.stream.operators.eowc import EowcAggOp, EowcSortOp
 from engine.stream.operators.interval_join import IntervalJoinOp
 from engine.stream.operators.over_window import OverWindowOp
+from engine.stream.operators.project_set import ProjectSetOp
 from engine.stream.operators.temporal_filter import TemporalFilterOp
 from engine.stream.operators.time_window import TimeWindowOp
 
@@ -139,6 +141,8 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
         return FilterOp(ins, n.predicate, ctx, key)
     if isinstance(n, StreamProject):
         return ProjectOp(ins, n.exprs, names, ctx, key)
+    if isinstance(n, StreamProjectSet):
+        return ProjectSetOp(list(n.schema), n.srfs, n.udtfs, ctx, key)
     if isinstance(n, StreamEowcAgg):
         return EowcAggOp(
             ins,

@@ -41,6 +41,11 @@ def rep(s, n):
     for i in range(n):
         yield s * (i + 1)
 $$"""
+SPREAD = """CREATE FUNCTION spread(n INT) RETURNS TABLE (x INT) LANGUAGE python AS $$
+def spread(n):
+    yield n
+    yield 100 // n
+$$"""
 WAVG = """CREATE AGGREGATE wavg(value INT, weight INT) RETURNS DOUBLE PRECISION LANGUAGE python AS $$
 def create_state():
     return (0, 0)
@@ -109,6 +114,17 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             "SELECT job_name, expression, error, info->>'sqlstate' FROM rw_catalog.rw_event_logs"
         ).fetchall()
         assert events == [("v_scalar", "inv(b)", "ZeroDivisionError: division by zero", "38000")]
+        # a table function in a materialized view: a failing row yields no rows (reported)
+        c.execute(SPREAD)
+        c.execute("CREATE MATERIALIZED VIEW v_udtf AS SELECT id, spread(b) AS x FROM t")
+        assert c.execute("SELECT * FROM v_udtf ORDER BY id, x").fetchall() == [
+            (1, 5),
+            (1, 18),
+            (2, 2),
+            (2, 50),
+        ]
+        failed = "SELECT count(*) FROM rw_catalog.rw_event_logs WHERE job_name = 'v_udtf'"
+        assert c.execute(failed).fetchone() == (1,)
 
         # retractions: an update and a delete change the aggregate's groups
         c.execute("UPDATE t SET b = 6 WHERE id = 3")
@@ -118,6 +134,8 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             [(1, 6, 1 / 18, 216), (3, 1, 1 / 6, 42)],
             [(0, 12.0, 1), (1, 7.0, 1)],
         )
+        udtf_rows = [(1, 5), (1, 18), (3, 6), (3, 16)]
+        assert c.execute("SELECT * FROM v_udtf ORDER BY id, x").fetchall() == udtf_rows
         with pytest.raises(psycopg.errors.DependentObjectsStillExist):
             c.execute("DROP FUNCTION inv")
         with pytest.raises(psycopg.errors.DependentObjectsStillExist):
@@ -131,6 +149,11 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             [(1, 6, 1 / 18, 216), (3, 1, 1 / 6, 42), (4, 3, 1 / 3, 27)],
             [(0, 12.0, 1), (1, (42 + 27) / 9, 2)],
         )
+        assert c.execute("SELECT * FROM v_udtf ORDER BY id, x").fetchall() == [
+            *udtf_rows,
+            (4, 3),
+            (4, 33),
+        ]
         assert c.execute("SELECT gcd(100, 75)").fetchone() == (25,)
         rows = c.execute(
             "SELECT p.proname, p.prokind, l.lanname FROM pg_proc p "
@@ -143,6 +166,7 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             ("inv", "f", "python"),
             ("rep", "f", "python"),
             ("series", "f", "python"),
+            ("spread", "f", "python"),
             ("vscale", "f", "python"),
             ("wavg", "a", "python"),
         ]
