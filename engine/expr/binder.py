@@ -28,6 +28,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_crypto,
     fn_json,
     fn_math,
+    fn_parse_time,
     fn_pgtext,
     fn_session,
     fn_string,
