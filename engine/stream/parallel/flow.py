@@ -47,6 +47,26 @@ from engine.stream.parallel.fragment import PARALLEL_NODES, node_json, partition
 from engine.stream.parallel.pool import WorkerPool
 from engine.types import arrow_schema
 
+SHIP_BATCH = 100_000
+"""Store entries per IPC body when an actor's committed state is shipped to it."""
+
+
+def _table_bodies(store: Any, tid: int) -> list[bytes]:
+    """Table `tid`'s committed key range as kv bodies of at most SHIP_BATCH entries (the
+    entries are held as Arrow binary arrays, not Python lists, once encoded)."""
+    out: list[bytes] = []
+    ks: list[bytes] = []
+    vs: list[bytes] = []
+    for k, v in store.scan_range(table_prefix(tid), table_prefix(tid + 1)):
+        ks.append(k)
+        vs.append(v)
+        if len(ks) >= SHIP_BATCH:
+            out.append(protocol.kv_body(ks, vs))
+            ks, vs = [], []
+    if ks or not out:
+        out.append(protocol.kv_body(ks, vs))
+    return out
+
 
 def actor_table_name(table: str, actor: int) -> str:
     """The `Relation.state_tables` name of actor `actor`'s copy of planned table `table`."""
@@ -122,13 +142,7 @@ class ParallelOp(Operator):
                 bodies: list[bytes] = []
                 if store is not None:
                     for t in self.node.tables:
-                        tid = self.phys[i][t.name]
-                        ks: list[bytes] = []
-                        vs: list[bytes] = []
-                        for k, v in store.scan_range(table_prefix(tid), table_prefix(tid + 1)):
-                            ks.append(k)
-                            vs.append(v)
-                        bodies.append(protocol.kv_body(ks, vs))
+                        bodies.extend(_table_bodies(store, self.phys[i][t.name]))
                 header = {
                     "cmd": "build",
                     "actor": self.actor_keys[i],

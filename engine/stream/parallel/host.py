@@ -11,8 +11,8 @@ emptied when the host starts or is reset, and rebuilt from what the coordinator 
 Commands (header `"cmd"`):
 
 * `build`  actor key, the stream node's JSON (`engine.plan.stream_codec`), the physical
-  table id of each of the node's tables, the job's name/oid/timezone; bodies: each
-  table's committed key range (`protocol.kv_body`) when recovering. The operator is made
+  table id of each of the node's tables, the job's name and timezone; bodies: the
+  tables' committed entries (`protocol.kv_body`, in batches) when recovering. The operator is made
   by `engine.stream.build.build_op`, like the coordinator's.
 * `step`   per actor: its input chunks for this epoch (and `force`); returns each
   actor's output chunk and the expression errors its rows raised (reported by the
@@ -155,12 +155,11 @@ class WorkerHost:
         store = self._scratch()
         old = self.actors.pop(key, None)
         self._clear(sorted(set(phys.values()) | set(old.table_ids if old else [])))
-        if bodies:
+        for body in bodies:  # the tables' committed entries, in batches
             batch = store.new_batch()
-            for body in bodies:
-                ks, vs = protocol.kv_from(body)
-                for k, v in zip(ks, vs, strict=True):
-                    batch.put(k, v)
+            ks, vs = protocol.kv_from(body)
+            for k, v in zip(ks, vs, strict=True):
+                batch.put(k, v)
             store.write(batch, sync=False)
         node = decode_node(header["node"])
         node.tables = [dataclasses.replace(t, id=phys[t.name]) for t in node.tables]
