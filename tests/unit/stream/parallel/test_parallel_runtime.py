@@ -13,6 +13,7 @@ import pytest
 
 from engine.database import Config, SwellDatabase
 from engine.errors import EpochFailed
+from engine.stream.parallel import flow
 
 VIEWS = {
     "v_agg": "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k",
@@ -41,7 +42,8 @@ def open_db(path: Path) -> SwellDatabase:
     return SwellDatabase(Config(data_dir=path, barrier_interval_ms=60_000, parallelism=2))
 
 
-def test_parallel_views_and_lost_worker(tmp_path: Path) -> None:
+def test_parallel_views_and_lost_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flow, "SHIP_BATCH", 7)  # recovery ships state in many bodies
     db = open_db(tmp_path)
     try:
         s = db.connect("root", "dev")
