@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import report  # noqa: E402
-from _server import BenchServer, process_cpu_seconds  # noqa: E402
+from _server import BenchServer, free_port, process_cpu_seconds  # noqa: E402
 
 TARGET_SPEEDUP = 1.5
 GROUP_BY = "SELECT k, count(*) AS n, sum(v) AS s FROM t GROUP BY k"
@@ -112,7 +112,10 @@ class Phase:
 
 def run(p: int, args: argparse.Namespace, data: dict[str, list[bytes]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    with BenchServer(barrier_ms=1000, extra_args=["--parallelism", str(p)], cpu=None) as srv:
+    # own metrics port and no dashboard: nobody else's poller adds to the coordinator's CPU
+    extra = ["--parallelism", str(p), "--prometheus-listener-addr", f"127.0.0.1:{free_port()}"]
+    extra += ["--dashboard-listen-addr", "off"]
+    with BenchServer(barrier_ms=1000, extra_args=extra, cpu=None) as srv:
         c = srv.connect()
         c.execute("CREATE TABLE t (id BIGINT, k BIGINT, v BIGINT) APPEND ONLY")
         c.execute("CREATE TABLE dim (k BIGINT PRIMARY KEY, g BIGINT)")
