@@ -44,11 +44,21 @@ def _frac_us(st: pa.StructArray) -> np.ndarray:
     return f.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
 
+_BC = re.compile(r"\d\s*BC\s*$", re.I)
+
+
 def _bad(text: pa.Array, ok: np.ndarray, tname: str) -> None:
     valid = pc.is_valid(text).to_numpy(zero_copy_only=False)
     bad = valid & ~ok
     if bad.any():
         val = text[int(np.argmax(bad))].as_py()
+        if tname != "time" and _BC.search(str(val)):  # PostgreSQL reads BC dates
+            what = "date" if tname == "date" else "timestamp"
+            raise DatetimeFieldOverflow(
+                f'{what} out of range: "{val}"',
+                detail="Dates and timestamps lie between years 1 and 9999; BC dates cannot be"
+                " represented.",
+            )
         if tname in ("date", "time", "timestamp", "timestamp with time zone"):
             raise InvalidDatetimeFormat(f'invalid input syntax for type {tname}: "{val}"')
         raise InvalidTextRepresentation(f'invalid input syntax for type {tname}: "{val}"')
