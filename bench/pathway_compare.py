@@ -3,8 +3,10 @@
 Job: `id,k,v` rows (`--rows`, `--keys` distinct k), `SELECT k, count(*), sum(v), max(v)
 GROUP BY k`, once with 10 keys and once with 100,000 keys (`--keys 10,100000`).
 
-* Swell: a real server (bench/_server.py, pinned to CPU 0), `CREATE TABLE t (id BIGINT,
-  k BIGINT, v BIGINT) APPEND ONLY`, the view created first, then the CSV sent with
+* Swell: a real server (bench/_server.py, pinned to CPU 0; `--parallelism 1` by default,
+  so its jobs run in the server process as Pathway's run on its one thread),
+  `CREATE TABLE t (id BIGINT, k BIGINT, v BIGINT) APPEND ONLY`, the view created first,
+  then the CSV sent with
   `COPY t FROM STDIN WITH (FORMAT csv)` in `--batch`-row batches, FLUSH after each;
   server CPU seconds from /proc.
 * Pathway: `pw.io.csv.read(..., mode="static")`, the same groupby/reduce, written with
@@ -122,10 +124,15 @@ def run_pathway(py: Path, src: Path, tmp: Path) -> tuple[float, float, dict[int,
     return cpu, wall, result
 
 
-def run_swell(src: Path, batch: int, profile: bool) -> tuple[float, float, dict[int, tuple]]:
+def run_swell(
+    src: Path, batch: int, profile: bool, parallelism: int = 1
+) -> tuple[float, float, dict[int, tuple]]:
     lines = src.read_bytes().split(b"\n", 1)[1].splitlines(keepends=True)
     batches = [b"".join(lines[i : i + batch]) for i in range(0, len(lines), batch)]
-    with BenchServer() as srv, srv.connect() as conn:
+    with (
+        BenchServer(extra_args=["--parallelism", str(parallelism)]) as srv,
+        srv.connect() as conn,
+    ):
         conn.execute("CREATE TABLE t (id BIGINT, k BIGINT, v BIGINT) APPEND ONLY")
         conn.execute(
             "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) AS n, sum(v) AS s, max(v) AS m "
@@ -152,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=100_000)
     ap.add_argument("--profile", action="store_true", help="py-spy the Swell server")
     ap.add_argument("--skip-pathway", action="store_true", help="Swell only")
+    ap.add_argument("--parallelism", type=int, default=1, help="the Swell server's")
     a = ap.parse_args(argv)
     py = None if a.skip_pathway else pathway_python()
     with tempfile.TemporaryDirectory() as d:
@@ -159,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         for keys in (int(k) for k in a.keys.split(",")):
             src = tmp / f"rows_{keys}.csv"
             make_csv(src, a.rows, keys)
-            s_cpu, s_wall, s_res = run_swell(src, a.batch, a.profile)
+            s_cpu, s_wall, s_res = run_swell(src, a.batch, a.profile, a.parallelism)
             note = f"{a.rows:,} rows, wall {a.rows / s_wall:,.0f} rows/s"
             report("pathway-compare", f"Swell, {keys} keys", a.rows / s_cpu, "rows/CPU-s",
                    mode="e2e", note=note)  # fmt: skip

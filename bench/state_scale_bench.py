@@ -4,8 +4,10 @@ Through the real server (`bench/_server.py`), as a user loads data: an APPEND ON
 `CREATE MATERIALIZED VIEW g AS SELECT k, count(*), sum(v) FROM t GROUP BY k` first, then
 `INSERT INTO t SELECT ... FROM generate_series(...)` batches of new distinct keys, each
 followed by FLUSH. After every batch it prints the keys so far, the batch's groups/s
-(wall clock) and per server CPU-second, the server's RSS and its peak (VmHWM). At the end
-it checks the view against its query (count and sum over the whole view).
+(wall clock) and per server CPU-second, the server's RSS and its peak (VmHWM), each
+summed over the server and its stream worker processes (`--parallelism`, passed to the
+server when given). At the end it checks the view against its query (count and sum over
+the whole view).
 
     python bench/state_scale_bench.py --keys 2000000 --batch 500000 --budget-mb 256
 """
@@ -20,22 +22,32 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import report  # noqa: E402
-from _server import BenchServer  # noqa: E402
+from _server import BenchServer, child_pids  # noqa: E402
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of process `pid` in MB, from /proc."""
+    """(current RSS, peak RSS) in MB of process `pid` plus its children (stream workers),
+    from /proc; the peak is the sum of each process's own peak (an upper bound)."""
     cur = peak = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            cur = int(line.split()[1]) / 1024
-        elif line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) / 1024
+    for p in [pid, *child_pids(pid)]:
+        try:
+            lines = Path(f"/proc/{p}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("VmRSS:"):
+                cur += int(line.split()[1]) / 1024
+            elif line.startswith("VmHWM:"):
+                peak += int(line.split()[1]) / 1024
     return cur, peak
 
 
-def run(keys: int, batch: int, budget_mb: int, profile: bool = False) -> None:
+def run(
+    keys: int, batch: int, budget_mb: int, profile: bool = False, parallelism: int | None = None
+) -> None:
     args = ["--state-cache-mb", str(budget_mb)]
+    if parallelism is not None:
+        args += ["--parallelism", str(parallelism)]
     with BenchServer(barrier_ms=1000, extra_args=args) as srv:
         c = srv.connect()
         c.execute("CREATE TABLE t (k BIGINT, v BIGINT) APPEND ONLY")
@@ -69,6 +81,8 @@ def run(keys: int, batch: int, budget_mb: int, profile: bool = False) -> None:
         (cnt, tot) = c.execute("SELECT count(*), sum(n) FROM g").fetchone()  # type: ignore[misc]
         assert cnt == keys and tot == keys, (cnt, tot)
         case = f"{keys:,} keys, budget {budget_mb} MB"
+        if parallelism is not None:
+            case += f", parallelism {parallelism}"
         report("state_scale", case, keys / total_s, "groups/s", mode="e2e")
         report("state_scale", case, keys / total_cpu, "groups/CPU-s", mode="e2e")
         report("state_scale", case + " peak RSS", peak, "MB", mode="e2e")
@@ -81,11 +95,12 @@ def main() -> None:
     p.add_argument("--budget-mb", type=int, nargs="+", default=[256])
     p.add_argument("--full", action="store_true", help="10M keys at 256 MB and 2 GB")
     p.add_argument("--profile", action="store_true", help="py-spy the server meanwhile")
+    p.add_argument("--parallelism", type=int, help="the server's --parallelism")
     a = p.parse_args()
     if a.full:
         a.keys, a.budget_mb = 10_000_000, [256, 2048]
     for mb in a.budget_mb:
-        run(a.keys, a.batch, mb, a.profile)
+        run(a.keys, a.batch, mb, a.profile, a.parallelism)
 
 
 if __name__ == "__main__":
