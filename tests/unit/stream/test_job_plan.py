@@ -183,6 +183,8 @@ def test_stored_plan_is_versioned_json(data_dir: Path) -> None:
         assert data["version"] == 1
         kinds = [n["node"] for n in data["nodes"]]
         assert kinds == [
+            "StreamProject",  # each side: the columns the query reads (plan_prune) ...
+            "StreamProject",  # ... then its join key
             "StreamProject",
             "StreamProject",
             "StreamHashJoin",
