@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from engine.api import Notice, QueryResult
 from engine.catalog import Relation, RelationKind
+from engine.catalog.databases import current_database
 from engine.catalog.indexes import index_info, is_index_of
 from engine.catalog.privileges import require_owner, session_owner
 from engine.errors import (
@@ -46,7 +47,7 @@ def plan_view_query(db: Any, query_sql: str, eowc: bool = False) -> PlanNode:
     from engine.handlers.query import session_func
 
     class _S:
-        database = "dev"
+        database = current_database()  # the job's (recovery enters it)
         user = "root"
         pid = 0
 
