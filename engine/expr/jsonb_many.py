@@ -37,6 +37,7 @@ exactly the exact path's; `tests/unit/expr/test_jsonb_many.py` checks the two ag
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -78,7 +79,9 @@ def canonical_parts(texts: list[str]) -> list[bytes]:
     Kept as bytes so a caller can gather the parts of many requests into one column."""
     if not texts:
         return []
-    decode = _shape_decoder(texts[0])
+    # the shape tier pays for its per-call cost (trying known shapes, learning new ones)
+    # over a batch; a lone text takes the path below
+    decode = _shape_decoder(texts[0]) if len(texts) >= SHAPE_MIN_TEXTS else None
     if decode is not None:
         try:
             parts = list(map(_FORMAT0, map(_ENCODE, map(decode, texts))))
@@ -120,17 +123,14 @@ def _flag_float(tok: str) -> float:
 
 
 _CHECK = msgspec.json.Decoder(float_hook=_flag_float).decode
-_MAX_SHAPES = 8
+_MAX_SHAPES = 4
+SHAPE_MIN_TEXTS = 8
 _MAX_DEPTH = 8
 _shapes: tuple[Any, ...] = ()  # Decoder.decode of recent shapes, most recent first
 _shapes_lock = threading.Lock()
 
 
-def _format0(b: bytes) -> bytes:
-    return _FORMAT(b, indent=0)
-
-
-_FORMAT0 = _format0
+_FORMAT0 = partial(_FORMAT, indent=0)  # a C callable: no Python frame per text
 
 
 class _Unsupported(Exception):

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import EngineError
-from engine.expr import jsonb
+from engine.expr import jsonb, jsonb_many
 from engine.expr.jsonb import canonicalize_text
 from engine.expr.jsonb_many import canonicalize_many
 
@@ -225,7 +225,7 @@ def same_shape_texts(draw: st.DrawFn) -> list[str]:
     nested = draw(st.sampled_from([None, *keys]))
     sub_keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True))
     out = []
-    for _ in range(draw(st.integers(2, 12))):
+    for _ in range(draw(st.integers(jsonb_many.SHAPE_MIN_TEXTS, 16))):
         parts = []
         for k in draw(st.permutations(keys)):
             if k == nested and draw(st.integers(0, 9)):
@@ -251,7 +251,7 @@ def test_shape_tier_equals_row_by_row(texts: list[str]) -> None:
 
 
 def test_shape_tier_duplicate_keys_and_invalid_text() -> None:
-    base = ['{"b": 1, "a": "x"}'] * 3
+    base = ['{"b": 1, "a": "x"}'] * jsonb_many.SHAPE_MIN_TEXTS
     assert canonicalize_many([*base, '{"a": "y", "b": 2, "a": "z"}']).to_pylist()[-1] == (
         canonicalize_text('{"a": "y", "b": 2, "a": "z"}')
     )
