@@ -37,8 +37,9 @@ exactly the exact path's; `tests/unit/expr/test_jsonb_many.py` checks the two ag
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -84,7 +85,7 @@ def canonical_parts(texts: list[str]) -> list[bytes]:
     decode = _shape_decoder(texts[0]) if len(texts) >= SHAPE_MIN_TEXTS else None
     if decode is not None:
         try:
-            parts = list(map(_FORMAT0, map(_ENCODE, map(decode, texts))))
+            parts: list[bytes] = list(map(_FORMAT0, map(_ENCODE, map(decode, texts))))
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
             parts = [_by_shape(decode, t) for t in texts]
         # floats that might not print back as written: the exact parser's float test, in a
@@ -130,7 +131,9 @@ _shapes: tuple[Any, ...] = ()  # Decoder.decode of recent shapes, most recent fi
 _shapes_lock = threading.Lock()
 
 
-_FORMAT0 = partial(_FORMAT, indent=0)  # a C callable: no Python frame per text
+_FORMAT0 = cast(
+    "Callable[[bytes], bytes]", partial(_FORMAT, indent=0)
+)  # a C callable: no Python frame per text
 
 
 class _Unsupported(Exception):
@@ -196,14 +199,12 @@ def _shape_decoder(text: str) -> Any:
 def utf8_column(parts: list[bytes]) -> pa.StringArray:
     """One Arrow string column of UTF-8 texts, built from their joined bytes (no str)."""
     if len(parts) <= 64:  # numpy's fixed cost is not worth it for a few dozen
-        return pa.array([p.decode() for p in parts], pa.string())  # type: ignore[return-value]
+        return pa.array([p.decode() for p in parts], pa.string())
     lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     data = pa.py_buffer(b"".join(parts))
     if offsets[-1] < 2**31:
-        return pa.StringArray.from_buffers(  # type: ignore[no-any-return]
-            len(parts), pa.py_buffer(offsets.astype(np.int32)), data
-        )
+        return pa.StringArray.from_buffers(len(parts), pa.py_buffer(offsets.astype(np.int32)), data)
     big = pa.LargeStringArray.from_buffers(len(parts), pa.py_buffer(offsets), data)
-    return big.cast(pa.string())  # type: ignore[no-any-return]
+    return big.cast(pa.string())
