@@ -391,7 +391,76 @@ class KeyedJoinSide:
         fid: np.ndarray,
         changed: np.ndarray,
     ) -> None:
-        """Write the touched keys' new heads and changed fragments (see `apply`)."""
+        """Write the touched keys' new heads and changed fragments (see `apply`).
+
+        Keys without fragments whose rows still fit the tail (most keys) are written
+        column-wise in one pass; the others go through `_rewrite_pieces`."""
+        new_tot = self.tot[uk] + tot_add
+        if (new_tot < 0).any():
+            self._negative("was deleted too often")
+        frags = self._frags
+        has_frag = np.fromiter((bool(frags.get(k)) for k in uk.tolist()), bool, len(uk))
+        live = cnt > 0
+        pos = np.searchsorted(uk, kj)
+        live_n = np.bincount(pos[live], minlength=len(uk))
+        simple = ~has_frag & (live_n <= TAIL_ROWS)
+        if not simple.all():
+            hard = ~simple[pos]
+            ukh = uk[~simple]
+            self._rewrite_pieces(
+                ukh,
+                tot_add[~simple],
+                rows.filter(pa.array(hard)),
+                cnt[hard],
+                dg[hard],
+                kj[hard],
+                fid[hard],
+                changed[hard],
+            )
+        if not simple.any():
+            return
+        uks = uk[simple]
+        sel = np.flatnonzero(live & simple[pos])
+        sel = sel[np.argsort(kj[sel], kind="stable")]
+        self.tot[uks] = new_tot[simple]
+        keys = self._store_keys(uks)
+        writes: dict[tuple[Any, ...], np.ndarray | None] = {}
+        tots: dict[tuple[Any, ...], int] = {}
+        sizes = live_n[simple]
+        starts = np.cumsum(sizes) - sizes
+        for k, kid, a, n in zip(keys, uks.tolist(), starts.tolist(), sizes.tolist(), strict=True):
+            if n:
+                writes[k] = sel[a : a + n]
+                tots[k] = kid
+            else:
+                writes[k] = None
+        self._encode_out(writes, tots, rows, cnt, dg)
+        pieces = self._pieces
+        for kid in uks.tolist():
+            pieces.pop(kid, None)
+        if len(sel):
+            keep = sizes > 0
+            self._add_seg(
+                uks[keep].tolist(),
+                [_TAIL] * int(keep.sum()),
+                sizes[keep],
+                rows.take(pa.array(sel)),
+                cnt[sel],
+                dg[sel],
+            )
+
+    def _rewrite_pieces(
+        self,
+        uk: np.ndarray,
+        tot_add: np.ndarray,
+        rows: pa.RecordBatch,
+        cnt: np.ndarray,
+        dg: np.ndarray,
+        kj: np.ndarray,
+        fid: np.ndarray,
+        changed: np.ndarray,
+    ) -> None:
+        """`_rewrite` of keys with fragments or spilling tails, piece by piece."""
         order = np.lexsort((fid, kj))
         skj, sfid = kj[order], fid[order]
         cut = np.flatnonzero(np.r_[True, (skj[1:] != skj[:-1]) | (sfid[1:] != sfid[:-1])])
@@ -500,14 +569,19 @@ class KeyedJoinSide:
         degrees = g if self.with_degree and g.any() else None
         blobs = self._blobs.encode(sub, starts, [counts, degrees])
         vals: list[tuple[Any, ...]] = []
+        tots = self.tot.tolist() if heads else []
         for k, blob, n in zip(keys, blobs, sizes, strict=True):
             kid = heads.get(k)
             if kid is None:
                 vals.append((blob,))
                 continue
-            frags = self._frags.get(kid, {})
-            fr = np.array([x for f in sorted(frags) for x in (f, frags[f])], np.int64)
-            vals.append((int(self.tot[kid]), fr.tobytes() if len(fr) else b"", blob if n else b""))
+            frags = self._frags.get(kid)
+            fr = (
+                np.array([x for f in sorted(frags) for x in (f, frags[f])], np.int64).tobytes()
+                if frags
+                else b""
+            )
+            vals.append((tots[kid], fr, blob if n else b""))
         self.table.put_many(keys, vals)
 
     def flush(self) -> None:
@@ -516,9 +590,10 @@ class KeyedJoinSide:
         heads: dict[tuple[Any, ...], int] = {}
         locs_l: list[np.ndarray] = []
         at = 0
-        for kid, pieces in self._pieces.items():
+        dirty_segs = {i for i, seg in enumerate(self.segs) if seg.dirty.any()}
+        for kid, pieces in self._pieces.items() if dirty_segs else ():
             for f, sid, st, n in pieces:
-                if not self.segs[sid].dirty[st : st + n].any():
+                if sid not in dirty_segs or not self.segs[sid].dirty[st : st + n].any():
                     continue
                 locs_l.append(np.arange(st, st + n, dtype=np.int64) | (sid << SHIFT))
                 head = self._store_keys([kid])[0]
