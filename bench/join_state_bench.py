@@ -60,7 +60,7 @@ def selfjoin(rows: int, budget_mb: int, profile: bool) -> None:
         for lo in range(0, rows, step):
             hi = min(rows, lo + step) - 1
             c.execute(
-                f"INSERT INTO t SELECT g, (g * 7) % {rows}, g % 13 "
+                f"INSERT INTO t SELECT g, (g::BIGINT * 7) % {rows}, g % 13 "
                 f"FROM generate_series({lo}, {hi}) AS g"
             )
         c.execute("FLUSH")
@@ -107,7 +107,7 @@ def scale(rows: int, batch: int, budget_mb: int, profile: bool) -> None:
             t0, c0 = time.perf_counter(), srv.cpu_seconds()
             # a's keys point at b rows inserted in this or an earlier batch
             c.execute(
-                f"INSERT INTO a SELECT g, (g * 7919) % {hi + 1}, g % 100 "
+                f"INSERT INTO a SELECT g, (g::BIGINT * 7919) % {hi + 1}, g % 100 "
                 f"FROM generate_series({done}, {hi}) AS g"
             )
             c.execute(
