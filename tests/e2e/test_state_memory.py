@@ -4,7 +4,7 @@
 blobs live in RocksDB, so the server's peak RSS grows by little per key. The test loads
 an APPEND ONLY table in `INSERT ... SELECT` batches of new distinct keys (FLUSH after
 each), then checks the view against its query and how much the server's RSS grew per
-new key after the first batch (about 200 bytes here; the resident layout needed about
+new key after the warm-up batches (350-470 bytes here; the resident layout needed about
 600), and loosely its peak.
 """
 
@@ -18,10 +18,13 @@ KEYS = 600_000
 BATCH = 100_000
 WARM = 2
 """Batches before the growth is measured (RocksDB's caches fill up to the budget)."""
-GROWTH_BYTES_PER_KEY = 420
-"""Bound on the RSS growth per new key after the warm-up (the resident layout grew about
-600 bytes per key; this one about 180-270: Arrow rows and key indexes of the table and
-the view, the rest of the state in RocksDB)."""
+GROWTH_BYTES_PER_KEY = 520
+"""Bound on the RSS growth per new key after the warm-up. The resident layout grew about
+600 bytes per key. Measured on 2 cores with a second test process running: 350-385 with
+the tuple cache, 365-470 with the columnar GROUP BY cache (it fills its share of the
+budget later, so less of the budget is counted in the warm-up; the end RSS is lower). The
+figure moves by about 50 between runs: Arrow rows and key indexes of the table and the
+view, RocksDB's memtables, and what the allocator keeps after the last epoch."""
 PEAK_MB = 900
 """A loose bound on the peak (a started server, the budget, one batch in flight)."""
 
