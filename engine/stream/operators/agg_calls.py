@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import polars as pl
 
+from engine.chunk import Op
 from engine.errors import NumericValueOutOfRange, UndefinedFunction
 from engine.types import NUMERIC_SCALE, SqlType, TypeKind
 
@@ -281,3 +283,25 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
             raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")
         return BoolImpl(k == "bool_and")
     raise UndefinedFunction(f"function {k} does not exist")
+
+
+def emission(
+    ins_i: np.ndarray, del_i: np.ndarray, upd_i: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where each output row of an aggregation step comes from, and its op.
+
+    Both aggregation paths compute every changed group's outputs before (rows 0..n-1) and
+    after (rows n..2n-1) the step; from the groups that appeared (`ins_i`), vanished
+    (`del_i`) and changed an output (`upd_i`) this gives the index of each emitted row in
+    that concatenation, with `+` for new groups, `-` for emptied ones and a `U-`/`U+`
+    pair per changed one.
+    """
+    idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
+    ops = np.concatenate(
+        [
+            np.full(ins_i.size, Op.INSERT, dtype=np.int8),
+            np.full(del_i.size, Op.DELETE, dtype=np.int8),
+            np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
+        ]
+    )
+    return idx, ops

@@ -35,7 +35,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.chunk import Op, StreamChunk
+from engine.chunk import StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.state.fixed_rows import (
     FixedLayout,
@@ -51,6 +51,7 @@ from engine.stream.operators.agg_calls import (
     BoolImpl,
     CountImpl,
     SumImpl,
+    emission,
 )
 from engine.stream.operators.agg_columns import Cols, ColumnarGroups, Valids
 from engine.stream.operators.frames import Frame, arrow_values
@@ -280,14 +281,7 @@ class ColumnarAgg:
         upd_i = np.flatnonzero(both & changed)
         if not (ins_i.size or del_i.size or upd_i.size):
             return None
-        idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
-        ops = np.concatenate(
-            [
-                np.full(ins_i.size, Op.INSERT, dtype=np.int8),
-                np.full(del_i.size, Op.DELETE, dtype=np.int8),
-                np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
-            ]
-        )
+        idx, ops = emission(ins_i, del_i, upd_i, n)
         arrow = self._arrow
         take_idx = pa.array(idx)
         arrays = [keys_arr.cast(arrow.field(0).type).take(pa.array(idx % n))]

@@ -57,6 +57,7 @@ from engine.stream.operators.agg_calls import (
     AppendOnlyExtremeImpl,
     CountImpl,
     ExtremeImpl,
+    emission,
     make_impl,
 )
 from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout
@@ -480,14 +481,7 @@ class HashAggOp(Operator):
         upd_i = np.flatnonzero(both & changed)
         if not (ins_i.size or del_i.size or upd_i.size):
             return None
-        idx = np.concatenate([ins_i + n, del_i, np.stack([upd_i, upd_i + n], axis=1).ravel()])
-        ops = np.concatenate(
-            [
-                np.full(ins_i.size, Op.INSERT, dtype=np.int8),
-                np.full(del_i.size, Op.DELETE, dtype=np.int8),
-                np.tile(np.array([Op.UPDATE_DELETE, Op.UPDATE_INSERT], dtype=np.int8), upd_i.size),
-            ]
-        )
+        idx, ops = emission(ins_i, del_i, upd_i, n)
         arrow = arrow_schema(self.schema)
         nk = len(self.group_keys)
         take_idx = pa.array(idx)
