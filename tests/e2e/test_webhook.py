@@ -15,13 +15,13 @@ import subprocess
 import uuid
 from typing import Any
 
-import aiohttp
 import pytest
 
 from harness.seeds import PRODUCT_VIEW_EVENTS as SEED_MV
 from harness.seeds import WBHTABLE1 as SEED_TABLE
 from harness.seeds import wait_webhook
 from harness.server import SwellServer
+from harness.webhook_client import post_all, status
 
 AUTH = {"Content-Type": "application/json", "Authorization": "TEST_WEBHOOK"}
 
@@ -34,32 +34,6 @@ def event(i: int) -> dict[str, Any]:
         "properties": {"product_id": f"prod_{i}", "category": "electronics", "price": 9199.99},
         "timestamp": "2025-01-02T03:04:05Z",
     }
-
-
-async def post_all(
-    url: str, bodies: list[bytes], headers: dict[str, str], concurrency: int = 100
-) -> list[int]:
-    sem = asyncio.Semaphore(concurrency)
-    async with aiohttp.ClientSession() as http:
-
-        async def one(b: bytes) -> int:
-            async with sem, http.post(url, data=b, headers=headers) as r:
-                await r.read()
-                return r.status
-
-        return await asyncio.gather(*[one(b) for b in bodies])
-
-
-def status(url: str, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[int, Any]:
-    async def go() -> tuple[int, Any]:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.request(method, url, data=body, headers=headers) as r,
-        ):
-            text = await r.text()
-            return r.status, (json.loads(text) if text else None)
-
-    return asyncio.run(go())
 
 
 def test_seed_pipeline_statuses_and_curl(fresh_server: SwellServer) -> None:

@@ -16,13 +16,13 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import aiohttp
 import pytest
 
 from harness.seeds import wait_webhook
 from harness.server import SwellServer
+from harness.webhook_client import post_all, status
 
 T = TypeVar("T")
 AUTH = {"Content-Type": "application/json", "Authorization": "TEST_WEBHOOK"}
@@ -35,30 +35,6 @@ TABLE = (
     "CREATE TABLE {t} (data JSONB) WITH (connector = 'webhook') "
     "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')"
 )
-
-
-async def post_all(url: str, bodies: list[bytes], headers: dict[str, str]) -> list[int]:
-    sem = asyncio.Semaphore(50)
-    async with aiohttp.ClientSession() as http:
-
-        async def one(b: bytes) -> int:
-            async with sem, http.post(url, data=b, headers=headers) as r:
-                await r.read()
-                return r.status
-
-        return await asyncio.gather(*[one(b) for b in bodies])
-
-
-def status(url: str, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[int, Any]:
-    async def go() -> tuple[int, Any]:
-        async with (
-            aiohttp.ClientSession() as http,
-            http.request(method, url, data=body, headers=headers) as r,
-        ):
-            text = await r.text()
-            return r.status, (json.loads(text) if text else None)
-
-    return asyncio.run(go())
 
 
 def acceptor_pids(server_pid: int) -> list[int]:
@@ -101,7 +77,8 @@ def test_acceptors_acks_survive_kill9_and_errors(fresh_server: SwellServer) -> N
         )
     url = srv.webhook_url("acc_t")
     n = 300
-    codes = asyncio.run(post_all(url, [json.dumps({"i": i}).encode() for i in range(n)], AUTH))
+    bodies = [json.dumps({"i": i}).encode() for i in range(n)]
+    codes = asyncio.run(post_all(url, bodies, AUTH, concurrency=50))
     assert codes == [200] * n
     # errors, answered by whichever acceptor got the connection
     assert status(url, b"{not json", AUTH) == (422, {"error": "failed to parse request body"})
