@@ -178,9 +178,13 @@ def test_cancelled_create_materialized_view_leaves_no_view(server: SwellServer, 
     )
     with server.connect() as c, server.connect() as watch:
         c.execute("DROP MATERIALIZED VIEW IF EXISTS cw_mv")
+        # throttled, so the backfill cannot end before the timeout however fast the
+        # machine is (a cancel after the work is done has no effect, as in PostgreSQL)
+        c.execute("SET backfill_rate_limit = 500")
         c.execute("SET statement_timeout = '100ms'")
         with pytest.raises(psycopg.errors.QueryCanceled) as e:
             c.execute(create)
+        c.execute("RESET backfill_rate_limit")
         assert str(e.value).startswith("canceling statement due to statement timeout")
         c.execute("SET statement_timeout = 0")
         names = "SELECT count(*) FROM pg_matviews WHERE matviewname = 'cw_mv'"
