@@ -37,6 +37,7 @@ import engine.catalog.state_store_status  # noqa: F401  (registers rw_state_stor
 import engine.stream.parallel.introspect  # noqa: F401  (registers rw_fragments, rw_actors, ...)
 from engine.catalog import Catalog, Relation
 from engine.catalog.databases import DEFAULT_DATABASE, database_exists, in_database
+from engine.catalog.privileges import require_connect
 from engine.catalog.secret_box import KEY_ENV, KEY_FILE, SecretKeyError, open_secret_box
 from engine.errors import InvalidCatalogName
 from engine.plan.logical import PlanNode
@@ -198,6 +199,7 @@ class SwellDatabase:
 
         if not database_exists(self.catalog, database):
             raise InvalidCatalogName(f'database "{database}" does not exist')
+        require_connect(self.catalog, user, database)  # 42501 without CONNECT
         with self._pid_lock:
             pid = self._next_pid + os.getpid() % 1000
             self._next_pid += 1

@@ -437,7 +437,7 @@ class SwellSession:
             return (
                 alter.run_alter(self, st) if k == "alter_relation" else alter.run_comment(self, st)
             )
-        if k in ("create_database", "drop_database"):
+        if k in ("create_database", "drop_database", "rename_database"):
             from engine.handlers import database_ddl
 
             return getattr(database_ddl, k)(self, st)  # type: ignore[no-any-return]

@@ -24,7 +24,12 @@ from enum import StrEnum
 from typing import Any
 
 from engine.catalog.credentials import is_credential, redact_definition
-from engine.catalog.databases import DEFAULT_DATABASE, DatabaseEntry, current_database
+from engine.catalog.databases import (
+    DEFAULT_DATABASE,
+    DatabaseEntry,
+    current_database,
+    default_entry,
+)
 from engine.catalog.functions import UserFunction
 from engine.catalog.privileges import require_create_in, require_secret
 from engine.catalog.secret_box import SecretBox, is_sealed, mismatch
@@ -175,6 +180,71 @@ class Secret:
         return f"Secret({self.schema_name}.{self.name})"
 
 
+@dataclass
+class DatabaseObjects:
+    """What one database holds besides its relations, as in PostgreSQL and RisingWave:
+    schemas, secrets, connections and functions belong to one database (the same name may
+    exist in two), while users are the cluster's. `Catalog.secrets` and its siblings are
+    the current database's (`engine.catalog.databases.current_database`), so a statement
+    sees its own database's only; DROP DATABASE drops the whole entry."""
+
+    # CREATE SCHEMA names (engine.handlers.schema); a relation's schema also exists
+    schemas: set[str] = field(default_factory=set)
+    # schema name -> owner oid / ACL (engine/catalog/privileges.py; missing: defaults)
+    schema_owners: dict[str, int] = field(default_factory=dict)
+    schema_acl: dict[str, list[list[Any]]] = field(default_factory=dict)
+    secrets: dict[str, Secret] = field(default_factory=dict)  # by name (schema public)
+    # CREATE CONNECTION: name -> {"schema": ..., "options": {...}} (engine.handlers.connection)
+    connections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # CREATE FUNCTION / CREATE AGGREGATE entries by oid (engine/catalog/functions.py)
+    functions: dict[int, UserFunction] = field(default_factory=dict)
+    # GRANT USAGE ON LANGUAGE python TO role: language -> grantee oids
+    language_acl: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_json(self, seal: Any) -> dict[str, Any]:
+        secrets = [
+            [s.name, s.schema_name, seal(s.value) if seal is not None else s.value, s.owner]
+            for s in self.secrets.values()
+        ]
+        return {
+            "secrets": secrets,
+            "connections": _sealed(self.connections, seal) if seal else self.connections,
+            "schemas": sorted(self.schemas),
+            "schema_owners": self.schema_owners,
+            "schema_acl": self.schema_acl,
+            "language_acl": self.language_acl,
+            "functions": [f.to_json(_type_to_json) for _, f in sorted(self.functions.items())],
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], opened: Any) -> DatabaseObjects:
+        o = cls()
+        for name, schema, value, *rest in d.get("secrets", []):
+            owner = int(rest[0]) if rest else ROOT_OID  # older catalogs: root's
+            o.secrets[name] = Secret(name, opened(value), schema, owner)
+        o.connections = _opened(dict(d.get("connections", {})), opened)
+        o.schemas = set(d.get("schemas", []))
+        o.schema_owners = {k: int(v) for k, v in (d.get("schema_owners") or {}).items()}
+        o.schema_acl = {k: [list(e) for e in v] for k, v in (d.get("schema_acl") or {}).items()}
+        o.language_acl = {k: [int(x) for x in v] for k, v in (d.get("language_acl") or {}).items()}
+        for fj in d.get("functions", []):
+            fn = UserFunction.from_json(fj, _type_from_json)
+            o.functions[fn.oid] = fn
+        return o
+
+
+def _current_objects(attr: str) -> Any:
+    """A `Catalog` attribute that is the current database's `DatabaseObjects.<attr>`."""
+
+    def get(self: Catalog) -> Any:
+        return getattr(self.objects_of(current_database()), attr)
+
+    def set_(self: Catalog, value: Any) -> None:
+        setattr(self.objects_of(current_database()), attr, value)
+
+    return property(get, set_, doc=f"The current database's {attr}.")
+
+
 class Catalog:
     """All relations of every database (`Relation.database`), schema `public` by default.
 
@@ -184,29 +254,41 @@ class Catalog:
     one (`add`, `remove`, `discard` replace the dict, never change it in place).
     """
 
+    schemas = _current_objects("schemas")
+    schema_owners = _current_objects("schema_owners")
+    schema_acl = _current_objects("schema_acl")
+    secrets = _current_objects("secrets")
+    connections = _current_objects("connections")
+    functions = _current_objects("functions")
+    language_acl = _current_objects("language_acl")
+
     def __init__(self) -> None:
         self.relations: dict[int, Relation] = {}
         self.next_relation_id = FIRST_RELATION_ID
         self.next_state_table_id = FIRST_STATE_TABLE_ID
         self.version = 0
-        self.secrets: dict[str, Secret] = {}  # by name (schema public)
-        self.users = Users()  # login roles (engine/catalog/users.py)
-        # CREATE CONNECTION: name -> {"schema": ..., "options": {...}} (engine.handlers.connection)
-        self.connections: dict[str, dict[str, Any]] = {}
-        # CREATE SCHEMA names (engine.handlers.schema); a relation's schema also exists
-        self.schemas: set[str] = set()
-        # schema name -> owner oid / ACL (engine/catalog/privileges.py; missing: defaults)
-        self.schema_owners: dict[str, int] = {}
-        self.schema_acl: dict[str, list[list[Any]]] = {}
-        # CREATE FUNCTION / CREATE AGGREGATE entries by oid (engine/catalog/functions.py)
-        self.functions: dict[int, UserFunction] = {}
-        # GRANT USAGE ON LANGUAGE python TO role: language -> grantee oids
-        self.language_acl: dict[str, list[int]] = {}
-        # CREATE DATABASE entries; `dev` is implicit (engine/catalog/databases.py)
-        self.databases: dict[str, DatabaseEntry] = {}
+        self.users = Users()  # login roles, shared by every database (engine/catalog/users.py)
+        # each database's schemas, secrets, connections, functions (`DatabaseObjects`);
+        # the attributes below of the same names are the current database's
+        self.objects: dict[str, DatabaseObjects] = {DEFAULT_DATABASE: DatabaseObjects()}
+        # every database's entry (oid, owner, ACL), `dev`'s too (engine/catalog/databases.py)
+        self.databases: dict[str, DatabaseEntry] = {DEFAULT_DATABASE: default_entry()}
         # seals credentials in `to_bytes` (set by the database at open; None in unit tests,
         # which then persist them in clear)
         self.box: SecretBox | None = None
+
+    def objects_of(self, database: str) -> DatabaseObjects:
+        """Database `database`'s schemas, secrets, connections and functions (an empty
+        entry for a database that has none yet)."""
+        o = self.objects.get(database)
+        if o is None:
+            o = self.objects[database] = DatabaseObjects()
+        return o
+
+    def forget_database(self, database: str) -> None:
+        """Drop everything but the relations of `database` (DROP DATABASE)."""
+        self.objects = {k: v for k, v in self.objects.items() if k != database}
+        self.version += 1
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
@@ -303,23 +385,21 @@ class Catalog:
                 rj["options"] = _sealed(rj["options"], seal)
                 rj["extra"] = _sealed(rj["extra"], seal)
             relations.append(rj)
-        secrets = [
-            [s.name, s.schema_name, seal(s.value) if seal is not None else s.value, s.owner]
-            for s in self.secrets.values()
-        ]
+        # `dev`'s objects at the top level (as before databases had their own), the other
+        # databases' under "database_objects"
+        dev = self.objects_of(DEFAULT_DATABASE)
         doc: dict[str, Any] = {
             "next_relation_id": self.next_relation_id,
             "next_state_table_id": self.next_state_table_id,
             "relations": relations,
-            "secrets": secrets,
             "users": self.users.to_json(),
-            "connections": _sealed(self.connections, seal) if seal else self.connections,
-            "schemas": sorted(self.schemas),
-            "schema_owners": self.schema_owners,
-            "schema_acl": self.schema_acl,
-            "language_acl": self.language_acl,
-            "functions": [f.to_json(_type_to_json) for _, f in sorted(self.functions.items())],
+            **dev.to_json(seal),
             "databases": {k: v.to_json() for k, v in sorted(self.databases.items())},
+            "database_objects": {
+                k: o.to_json(seal)
+                for k, o in sorted(self.objects.items())
+                if k != DEFAULT_DATABASE and k in self.databases
+            },
         }
         if box is not None:
             doc["secret_store"] = {"key_check": box.key_check}
@@ -342,23 +422,14 @@ class Catalog:
             rel = Relation.from_json(_opened(rj, opened))
             rel.definition = redact_definition(rel.definition)  # older versions kept values
             cat.relations[rel.id] = rel
-        for name, schema, value, *rest in d.get("secrets", []):
-            owner = int(rest[0]) if rest else ROOT_OID  # older catalogs: root's
-            cat.secrets[name] = Secret(name, opened(value), schema, owner)
         cat.users = Users.from_json(d.get("users"))
-        cat.connections = _opened(dict(d.get("connections", {})), opened)
-        cat.schemas = set(d.get("schemas", []))
         cat.databases = {
             k: DatabaseEntry.from_json(v) for k, v in (d.get("databases") or {}).items()
         }
-        cat.schema_owners = {k: int(v) for k, v in (d.get("schema_owners") or {}).items()}
-        cat.schema_acl = {k: [list(e) for e in v] for k, v in (d.get("schema_acl") or {}).items()}
-        cat.language_acl = {
-            k: [int(o) for o in v] for k, v in (d.get("language_acl") or {}).items()
-        }
-        for fj in d.get("functions", []):
-            fn = UserFunction.from_json(fj, _type_from_json)
-            cat.functions[fn.oid] = fn
+        cat.databases.setdefault(DEFAULT_DATABASE, default_entry())  # older catalogs
+        cat.objects = {DEFAULT_DATABASE: DatabaseObjects.from_json(d, opened)}
+        for k, od in (d.get("database_objects") or {}).items():
+            cat.objects[k] = DatabaseObjects.from_json(od, opened)
         for rel in cat.relations.values():
             cat._resolve_secret_options(rel)
         return cat
@@ -395,8 +466,9 @@ class Catalog:
         self._resolve_secret_options(rel)
 
     def _resolve_secret_options(self, rel: Relation) -> None:
+        secrets = self.objects_of(rel.database).secrets
         for key, name in (rel.extra.get("secret_options") or {}).items():
-            secret = self.secrets.get(name)
+            secret = secrets.get(name)
             if secret is not None:
                 rel.options[key] = secret.value
 
@@ -413,7 +485,7 @@ class Catalog:
         """Relations whose definition refers to secret `name` (VALIDATE SECRET, `= secret s`)."""
         return [
             r
-            for r in self.ordered()
+            for r in self.visible()
             if name in r.extra.get("secret_refs", [])
             or r.extra.get("webhook", {}).get("secret") == name
         ]

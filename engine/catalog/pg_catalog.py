@@ -26,7 +26,6 @@ from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.credentials import redact_options
 from engine.catalog.databases import (
     DEFAULT_DATABASE,
-    current_database,
     database_names,
     database_oid,
 )
@@ -177,8 +176,7 @@ class CatalogModel:
     def namespaces(self) -> dict[str, int]:
         out = dict(NAMESPACE_OIDS)
         names = {rel.schema_name for rel in self.ctx.catalog.visible()}
-        if current_database() == DEFAULT_DATABASE:  # CREATE SCHEMA: in dev only
-            names |= set(getattr(self.ctx.catalog, "schemas", None) or ())
+        names |= set(getattr(self.ctx.catalog, "schemas", None) or ())  # this database's
         for name in sorted(names - set(out)):
             # stable per name, in the initdb range below user OIDs
             oid = 14000 + zlib.crc32(name.encode()) % 2000
@@ -242,9 +240,14 @@ def _pg_namespace(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
 
 def _pg_database(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
     cat = ctx.catalog
-    owners = {k: v.owner for k, v in getattr(cat, "databases", {}).items()}
+    entries = getattr(cat, "databases", {})
+    owners = {k: v.owner for k, v in entries.items()}
     return [
         {
+            # NULL while the default applies, as PostgreSQL (psql's \l shows nothing)
+            "datacl": pv.acl_text(cat, entries[name].acl)
+            if name in entries and entries[name].acl
+            else None,
             "oid": database_oid(cat, name),
             "datname": name,
             "datdba": owners.get(name, SUPERUSER_OID),

@@ -15,9 +15,14 @@ The model (persisted with the catalog):
   PostgreSQL's aclitem text (`r*w`); empty means the default (the owner has everything,
   nobody else anything). The first GRANT materialises the owner's entry, so `relacl`
   reads as PostgreSQL's (`{root=arwdDxt/root,alice=r/root}`). Grantee 0 is PUBLIC.
-* `Catalog.schema_acl` / `Catalog.schema_owners`: the same per schema name; `public`
-  defaults to USAGE and CREATE for PUBLIC (PostgreSQL 14's default, so new users can
-  create tables there as in RisingWave), other schemas to their owner only.
+* `Catalog.schema_acl` / `Catalog.schema_owners`: the same per schema name (of the
+  current database); `public` defaults to USAGE and CREATE for PUBLIC (PostgreSQL 14's
+  default, so new users can create tables there as in RisingWave), other schemas to
+  their owner only.
+* `DatabaseEntry.acl` (engine/catalog/databases.py): CREATE (`C`), TEMPORARY (`T`) and
+  CONNECT (`c`) per database; the default gives PUBLIC CONNECT and TEMPORARY, so every
+  user may connect to a new database until `REVOKE CONNECT ... FROM PUBLIC`. A session
+  opens only with CONNECT (`require_connect`, at login), superusers and owners always.
 
 Lifecycle: the session runs every statement inside `acting_as(session)`, which sets the
 role the checks use (a context variable, per worker thread); code outside a session
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.catalog.credentials import redact_validate
+from engine.catalog.databases import database_entry
 from engine.catalog.users import ROOT_OID
 from engine.errors import InsufficientPrivilege
 
@@ -52,9 +58,13 @@ TABLE_PRIVILEGES = {
 TABLE_ALL = "arwdDxt"
 SCHEMA_PRIVILEGES = {"USAGE": "U", "CREATE": "C"}
 SCHEMA_ALL = "UC"
+DATABASE_PRIVILEGES = {"CREATE": "C", "TEMPORARY": "T", "TEMP": "T", "CONNECT": "c"}
+DATABASE_ALL = "CTc"
 PRIVILEGE_NAMES = {
     **{v: k for k, v in TABLE_PRIVILEGES.items()},
     **{v: k for k, v in SCHEMA_PRIVILEGES.items()},
+    "T": "TEMPORARY",
+    "c": "CONNECT",
 }
 DEFAULT_PUBLIC_SCHEMA_ACL = [[ROOT_OID, ROOT_OID, "U*C*"], [PUBLIC, ROOT_OID, "UC"]]
 
@@ -130,6 +140,31 @@ def schema_owner(catalog: Any, schema: str) -> int:
     return int(catalog.schema_owners.get(schema, ROOT_OID))
 
 
+def database_acl(entry: Any) -> list[list[Any]]:
+    """A database's ACL with PostgreSQL's default when nothing was granted yet."""
+    acl: list[list[Any]] = [list(e) for e in entry.acl]
+    return acl or [[PUBLIC, entry.owner, "Tc"], [entry.owner, entry.owner, DATABASE_ALL]]
+
+
+def has_database_privilege(catalog: Any, oid: int, entry: Any, letter: str) -> bool:
+    if oid == entry.owner or _oid_is_superuser(catalog, oid):
+        return True
+    return letter in _held(database_acl(entry), oid)
+
+
+def require_connect(catalog: Any, user: str, database: str) -> None:
+    """42501 unless `user` may open a session in `database` (PostgreSQL's CONNECT check:
+    superusers, the owner, and roles holding CONNECT directly or through PUBLIC)."""
+    entry = database_entry(catalog, database)
+    if entry is None:
+        return
+    if not has_database_privilege(catalog, user_oid(catalog, user), entry, "c"):
+        raise InsufficientPrivilege(
+            f'permission denied for database "{database}"',
+            detail="User does not have CONNECT privilege.",
+        )
+
+
 def has_privilege(catalog: Any, oid: int, rel: Any, letter: str, grant: bool = False) -> bool:
     """True when role `oid` holds privilege `letter` on `rel` (with grant option if
     `grant`): superusers and the owner always do."""
@@ -184,7 +219,7 @@ def _parse(privs: str) -> dict[str, bool]:
 
 
 def _format(parsed: dict[str, bool]) -> str:
-    order = TABLE_ALL + SCHEMA_ALL
+    order = TABLE_ALL + SCHEMA_ALL + "Tc"  # PostgreSQL's aclitem order
     return "".join(ch + ("*" if parsed[ch] else "") for ch in order if ch in parsed)
 
 

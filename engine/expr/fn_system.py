@@ -29,12 +29,14 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from engine.catalog import privileges as pv
+from engine.catalog.databases import database_entry
 from engine.catalog.system import FIRST_USER_OID
 from engine.errors import (
     InvalidParameterName,
     InvalidParameterValue,
     InvalidRegularExpression,
     SqlSyntaxError,
+    UndefinedDatabase,
     UndefinedObject,
     UndefinedTable,
     not_supported,
@@ -764,8 +766,27 @@ _TABLE_SIGS: list[list[SqlType]] = [
 define(("has_table_privilege",), _TABLE_SIGS, BOOLEAN, _table_privilege, ctx_arg=True)
 define(("has_schema_privilege",), _TABLE_SIGS, BOOLEAN, _schema_privilege, ctx_arg=True)
 
+
+def _database_privilege(ctx: EvalContext, *args: Any) -> bool | None:
+    """has_database_privilege([role,] database, privileges) against the databases' ACLs."""
+    if ctx.session is None:
+        return True
+    catalog, oid, (database, privs) = _role_and_rest(ctx, args)
+    if isinstance(database, str):
+        entry = database_entry(catalog, database)
+        if entry is None:
+            raise UndefinedDatabase(f'database "{database}" does not exist')
+    else:
+        entry = next((e for e in catalog.databases.values() if e.oid == int(database)), None)
+        if entry is None:
+            return None
+    letters = _priv_letters(privs, pv.DATABASE_PRIVILEGES)
+    return any(pv.has_database_privilege(catalog, oid, entry, ch) for ch, _ in letters)
+
+
+define(("has_database_privilege",), _TABLE_SIGS, BOOLEAN, _database_privilege, ctx_arg=True)
+
 for _p in (
-    "has_database_privilege",
     "has_column_privilege",
     "has_any_column_privilege",
     "has_function_privilege",

@@ -137,7 +137,7 @@ def create_connection(session: Any, st: Statement) -> QueryResult:
 
 def connection_users(catalog: Catalog, name: str) -> list[Any]:
     out = []
-    for r in catalog.ordered():
+    for r in catalog.visible():
         ref = (r.options.get("connection") or "").split(".")[-1].strip().strip('"')
         if ref == name or r.extra.get("iceberg", {}).get("connection") == name:
             out.append(r)

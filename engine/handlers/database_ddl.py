@@ -9,10 +9,15 @@ Rules (PostgreSQL's where RisingWave has none of its own):
   another role the owner (superusers only); a taken name is 42P04; other options
   (TEMPLATE, ENCODING, ...) are refused (0A000).
 * DROP DATABASE needs the owner or a superuser (42501); refused for the database the
-  session is connected to and while other sessions are connected to it (55006), while it
-  holds relations (2BP01: as RisingWave, drop its contents first), and for `dev` (0A000).
+  session is connected to and while other sessions are connected to it (55006), and for
+  `dev` (0A000). It drops everything the database holds, as PostgreSQL and RisingWave:
+  its relations (jobs and their state), schemas, functions, secrets and connections.
 
-Lifecycle: the parser hands `CREATE|DROP DATABASE ...` to
+* ALTER DATABASE ... RENAME TO: the owner with CREATEDB or a superuser, not the
+  session's database (0A000) nor one in use (55006); OWNER TO is
+  `engine.handlers.grant.alter_owner`'s.
+
+Lifecycle: the parser hands `CREATE|DROP DATABASE ...` and `ALTER DATABASE ... RENAME` to
 `engine.sql.database_stmts.parse_database_statement`; the
 session dispatches to `create_database` / `drop_database`, which change the catalog under
 the runtime lock and force a checkpoint (the change is durable when they return).
@@ -20,21 +25,24 @@ the runtime lock and force a checkpoint (the change is durable when they return)
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from engine.api import Notice, QueryResult
+from engine.catalog.catalog import RelationKind
 from engine.catalog.databases import DEFAULT_DATABASE, DatabaseEntry, database_exists
 from engine.catalog.privileges import is_superuser, user_oid
 from engine.catalog.system import FIRST_USER_OID
 from engine.errors import (
-    DependentObjectsStillExist,
     DuplicateDatabase,
+    FeatureNotSupported,
     InsufficientPrivilege,
     ObjectInUse,
     UndefinedDatabase,
     UndefinedObject,
     not_supported,
 )
+from engine.handlers.iceberg_table import drop_engine_table
 from engine.sql.parser import Statement
 
 
@@ -71,6 +79,8 @@ def create_database(session: Any, st: Statement) -> QueryResult:
 
 def drop_database(session: Any, st: Statement) -> QueryResult:
     name = st.args["name"]
+    if name != session.database:
+        _wait_for_sessions(session, name)
     rt = session.db.runtime
     with rt.lock:
         cat = session.db.catalog
@@ -97,18 +107,81 @@ def drop_database(session: Any, st: Statement) -> QueryResult:
                 detail=f"There {_are(len(others))} using the database.",
             )
         members = [r for r in cat.ordered() if r.database == name]
-        if members:
-            shown = [f"{r.kind.value} {r.schema_name}.{r.name}" for r in members[:10]]
-            raise DependentObjectsStillExist(
-                f'database "{name}" is not empty',
-                detail="It holds " + ", ".join(shown) + (", ..." if len(members) > 10 else ""),
-                hint=f"Connect to database {name} and drop its relations first.",
-            )
+        for r in members:
+            if r.kind is RelationKind.SINK:  # a sink retrying a broken downstream gives up
+                rt.interrupt_sink(r.id)
+        if members:  # dependents first: reverse creation order is a valid one
+            rt.drop(list(reversed(members)))
         cat.databases = {k: v for k, v in cat.databases.items() if k != name}
+        cat.forget_database(name)
+        rt.mark_catalog_dirty()
+        rt.barrier(force=True)
+    for r in members:
+        if r.extra.get("iceberg"):  # an ENGINE = iceberg table's data, as DROP TABLE
+            drop_engine_table(r)
+    return QueryResult("DROP_DATABASE")
+
+
+def rename_database(session: Any, st: Statement) -> QueryResult:
+    """ALTER DATABASE name RENAME TO new_name (RisingWave's and PostgreSQL's rules): the
+    owner (with CREATEDB) or a superuser; not the session's database, nor one other
+    sessions are in. Its relations, objects and webhook URLs move to the new name."""
+    name, new = st.args["name"], st.args["new_name"]
+    if name != session.database:
+        _wait_for_sessions(session, name)
+    rt = session.db.runtime
+    with rt.lock:
+        cat = session.db.catalog
+        if not database_exists(cat, name):
+            raise UndefinedDatabase(f'database "{name}" does not exist')
+        if name == DEFAULT_DATABASE:
+            raise FeatureNotSupported(
+                f'cannot rename database "{name}"', hint="It is the default database."
+            )
+        me = cat.users.find(session.user)
+        entry = cat.databases[name]
+        if not is_superuser(cat, session.user) and (
+            me is None or me.oid != entry.owner or not me.createdb
+        ):
+            raise InsufficientPrivilege(
+                f"must be owner of database {name}"
+                if me is None or me.oid != entry.owner
+                else "permission denied to rename database"
+            )
+        if database_exists(cat, new):
+            raise DuplicateDatabase(f'database "{new}" already exists')
+        if name == session.database:  # PostgreSQL's words
+            raise FeatureNotSupported(
+                "current database cannot be renamed",
+                hint="Connect to another database to rename this one.",
+            )
+        others = [s for s in list(session.db.sessions.values()) if s.database == name]
+        if others:
+            raise ObjectInUse(
+                f'database "{name}" is being accessed by other users',
+                detail=f"There {_are(len(others))} using the database.",
+            )
+        for r in cat.ordered():
+            if r.database == name:
+                r.database = new
+        cat.databases = {(new if k == name else k): v for k, v in cat.databases.items()}
+        cat.objects = {(new if k == name else k): v for k, v in cat.objects.items()}
         cat.version += 1
         rt.mark_catalog_dirty()
         rt.barrier(force=True)
-    return QueryResult("DROP_DATABASE")
+    return QueryResult("ALTER_DATABASE")
+
+
+def _wait_for_sessions(session: Any, name: str, timeout_s: float = 5.0) -> None:
+    """Give sessions of `name` that are closing a moment to go, as PostgreSQL's DROP
+    DATABASE waits up to 5 s for other backends to exit (a client that just closed its
+    connection is not yet gone when its next statement arrives on another one). Called
+    before taking the runtime lock; the caller checks again under it."""
+    deadline = time.monotonic() + timeout_s
+    while any(s.database == name for s in list(session.db.sessions.values())):
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def _are(n: int) -> str:

@@ -193,7 +193,7 @@ def show_functions(session: Any, st: Statement) -> QueryResult:
 
 
 def _dependents(cat: Any, fn: UserFunction) -> list[Any]:
-    return [r for r in cat.ordered() if fn.oid in (r.extra.get("functions") or [])]
+    return [r for r in cat.visible() if fn.oid in (r.extra.get("functions") or [])]
 
 
 def _refuse_dependents(cat: Any, fn: UserFunction, action: str) -> None:

@@ -7,6 +7,8 @@ Rules (engine/catalog/privileges.py has the model):
   the owner changes nothing. `ALL` means every privilege of the object kind.
 * REVOKE: the owner and superusers revoke any grant; a role revokes what it granted.
   `REVOKE GRANT OPTION FOR` keeps the privilege and removes the right to grant it.
+* ON DATABASE: CONNECT, CREATE, TEMPORARY (engine/catalog/databases.py); the default
+  ACL lets PUBLIC connect, so `REVOKE CONNECT ON DATABASE d FROM PUBLIC` closes it.
 * ALTER ... OWNER TO: a superuser, or the current owner giving the object to itself (no
   role membership exists to give it to another role); the ACL entries the old owner
   held as owner move to the new one.
@@ -22,11 +24,13 @@ from typing import Any
 from engine.api import QueryResult
 from engine.catalog import Relation, RelationKind
 from engine.catalog import privileges as pv
+from engine.catalog.databases import database_entry
 from engine.errors import (
     DependentObjectsStillExist,
     InsufficientPrivilege,
     InvalidGrantOperation,
     InvalidSchemaName,
+    UndefinedDatabase,
     UndefinedObject,
     UndefinedTable,
     WrongObjectType,
@@ -75,16 +79,22 @@ def _relations(cat: Any, args: dict[str, Any]) -> list[Relation]:
     return out
 
 
-def _letters(privileges: list[str], on_schema: bool) -> str:
-    table = pv.SCHEMA_PRIVILEGES if on_schema else pv.TABLE_PRIVILEGES
+_TARGET_PRIVILEGES = {
+    "relation": (pv.TABLE_PRIVILEGES, pv.TABLE_ALL),
+    "schema": (pv.SCHEMA_PRIVILEGES, pv.SCHEMA_ALL),
+    "database": (pv.DATABASE_PRIVILEGES, pv.DATABASE_ALL),
+}
+
+
+def _letters(privileges: list[str], target: str) -> str:
+    table, every = _TARGET_PRIVILEGES[target]
     if privileges == ["ALL"]:
-        return pv.SCHEMA_ALL if on_schema else pv.TABLE_ALL
+        return every
     out = ""
     for p in privileges:
-        if p not in table:
-            what = "schema" if on_schema else "relation"
-            raise InsufficientPrivilege(f"invalid privilege type {p} for {what}")
-        out += table[p]
+        if p not in table:  # PostgreSQL: 0LP01
+            raise InvalidGrantOperation(f"invalid privilege type {p} for {target}")
+        out += table[p] if table[p] not in out else ""
     return out
 
 
@@ -98,11 +108,13 @@ def run(session: Any, st: Statement) -> QueryResult:
         me = pv.user_oid(cat, session.user)
         superuser = pv.is_superuser(cat, session.user)
         grantees = [_grantee_oid(cat, session, g) for g in args["grantees"]]
-        on_schema = args["target"] == "schema"
-        letters = _letters(args["privileges"], on_schema)
+        kind = "relation" if args["target"] == "all_in_schema" else args["target"]
+        letters = _letters(args["privileges"], kind)
         targets: list[Any]
-        if on_schema:
+        if kind == "schema":
             targets = [_schema_target(cat, name) for _, name in args["names"]]
+        elif kind == "database":
+            targets = [_database_target(cat, name) for _, name in args["names"]]
         else:
             targets = [_RelTarget(r) for r in _relations(cat, args)]
         for t in targets:
@@ -186,6 +198,31 @@ class _SchemaTarget:
         return f"permission denied for schema {self.name}"
 
 
+class _DatabaseTarget:
+    def __init__(self, name: str, entry: Any) -> None:
+        self.name = name
+        self.entry = entry
+
+    def owner(self, cat: Any) -> int:
+        return int(self.entry.owner)
+
+    def acl(self, cat: Any) -> list[list[Any]]:
+        return pv.database_acl(self.entry)
+
+    def store(self, cat: Any, acl: list[list[Any]]) -> None:
+        self.entry.acl = acl
+
+    def denied(self) -> str:
+        return f"permission denied for database {self.name}"
+
+
+def _database_target(cat: Any, name: str) -> _DatabaseTarget:
+    entry = database_entry(cat, name)
+    if entry is None:
+        raise UndefinedDatabase(f'database "{name}" does not exist')
+    return _DatabaseTarget(name, entry)
+
+
 def _schema_target(cat: Any, name: str) -> _SchemaTarget:
     from engine.handlers.schema import schema_exists
 
@@ -210,6 +247,10 @@ def alter_owner(session: Any, st: Statement) -> QueryResult:
             target: Any = _schema_target(cat, args["name"])
             tag = "ALTER SCHEMA"
             what = f"schema {args['name']}"
+        elif args["kind"] == "database":
+            target = _database_target(cat, args["name"])
+            tag = "ALTER_DATABASE"
+            what = f"database {args['name']}"
         else:
             rel = cat.find(args["name"], args["schema"])
             if rel is None:
@@ -236,9 +277,13 @@ def alter_owner(session: Any, st: Statement) -> QueryResult:
                     e[0] = new
                 if e[1] == old:
                     e[1] = new
-            target.store(cat, acl)
+            if not isinstance(target, _DatabaseTarget) or target.entry.acl:
+                target.store(cat, acl)  # a database's default ACL stays the default
             if isinstance(target, _RelTarget):
                 target.rel.owner = new
+            elif isinstance(target, _DatabaseTarget):
+                target.entry.owner = new
+                rt.mark_catalog_dirty()
             else:
                 cat.schema_owners[target.name] = new
             cat.version += 1

@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 from engine.api import Notice, QueryResult
-from engine.catalog.databases import DEFAULT_DATABASE, current_database
 from engine.catalog.privileges import is_superuser, schema_owner, session_owner, user_oid
 from engine.catalog.system import SYSTEM_SCHEMAS
 from engine.errors import (
@@ -68,11 +67,11 @@ def parse_schema_statement(head: str, body: str, text: str) -> Statement:
 
 
 def schema_exists(catalog: Any, name: str) -> bool:
-    """Built in, made by CREATE SCHEMA (in `dev`), or holding a relation of the current
-    database."""
+    """Built in, made by CREATE SCHEMA in the current database, or holding one of its
+    relations."""
     return (
         name in BUILTIN
-        or (name in catalog.schemas and current_database() == DEFAULT_DATABASE)
+        or name in catalog.schemas
         or any(r.schema_name == name for r in catalog.visible())
     )
 
@@ -88,12 +87,6 @@ def create_schema(session: Any, st: Statement) -> QueryResult:
                     "CREATE_SCHEMA", notices=[Notice(f'schema "{name}" already exists, skipping')]
                 )
             raise DuplicateSchema(f'schema "{name}" already exists')
-        if session.database != DEFAULT_DATABASE:
-            raise not_supported(
-                f'CREATE SCHEMA in database "{session.database}"',
-                hint=f"Databases other than {DEFAULT_DATABASE} have the schema public only;"
-                " CREATE TABLE schema.name still makes a relation in another schema.",
-            )
         me = cat.users.find(session.user)
         if me is not None and not (me.superuser or me.createdb):
             raise InsufficientPrivilege(f"permission denied for database {session.database}")

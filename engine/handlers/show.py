@@ -7,7 +7,7 @@ from typing import Any
 
 from engine.api import QueryResult
 from engine.catalog import RelationKind
-from engine.catalog.databases import DEFAULT_DATABASE, database_names
+from engine.catalog.databases import database_names
 from engine.catalog.privileges import shown_definition
 from engine.errors import EngineError
 from engine.sql.parser import Statement
@@ -71,8 +71,7 @@ def run(session: Any, st: Statement) -> QueryResult:
             cat = session.db.catalog
             found = {"information_schema", "pg_catalog", "public", "rw_catalog"}
             found |= {r.schema_name for r in cat.visible()}
-            if session.database == DEFAULT_DATABASE:  # CREATE SCHEMA: in dev only
-                found |= set(cat.schemas)
+            found |= set(cat.schemas)  # the current database's
             rows = [(n,) for n in sorted(found)]
             return QueryResult(f"SHOW {len(rows)}", [Field("Name", VARCHAR)], rows)
         if what == "parameters":

@@ -70,13 +70,17 @@ def password_superuser_exists(db: Any) -> bool:
 def _owned_by(cat: Any, oid: int) -> list[str]:
     """What role `oid` owns, as PostgreSQL's DETAIL lines ("owner of table t")."""
     out = [f"owner of {r.kind.value} {r.name}" for r in cat.ordered() if r.owner == oid]
-    out += [f"owner of secret {s.name}" for s in cat.secrets.values() if s.owner == oid]
-    out += [
-        f"owner of connection {n}"
-        for n, c in sorted(cat.connections.items())
-        if c.get("owner") == oid
-    ]
-    out += [f"owner of schema {n}" for n, o in sorted(cat.schema_owners.items()) if o == oid]
+    for objs in cat.objects.values():  # every database's
+        out += [f"owner of secret {s.name}" for s in objs.secrets.values() if s.owner == oid]
+        out += [
+            f"owner of connection {n}"
+            for n, c in sorted(objs.connections.items())
+            if c.get("owner") == oid
+        ]
+        out += [f"owner of schema {n}" for n, o in sorted(objs.schema_owners.items()) if o == oid]
+        out += [
+            f"owner of function {f.signature}" for f in objs.functions.values() if f.owner == oid
+        ]
     out += [f"owner of database {n}" for n, d in sorted(cat.databases.items()) if d.owner == oid]
     return out
 
@@ -87,8 +91,9 @@ def _forget_grants(cat: Any, oid: int) -> None:
     for r in cat.relations.values():
         if r.acl:
             r.acl = [e for e in r.acl if e[0] != oid and e[1] != oid]
-    for name, acl in cat.schema_acl.items():
-        cat.schema_acl[name] = [e for e in acl if e[0] != oid and e[1] != oid]
+    for objs in cat.objects.values():  # every database's
+        for name, acl in objs.schema_acl.items():
+            objs.schema_acl[name] = [e for e in acl if e[0] != oid and e[1] != oid]
 
 
 def _can_manage(me: User | None, target_superuser: bool) -> bool:

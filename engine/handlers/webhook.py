@@ -295,7 +295,7 @@ class WebhookTarget:
     def _secret_value(self) -> str | None:
         if self.secret is None:
             return None
-        s = self.db.catalog.secrets.get(self.secret)
+        s = self.db.catalog.objects_of(self.rel.database).secrets.get(self.secret)
         if s is None:
             raise WebhookError(404, f"Secret `{self.secret}` not found")
         return str(s.value)
@@ -309,7 +309,7 @@ class WebhookTarget:
             pa.array([r.body for r in requests], pa.binary()),
         ]
         if self.secret is not None:
-            s = self.db.catalog.secrets.get(self.secret)
+            s = self.db.catalog.objects_of(self.rel.database).secrets.get(self.secret)
             if s is None:
                 raise WebhookError(404, f"Secret `{self.secret}` not found")
             cols.append(pa.array([s.value] * len(requests), pa.string()))

@@ -1,5 +1,6 @@
-"""CREATE DATABASE / DROP DATABASE statements parsed into `Statement`s (run by
-`engine.handlers.database_ddl`)."""
+"""CREATE DATABASE / DROP DATABASE / ALTER DATABASE ... RENAME TO statements parsed into
+`Statement`s (run by `engine.handlers.database_ddl`; ALTER DATABASE ... OWNER TO is
+`engine.sql.grant_stmts.parse_alter_owner`'s)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ _CREATE = re.compile(
     re.I | re.S,
 )
 _OWNER = re.compile(rf"^(?:WITH\s+)?OWNER\s*(?:=\s*)?(?P<owner>{_IDENT})$", re.I | re.S)
+_RENAME = re.compile(
+    rf"^ALTER\s+DATABASE\s+(?P<name>{_IDENT})\s+RENAME\s+TO\s+(?P<new>{_IDENT})\s*;?\s*$",
+    re.I | re.S,
+)
 _DROP = re.compile(
     rf"^DROP\s+DATABASE\s+(?P<ie>IF\s+EXISTS\s+)?(?P<name>{_IDENT})\s*;?\s*$", re.I | re.S
 )
@@ -42,6 +47,15 @@ def parse_database_statement(head: str, body: str, text: str) -> Statement:
             owner = fold_ident(o["owner"])
         args = {"name": fold_ident(m["name"]), "if_not_exists": bool(m["ine"]), "owner": owner}
         return Statement("create_database", text, args=args)
+    if head == "ALTER":
+        m = _RENAME.match(body)
+        if not m:
+            raise not_supported(
+                "this form of ALTER DATABASE",
+                hint="Swell supports ALTER DATABASE name RENAME TO new_name and OWNER TO role.",
+            )
+        args = {"name": fold_ident(m["name"]), "new_name": fold_ident(m["new"])}
+        return Statement("rename_database", text, args=args)
     m = _DROP.match(body)
     if not m:
         raise SqlSyntaxError(

@@ -5,16 +5,18 @@
           TO role [, ...] [WITH GRANT OPTION]
     GRANT { USAGE | CREATE | ALL [PRIVILEGES] } [, ...] ON SCHEMA s [, ...] TO role [, ...]
     GRANT { USAGE | ALL [PRIVILEGES] } ON LANGUAGE python TO role [, ...]
+    GRANT { CONNECT | CREATE | TEMP[ORARY] | ALL [PRIVILEGES] } [, ...] ON DATABASE d [, ...]
+          TO role [, ...] [WITH GRANT OPTION]
     REVOKE [GRANT OPTION FOR] ... FROM role [, ...] [CASCADE | RESTRICT]
-    ALTER { TABLE | VIEW | MATERIALIZED VIEW | SOURCE | SINK | SCHEMA } name OWNER TO role
+    ALTER { TABLE | VIEW | MATERIALIZED VIEW | SOURCE | SINK | SCHEMA | DATABASE } name
+          OWNER TO role
 
 A role is a name, PUBLIC, CURRENT_USER or SESSION_USER. Produces
 `Statement("grant", text, args={...})` with `action` (`grant` / `revoke`), `privileges`
 (upper-case names; `["ALL"]`), `target` (`relation` / `all_in_schema` / `schema` /
-`language`),
-`kind` (the relation kind word or None), `names` ([(schema or None, name)]),
-`grantees`, `grant_option`; or `Statement("alter_owner", ...)` with `kind`, `name`,
-`schema`, `owner`. Lifecycle: pure functions called by `engine.sql.parser`.
+`database` / `language`), `kind` (the relation kind word or None), `names` ([(schema or
+None, name)]), `grantees`, `grant_option`; or `Statement("alter_owner", ...)` with
+`kind`, `name`, `schema`, `owner`. Lifecycle: pure functions called by `engine.sql.parser`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ _PRIVILEGES = (
     "TRIGGER",
     "USAGE",
     "CREATE",
+    "CONNECT",
+    "TEMPORARY",
+    "TEMP",
     "ALL",
 )
 
@@ -106,9 +111,9 @@ def parse_grant(text: str) -> dict[str, Any]:
     target, kind = "relation", None
     names: list[tuple[str | None, str]] = []
     w = c.word()
-    if w == "SCHEMA":
+    if w in ("SCHEMA", "DATABASE"):
         c.take()
-        target = "schema"
+        target = w.lower()
         names.append((None, c.name()))
         while _comma(c):
             names.append((None, c.name()))
@@ -135,7 +140,7 @@ def parse_grant(text: str) -> dict[str, Any]:
         target = "language"
         names.append((None, c.name()))
     else:
-        if w in ("DATABASE", "FUNCTION", "SEQUENCE", "SECRET", "CONNECTION", "TYPE"):
+        if w in ("FUNCTION", "SEQUENCE", "SECRET", "CONNECTION", "TYPE"):
             raise not_supported(f"GRANT ON {w}", hint="Grant on tables, views, sources, schemas.")
         if w == "MATERIALIZED":
             c.take()
@@ -189,12 +194,12 @@ def parse_alter_owner(text: str) -> dict[str, Any] | None:
         c.take()
         c.expect_word("VIEW")
         kind = "materialized view"
-    elif w in _RELATION_KINDS or w == "SCHEMA":
+    elif w in _RELATION_KINDS or w in ("SCHEMA", "DATABASE"):
         c.take()
-        kind = "schema" if w == "SCHEMA" else _RELATION_KINDS[w]
+        kind = w.lower() if w in ("SCHEMA", "DATABASE") else _RELATION_KINDS[w]
     else:
         return None
-    schema, name = (None, c.name()) if kind == "schema" else _qualified(c)
+    schema, name = (None, c.name()) if kind in ("schema", "database") else _qualified(c)
     if c.word() != "OWNER":
         return None
     c.take()

@@ -358,7 +358,11 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
         from engine.sql.create_function import parse_drop_function
 
         return parse_drop_function(body)
-    if head in ("CREATE", "DROP") and words[1:2] == ["DATABASE"]:
+    if (head in ("CREATE", "DROP") and words[1:2] == ["DATABASE"]) or (
+        head == "ALTER"
+        and words[1:2] == ["DATABASE"]
+        and not re.search(r"\bOWNER\s+TO\b", body, re.I)
+    ):
         from engine.sql.database_stmts import parse_database_statement
 
         return parse_database_statement(head, body, text)

@@ -355,12 +355,14 @@ class SinkFlow:
 
 # -- construction from the catalog -------------------------------------------------------------
 def resolve_options(
-    options: dict[str, str], secret_refs: dict[str, str], catalog: Catalog
+    options: dict[str, str], secret_refs: dict[str, str], catalog: Catalog, database: str
 ) -> dict[str, str]:
-    """WITH options with `k = secret s` references replaced by the secrets' values."""
+    """WITH options with `k = secret s` references replaced by the values of database
+    `database`'s secrets."""
     out = dict(options)
+    secrets = catalog.objects_of(database).secrets
     for k, name in secret_refs.items():
-        sec = catalog.secrets.get(name)
+        sec = secrets.get(name)
         if sec is None:
             raise UndefinedObject(f'secret "{name}" does not exist')
         out[k] = sec.value
@@ -384,7 +386,7 @@ def spec_from_relation(rel: Relation, catalog: Catalog, data_dir: str | None) ->
         fields=visible,
         pk=[names.index(n) for n in d.get("pk", [])],
         sink_type=d["sink_type"],
-        options=resolve_options(rel.options, d.get("secret_options", {}), catalog),
+        options=resolve_options(rel.options, d.get("secret_options", {}), catalog, rel.database),
         format=d.get("format"),
         encode=d.get("encode"),
         format_options=dict(d.get("format_options", {})),

@@ -20,6 +20,9 @@ Grammar (records are separated by blank lines; `#` lines between records are com
     query error [regex]          the query must fail (as for statement error)
     sleep <d>                    d as 100ms, 2s, 1m
     halt                         stop the file here (the rest is not run)
+    connect [dbname=D] [user=U]  later records run on a new connection with these (as
+                                 psql's \\c; the defaults are the harness's: root, dev)
+    connect ... error <regex>    the connection attempt must fail (the previous one stays)
     skipif <engine> / onlyif <engine>   apply to the next record; this engine is `swell`
 
 Values print as the server's text output (the text format of the simple query protocol),
@@ -102,6 +105,12 @@ class Halt(Record):
     pass
 
 
+@dataclass
+class Connect(Record):
+    params: dict[str, str] = field(default_factory=dict)
+    error_regex: str | None = None  # the attempt must fail with this
+
+
 # -- parsing ----------------------------------------------------------------------------------
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)$")
 
@@ -156,6 +165,14 @@ def parse(text: str, path: str = "<string>") -> list[Record]:
             continue
         if head == "halt":
             rec = Halt(lineno)
+            i += 1
+        elif head == "connect":
+            args, _, regex = stripped[len("connect") :].partition(" error ")
+            words = args.split()
+            params = dict(w.split("=", 1) for w in words if "=" in w)
+            if len(params) != len(words) or set(params) - {"dbname", "user"}:
+                raise fail(lineno, "connect takes dbname=... and user=... only")
+            rec = Connect(lineno, params=params, error_regex=regex.strip() or None)
             i += 1
         elif head == "sleep":
             if len(words) != 2:
@@ -360,14 +377,15 @@ class FileRunner:
     """Runs the records of one file on one connection; raises `SltFailure` on the first
     record that does not behave as written."""
 
-    def __init__(self, path: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
+    def __init__(self, path: str, connect: Callable[..., psycopg.Connection[Any]]) -> None:
         self.path = path
         self._connect = connect
         self._conn: psycopg.Connection[Any] | None = None
+        self._params: dict[str, str] = {}  # the last `connect` record's
 
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            self._conn = text_connection(self._connect())
+            self._conn = text_connection(self._connect(**self._params))
             self._conn.autocommit = True
         return self._conn
 
@@ -409,10 +427,34 @@ class FileRunner:
     def run_record(self, rec: Record) -> None:
         if isinstance(rec, Sleep):
             time.sleep(rec.seconds)
+        elif isinstance(rec, Connect):
+            self._connect_record(rec)
         elif isinstance(rec, Statement):
             self._run_statement(rec)
         elif isinstance(rec, Query):
             self._run_query(rec)
+
+    def _connect_record(self, rec: Connect) -> None:
+        rec.sql = "connect " + " ".join(f"{k}={v}" for k, v in rec.params.items())
+        try:
+            conn = text_connection(self._connect(**rec.params))
+        except psycopg.Error as e:
+            got = format_error(e)
+            if e.sqlstate is None:  # refused at startup: the server's text is in the message
+                got += " " + " ".join(str(e).split())
+            if rec.error_regex is None:
+                raise self.failure(rec, "connect failed", f"error: {got}") from None
+            if re.search(rec.error_regex, got) is None:
+                raise self.failure(
+                    rec, "wrong error", f"expected (regex): {rec.error_regex}\nactual: {got}"
+                ) from None
+            return
+        if rec.error_regex is not None:
+            conn.close()
+            raise self.failure(rec, "expected the connection to be refused, but it succeeded")
+        conn.autocommit = True
+        self.close()
+        self._conn, self._params = conn, dict(rec.params)
 
     def _execute(self, sql: str) -> psycopg.Cursor[Any]:
         # No parameters: psycopg sends a simple Query message, like psql does.
@@ -499,7 +541,7 @@ class FileRunner:
 
 def run_file(
     path: Path | str,
-    connect: Callable[[], psycopg.Connection[Any]],
+    connect: Callable[..., psycopg.Connection[Any]],
     *,
     display_path: str | None = None,
 ) -> int:
@@ -527,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = failed = 0
     for f in args.files:
         try:
-            n = run_file(f, lambda: psycopg.connect(args.dsn, autocommit=True))
+            n = run_file(f, lambda **kw: psycopg.connect(args.dsn, autocommit=True, **kw))
         except (SltFailure, SltParseError, psycopg.OperationalError) as e:
             failed += 1
             print(f"FAIL {f}\n{e}\n")
