@@ -233,18 +233,6 @@ class DatabaseObjects:
         return o
 
 
-def _current_objects(attr: str) -> Any:
-    """A `Catalog` attribute that is the current database's `DatabaseObjects.<attr>`."""
-
-    def get(self: Catalog) -> Any:
-        return getattr(self.objects_of(current_database()), attr)
-
-    def set_(self: Catalog, value: Any) -> None:
-        setattr(self.objects_of(current_database()), attr, value)
-
-    return property(get, set_, doc=f"The current database's {attr}.")
-
-
 class Catalog:
     """All relations of every database (`Relation.database`), schema `public` by default.
 
@@ -253,14 +241,6 @@ class Catalog:
     reader iterating `relations` keeps the map it started with while a DDL publishes a new
     one (`add`, `remove`, `discard` replace the dict, never change it in place).
     """
-
-    schemas = _current_objects("schemas")
-    schema_owners = _current_objects("schema_owners")
-    schema_acl = _current_objects("schema_acl")
-    secrets = _current_objects("secrets")
-    connections = _current_objects("connections")
-    functions = _current_objects("functions")
-    language_acl = _current_objects("language_acl")
 
     def __init__(self) -> None:
         self.relations: dict[int, Relation] = {}
@@ -289,6 +269,63 @@ class Catalog:
         """Drop everything but the relations of `database` (DROP DATABASE)."""
         self.objects = {k: v for k, v in self.objects.items() if k != database}
         self.version += 1
+
+    # -- the current database's objects (`DatabaseObjects`) ---------------------------------
+    @property
+    def schemas(self) -> set[str]:
+        return self.objects_of(current_database()).schemas
+
+    @schemas.setter
+    def schemas(self, value: set[str]) -> None:
+        self.objects_of(current_database()).schemas = value
+
+    @property
+    def schema_owners(self) -> dict[str, int]:
+        return self.objects_of(current_database()).schema_owners
+
+    @schema_owners.setter
+    def schema_owners(self, value: dict[str, int]) -> None:
+        self.objects_of(current_database()).schema_owners = value
+
+    @property
+    def schema_acl(self) -> dict[str, list[list[Any]]]:
+        return self.objects_of(current_database()).schema_acl
+
+    @schema_acl.setter
+    def schema_acl(self, value: dict[str, list[list[Any]]]) -> None:
+        self.objects_of(current_database()).schema_acl = value
+
+    @property
+    def secrets(self) -> dict[str, Secret]:
+        return self.objects_of(current_database()).secrets
+
+    @secrets.setter
+    def secrets(self, value: dict[str, Secret]) -> None:
+        self.objects_of(current_database()).secrets = value
+
+    @property
+    def connections(self) -> dict[str, dict[str, Any]]:
+        return self.objects_of(current_database()).connections
+
+    @connections.setter
+    def connections(self, value: dict[str, dict[str, Any]]) -> None:
+        self.objects_of(current_database()).connections = value
+
+    @property
+    def functions(self) -> dict[int, UserFunction]:
+        return self.objects_of(current_database()).functions
+
+    @functions.setter
+    def functions(self, value: dict[int, UserFunction]) -> None:
+        self.objects_of(current_database()).functions = value
+
+    @property
+    def language_acl(self) -> dict[str, list[int]]:
+        return self.objects_of(current_database()).language_acl
+
+    @language_acl.setter
+    def language_acl(self, value: dict[str, list[int]]) -> None:
+        self.objects_of(current_database()).language_acl = value
 
     # -- lookup --------------------------------------------------------------------------
     def find(self, name: str, schema: str | None = None) -> Relation | None:
