@@ -17,7 +17,14 @@ import re
 from typing import Any
 
 from engine.api import Notice, QueryResult
-from engine.catalog.privileges import is_superuser, schema_owner, session_owner, user_oid
+from engine.catalog.databases import database_entry
+from engine.catalog.privileges import (
+    has_database_privilege,
+    is_superuser,
+    schema_owner,
+    session_owner,
+    user_oid,
+)
 from engine.catalog.system import SYSTEM_SCHEMAS
 from engine.errors import (
     DependentObjectsStillExist,
@@ -88,7 +95,12 @@ def create_schema(session: Any, st: Statement) -> QueryResult:
                 )
             raise DuplicateSchema(f'schema "{name}" already exists')
         me = cat.users.find(session.user)
-        if me is not None and not (me.superuser or me.createdb):
+        entry = database_entry(cat, session.database)
+        if (
+            me is not None
+            and not (me.superuser or me.createdb)
+            and not (entry is not None and has_database_privilege(cat, me.oid, entry, "C"))
+        ):
             raise InsufficientPrivilege(f"permission denied for database {session.database}")
         cat.schemas.add(name)
         cat.schema_owners[name] = session_owner(session)

@@ -74,6 +74,9 @@ def run(session: Any, st: Statement) -> QueryResult:
             found |= set(cat.schemas)  # the current database's
             rows = [(n,) for n in sorted(found)]
             return QueryResult(f"SHOW {len(rows)}", [Field("Name", VARCHAR)], rows)
+        if what == "secrets":  # the current database's, names only (RisingWave's SHOW SECRETS)
+            rows = [(n,) for n in sorted(session.db.catalog.secrets)]
+            return QueryResult(f"SHOW {len(rows)}", [Field("Name", VARCHAR)], rows)
         if what == "parameters":
             rt = session.db.runtime
             rows = [

@@ -514,7 +514,7 @@ def _parse_show(words: list[str], body: str, text: str) -> Statement:
         return Statement(
             "show_create", text, args={"kind": " ".join(m[1].lower().split()), "name": m[2].strip()}
         )
-    if w1 in ("DATABASES", "SCHEMAS", "PARAMETERS", "ALL", "JOBS"):
+    if w1 in ("DATABASES", "SCHEMAS", "SECRETS", "PARAMETERS", "ALL", "JOBS"):
         return Statement("show_special", text, args={"what": w1.lower()})
     if w1 in ("COLUMNS",):
         m = re.match(r"^COLUMNS\s+(?:FROM|IN)\s+(.+)$", rest, re.I)
