@@ -144,10 +144,12 @@ class BenchServer:
         assert self.proc is not None
         return self.proc.pid
 
-    def cpu_seconds(self) -> float:
-        """utime + stime of the server and its live child processes (acceptors)."""
+    def cpu_seconds(self, exclude: set[int] | None = None) -> float:
+        """utime + stime of the server and its live child processes (acceptors), except
+        the children in `exclude` (e.g. worker processes counted on their own)."""
+        skip = exclude or set()
         return process_cpu_seconds(self.pid) + sum(
-            process_cpu_seconds(p) for p in child_pids(self.pid)
+            process_cpu_seconds(p) for p in child_pids(self.pid) if p not in skip
         )
 
     def thread_cpu(self) -> dict[str, float]:

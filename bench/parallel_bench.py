@@ -79,12 +79,15 @@ def copy_all(c: Any, batches: list[bytes]) -> None:
 
 
 def cpu_parts(srv: BenchServer, c: Any) -> tuple[float, dict[int, float]]:
-    """CPU seconds of the server (the coordinator) and of each of its worker processes."""
+    """CPU seconds of the server (the coordinator) and of each of its worker processes.
+
+    The workers are the server's child processes: the coordinator's figure is the server
+    process's own CPU (its other children, e.g. acceptors, included), not theirs."""
     workers: dict[int, float] = {}
     for (pid,) in c.execute("SELECT pid FROM rw_worker_nodes WHERE pid IS NOT NULL").fetchall():
         with contextlib.suppress(OSError):
             workers[int(pid)] = process_cpu_seconds(int(pid))
-    return srv.cpu_seconds(), workers
+    return srv.cpu_seconds(exclude=set(workers)), workers
 
 
 class Phase:

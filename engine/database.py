@@ -72,6 +72,9 @@ class Config:
     parallelism: int = 1
     """Worker processes of parallel jobs and the default parallelism of new streaming
     jobs (`engine.stream.parallel`); 1: every job runs in this process."""
+    max_heartbeat_interval_secs: float = 60.0
+    """Seconds a parallel job's worker may take to answer before it is declared lost and
+    the job recovers without it (RisingWave's meta setting of that name); 0: no limit."""
     worker_launcher: Any = None
     """A factory of the workers' `WorkerLauncher` (`engine.stream.parallel.transport`);
     None: child processes of this one."""
@@ -133,6 +136,7 @@ class SwellDatabase:
         self.runtime.data_dir = str(data_dir)
         self.runtime.parallelism = max(1, int(config.parallelism))
         self.runtime.worker_launcher = config.worker_launcher
+        self.runtime.worker_timeout = float(config.max_heartbeat_interval_secs)
         self.runtime.disk_tables = DiskTables(
             self.store, HotCache(self.budget.operator_cache_bytes)
         )

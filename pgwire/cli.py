@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
         "the server process)",
     )
     play.add_argument(
+        "--max-heartbeat-interval-secs",
+        type=float,
+        default=60.0,
+        help="seconds a worker of a parallel job may take to answer before it is declared "
+        "lost and the job recovers without it, e.g. a hung or stopped worker (default 60; "
+        "0: wait for ever)",
+    )
+    play.add_argument(
         "--state-store",
         default=os.environ.get("SWELL_STATE_STORE") or None,
         metavar="s3://BUCKET/PREFIX",
@@ -392,6 +400,7 @@ async def playground(args: argparse.Namespace) -> int:
         keep_manifests=args.keep_manifests,
         state_cache_mb=args.state_cache_mb,
         parallelism=args.parallelism,
+        max_heartbeat_interval_secs=args.max_heartbeat_interval_secs,
         worker_launcher=(lambda: launcher) if launcher is not None else None,
     )
     try:

@@ -83,6 +83,7 @@ def run(session: Any, st: Statement) -> QueryResult:
                 ("barrier_interval_ms", str(int(rt.barrier_interval * 1000)), True),
                 ("checkpoint_frequency", "1", True),
                 ("data_directory", str(session.db.data_dir), False),
+                ("max_heartbeat_interval_secs", f"{rt.worker_timeout:g}", False),
             ]
             return QueryResult(
                 f"SHOW {len(rows)}",

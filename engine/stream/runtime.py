@@ -207,6 +207,7 @@ class Runtime:
         self.parallelism = 1
         self.pool: WorkerPool | None = None
         self.worker_launcher: Callable[[], WorkerLauncher] | None = None  # None: processes
+        self.worker_timeout = 60.0  # s a worker may take to answer before it is lost; 0: none
 
     # ------------------------------------------------------------------------------------
     # lifecycle
@@ -621,8 +622,16 @@ class Runtime:
         if self.pool is None:
             scratch = f"{self.data_dir}/workers" if self.data_dir else None
             launcher = self.worker_launcher() if self.worker_launcher is not None else None
+            # each worker's scratch store and operator caches get a 1/W share of the
+            # server's state budget (the actors hold 1/W of the parallel jobs' state)
+            op_mb = 64
+            if self.disk_tables is not None:
+                cache = self.disk_tables.cache
+                op_mb = (cache.cap_entries * cache.entry_bytes) >> 20
+            share = max(op_mb // self.parallelism, 64)
+            config = config_of(scratch, cache_mb=share, state_mb=4 * share)
             self.pool = WorkerPool(
-                self.parallelism, config_of(scratch), launcher, self.events.record_event
+                self.parallelism, config, launcher, self.events.record_event, self.worker_timeout
             )
         return self.pool
 

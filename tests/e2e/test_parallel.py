@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import psycopg
@@ -74,3 +75,45 @@ def test_parallel_views_through_the_server(fresh_server: SwellServer) -> None:
         check(c)
         assert c.execute("SELECT sum(n) FROM by_user").fetchone() == (2000,)
         assert victim not in workers_of(fresh_server.pid)
+
+
+@pytest.mark.swell_server(parallelism=2, extra_args=["--max-heartbeat-interval-secs", "2"])
+def test_a_hung_worker_is_declared_lost_and_the_job_recovers(fresh_server: SwellServer) -> None:
+    """SIGSTOP, not SIGKILL: the worker is alive but silent. The barrier gives up on it
+    after --max-heartbeat-interval-secs, kills it, and the job recovers as after a crash;
+    the event log says why. A worker stopped and continued before the timeout is kept."""
+    with fresh_server.connect() as c:
+        c.execute("CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR)")
+        c.execute("CREATE TABLE orders (id INT PRIMARY KEY, user_id INT, amount INT)")
+        c.execute("INSERT INTO users SELECT g, 'u' || g::varchar FROM generate_series(0, 49) g")
+        for name, q in VIEWS.items():
+            c.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        c.execute("INSERT INTO orders SELECT g, g % 60, g % 17 FROM generate_series(1, 1000) g")
+        c.execute("FLUSH")
+        assert fresh_server.pid is not None
+        short, long = workers_of(fresh_server.pid)
+        # stopped briefly (under the timeout; a barrier may wait for it): nothing is lost
+        os.kill(short, signal.SIGSTOP)
+        time.sleep(0.5)
+        os.kill(short, signal.SIGCONT)
+        c.execute("INSERT INTO orders SELECT g, g % 60, 1 FROM generate_series(1001, 1500) g")
+        c.execute("FLUSH")
+        check(c)
+        assert short in workers_of(fresh_server.pid)
+        # stopped for good: declared lost at the timeout, replaced, the epoch applied again
+        os.kill(long, signal.SIGSTOP)
+        c.execute("INSERT INTO orders SELECT g, g % 60, 2 FROM generate_series(1501, 2500) g")
+        try:
+            c.execute("FLUSH")
+        except psycopg.Error as e:  # this FLUSH's epoch waited for the stopped worker
+            assert "no answer within 2 s" in str(e)
+        c.execute("FLUSH")
+        check(c)
+        assert c.execute("SELECT sum(n) FROM by_user").fetchone() == (2500,)
+        assert long not in workers_of(fresh_server.pid)
+        assert len(workers_of(fresh_server.pid)) == 2
+        lost = c.execute(
+            "SELECT count(*) FROM rw_event_logs "
+            "WHERE event_type = 'WORKER_LOST' AND info->>'reason' = 'timeout'"
+        ).fetchone()
+        assert lost == (1,)

@@ -41,6 +41,7 @@ from typing import Any
 from engine.errors import EngineError
 from engine.expr.core import EvalContext, JobEvalContext
 from engine.plan.stream_codec import decode_node
+from engine.state.budget import StateBudget
 from engine.state.codec import table_prefix
 from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
@@ -74,7 +75,8 @@ class Actor:
 
 
 class WorkerHost:
-    """See the module docstring. `config`: worker_id, scratch_dir, cache_mb."""
+    """See the module docstring. `config`: worker_id, scratch_dir, cache_mb (operator
+    caches), state_mb (the scratch store's RocksDB budget, `engine.state.budget`)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = dict(config)
@@ -95,7 +97,8 @@ class WorkerHost:
             else:
                 d = Path(tempfile.mkdtemp(prefix="swell-worker-"))
             self._dir = d
-            self._store = StateStore.open(d)
+            mb = self.config.get("state_mb")
+            self._store = StateStore.open(d, StateBudget.from_mb(int(mb)) if mb else None)
             cache = int(self.config.get("cache_mb", 64)) << 20
             self._disk = DiskTables(self._store, HotCache(cache))
         return self._store

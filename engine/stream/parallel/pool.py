@@ -8,6 +8,13 @@ shipping their state again); `close()` at shutdown stops them.
 `call({worker: request})` sends one request to each worker first and then reads every
 response, so the workers run concurrently; it always reads every response before raising
 (the first `WorkerLost`, else the first worker error), keeping each pipe in step.
+
+Hung workers: a call gives its workers `timeout` seconds (the server's
+`--max-heartbeat-interval-secs`, RisingWave's name for how long a silent worker is still
+alive) to answer, counted from when its response is awaited; a worker that has not
+answered by then (stopped, deadlocked, swapping)
+is declared lost like one that died: it is killed, `WORKER_LOST` is recorded with
+`"reason": "timeout"`, and the `WorkerLost` rolls the epoch back, so recovery replaces it.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from engine.stream.parallel.transport import ProcessLauncher, WorkerHandle, Work
 
 log = logging.getLogger("swell.parallel")
 
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a worker may take to answer one request before it is declared lost."""
+
 
 class WorkerPool:
     def __init__(
@@ -32,8 +42,10 @@ class WorkerPool:
         config: dict[str, object] | None = None,
         launcher: WorkerLauncher | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.size = max(1, int(size))
+        self.timeout = timeout if timeout is None or timeout > 0 else None  # None: wait
         self.config = dict(config or {})
         self.launcher: WorkerLauncher = launcher if launcher is not None else ProcessLauncher()
         self.workers: dict[int, WorkerHandle] = {}
@@ -72,16 +84,16 @@ class WorkerPool:
                     t[1] += len(req)
                 except WorkerLost as e:
                     first = first or e
-                    self._forget(i)
+                    self._forget(i, "died")
             out: dict[int, tuple[dict[str, Any], list[bytes]]] = {}
             failed: BaseException | None = None
             for i in sent:
                 t0 = time.perf_counter()
                 try:
-                    raw = self.workers[i].result()
+                    raw = self.workers[i].result(timeout=self.timeout)
                 except WorkerLost as e:
                     first = first or e
-                    self._forget(i)
+                    self._forget(i, "timeout" if e.timed_out else "died")
                     continue
                 t = self.traffic[i]
                 t[2] += len(raw)
@@ -103,30 +115,30 @@ class WorkerPool:
                 raise failed
             return out
 
-    def _forget(self, i: int) -> None:
+    def _forget(self, i: int, reason: str) -> None:
         w = self.workers.pop(i, None)
         self.lost += 1
         if w is not None:
             info = w.info()
             w.kill()
             if self.on_event is not None:
-                self.on_event("WORKER_LOST", {"worker": i, **info})
+                self.on_event("WORKER_LOST", {"worker": i, **info, "reason": reason})
 
     def reset(self) -> None:
         """Recovery: every live worker drops its actors; lost ones are replaced."""
         with self._lock:
             for i, w in list(self.workers.items()):
                 if not w.alive():
-                    self._forget(i)
+                    self._forget(i, "died")
                     continue
                 try:
                     w.submit(protocol.encode({"cmd": "reset"}))
-                    header, _ = protocol.decode(w.result())
+                    header, _ = protocol.decode(w.result(timeout=self.timeout))
                     if not header.get("ok"):
                         raise WorkerLost(f"worker {i}: reset failed: {header.get('error')}")
                 except (WorkerLost, OSError) as e:
                     log.warning("worker %s replaced at recovery: %s", i, e)
-                    self._forget(i)
+                    self._forget(i, "timeout" if getattr(e, "timed_out", False) else "died")
             self.restarts += 1
 
     def infos(self) -> dict[int, dict[str, object]]:

@@ -40,6 +40,7 @@ class WorkerLost(EngineError):
     checkpoint is gone, so the epoch is rolled back and the worker started again."""
 
     sqlstate: ClassVar[str] = "58000"  # system_error
+    timed_out = False  # True: it stopped answering (hung), rather than died
 
 
 class WorkerFailed(EngineError):

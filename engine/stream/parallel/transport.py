@@ -43,7 +43,8 @@ class WorkerHandle(Protocol):
         """Send one request (returns once it is handed to the transport)."""
 
     def result(self, timeout: float | None = None) -> bytes:
-        """The next response, in request order; raises WorkerLost."""
+        """The next response, in request order; raises WorkerLost (also when none came
+        within `timeout` seconds: the worker is killed then)."""
 
     def alive(self) -> bool: ...
 
@@ -126,9 +127,19 @@ class ProcessWorker:
         out = self.proc.stdout
         assert out is not None
         if timeout is not None:
-            ready, _, _ = select.select([out], [], [], timeout)
+            ready, _, _ = select.select([out], [], [], max(timeout, 0.0))
             if not ready:
-                raise TimeoutError(f"worker {self.worker_id}: no response in {timeout} s")
+                # hung (e.g. stopped), not dead: killed, since a late answer would be
+                # read as the response to the next request
+                self._lost = (
+                    f"worker {self.worker_id} (pid {self.proc.pid}) was lost: "
+                    f"no answer within {timeout:g} s"
+                )
+                log.error("%s; killing it", self._lost)
+                self.kill()
+                err = WorkerLost(self._lost)
+                err.timed_out = True
+                raise err
         try:
             msg = read_frame(out)
         except (OSError, ValueError) as e:

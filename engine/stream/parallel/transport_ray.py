@@ -184,8 +184,10 @@ class RayWorkerHandle:
         try:
             out = ray.get(self._pending[0], timeout=timeout)
         except ray.exceptions.GetTimeoutError:
-            self._fail(f"no answer within {timeout} s")
-            raise self._lost_error() from None
+            self._fail(f"no answer within {timeout:g} s")
+            err = self._lost_error()
+            err.timed_out = True
+            raise err from None
         except ray.exceptions.RayTaskError as exc:
             # an exception escaped WorkerHost.handle: log it here (the traceback is the
             # worker's), never hand it to clients
