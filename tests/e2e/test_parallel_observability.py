@@ -36,6 +36,11 @@ JOIN = (
     "SELECT d.name, count(*) AS n, sum(ev.v) AS s FROM ev JOIN dim d ON ev.k = d.k GROUP BY d.name"
 )
 
+TOP = (
+    "SELECT k, v FROM (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY v DESC) AS rn "
+    "FROM ev) q WHERE rn <= 2"
+)
+
 
 def _wait(cond: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
@@ -229,13 +234,15 @@ def test_parallel_jobs_seen_and_a_worker_killed_during_a_stream(
 
 
 def test_rescale_while_rows_arrive(make_server: Callable[..., SwellServer]) -> None:
-    """ALTER MATERIALIZED VIEW ... SET PARALLELISM moves a GROUP BY's state by vnode at a
-    barrier while a writer inserts rows: 2 -> 3 -> 1 -> 2 actors; after each the view
-    equals its query from scratch (nothing recomputed, nothing lost), and after a
-    restart too. A view with a join running as actors is refused."""
+    """ALTER MATERIALIZED VIEW ... SET PARALLELISM moves a GROUP BY's state and a join's
+    (with the GROUP BY over it) by vnode at a barrier while a writer inserts rows:
+    2 -> 3 -> 1 -> 2 actors; after each the views equal their queries from scratch
+    (nothing recomputed, nothing lost), and after a restart too. A view with a top-N
+    running as actors is refused, naming what can be rescaled."""
     srv = make_server(parallelism=2)
     with srv.connect() as c:
         _setup(c)
+        c.execute(f"CREATE MATERIALIZED VIEW top AS {TOP}")
     sent = [2000]
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -264,11 +271,17 @@ def test_rescale_while_rows_arrive(make_server: Callable[..., SwellServer]) -> N
                 (2, [(0, 127), (128, 255)]),
             ):
                 c.execute(f"ALTER MATERIALIZED VIEW agg SET PARALLELISM = {n}")
+                c.execute(f"ALTER MATERIALIZED VIEW j SET PARALLELISM = {n}")
                 got = c.execute(
                     "SELECT vnode_first, vnode_last FROM rw_actors WHERE job_name = 'agg' "
                     "AND worker_id IS NOT NULL ORDER BY actor_index"
                 ).fetchall()
                 assert got == ranges, (n, got)
+                # the join and the GROUP BY over it: n actors each
+                got = c.execute(
+                    "SELECT count(*) FROM rw_actors WHERE job_name = 'j' AND worker_id IS NOT NULL"
+                ).fetchone()
+                assert got == ((2 * n,) if n > 1 else (0,)), (n, got)
                 policy = c.execute(
                     "SELECT parallelism_policy FROM rw_fragments WHERE job_name = 'agg' "
                     "ORDER BY fragment_id DESC LIMIT 1"
@@ -276,14 +289,17 @@ def test_rescale_while_rows_arrive(make_server: Callable[..., SwellServer]) -> N
                 assert policy == ((f"FIXED({n})",) if n > 1 else ("FIXED(1)",))
                 c.execute("FLUSH")
                 assert _sorted(c, "SELECT * FROM agg") == _sorted(c, AGG), n
+                assert _sorted(c, "SELECT * FROM j") == _sorted(c, JOIN), n
             with pytest.raises(psycopg.errors.InvalidParameterValue):
                 c.execute("ALTER MATERIALIZED VIEW agg SET PARALLELISM = abc")
-            # a join's state is not moved by vnode (yet): refused before anything changes
-            with pytest.raises(psycopg.errors.FeatureNotSupported):
-                c.execute("ALTER MATERIALIZED VIEW j SET PARALLELISM = 3")
+            # a top-N's state is not moved by vnode: refused before anything changes
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
+                c.execute("ALTER MATERIALIZED VIEW top SET PARALLELISM = 3")
+            assert "top-N" in str(refused.value)
+            assert "GROUP BY aggregations and equi-joins" in str(refused.value.diag.message_hint)
             assert c.execute(
-                "SELECT count(*) FROM rw_actors WHERE job_name = 'j' AND worker_id IS NOT NULL"
-            ).fetchone() == (4,)
+                "SELECT count(*) FROM rw_actors WHERE job_name = 'top' AND worker_id IS NOT NULL"
+            ).fetchone() == (2,)
     finally:
         stop.set()
         th.join(timeout=60)
@@ -292,6 +308,7 @@ def test_rescale_while_rows_arrive(make_server: Callable[..., SwellServer]) -> N
         c.execute("FLUSH")
         assert c.execute("SELECT sum(n) FROM agg").fetchone()[0] == sent[0]
         assert _sorted(c, "SELECT * FROM j") == _sorted(c, JOIN)
+        assert _sorted(c, "SELECT * FROM top") == _sorted(c, TOP)
     srv.restart()  # the rescaled layout is what recovery rebuilds
     with srv.connect() as c:
         assert _sorted(c, "SELECT * FROM agg") == _sorted(c, AGG)

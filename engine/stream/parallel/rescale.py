@@ -21,11 +21,11 @@ actors by vnode, at a barrier. Under the runtime lock (the caller holds it):
    ranges and stores the catalog in one atomic batch. If anything fails before that
    commit, the epoch is rolled back and recovery rebuilds the view as it was.
 
-Refused (0A000): a view still being created, a view with a parallel node other than a
-GROUP BY aggregation (a join side keeps Arrow segments under segment ids, top-N and window
-partitions their own stores: the vnode of a stored row cannot be read from its key), a
-node whose tables are not keyed by their distribution key first, and views whose plan has
-no partitionable node. All checks run before anything changes.
+Moved: GROUP BY aggregations and equi-joins (`MOVABLE`). Refused (0A000): a view still
+being created, a view with another parallel node (a grouped top-N and window partitions
+keep rows under segment ids of their own stores: the vnode of a stored row cannot be read
+from its key), a node whose tables are not keyed by their distribution key first, and
+views whose plan has no partitionable node. All checks run before anything changes.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ import numpy as np
 
 from engine.catalog import Relation
 from engine.errors import FeatureNotSupported, InvalidParameterValue
-from engine.plan.stream_plan import StreamHashAgg, StreamNode, StreamPlan
+from engine.plan.stream_plan import StreamHashAgg, StreamHashJoin, StreamNode, StreamPlan
 from engine.state import memcmp
 from engine.state.codec import table_prefix
 from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
 from engine.stream.build import PlannedAllocator, build_op
+from engine.stream.operators.hash_join import HashJoinOp
+from engine.stream.operators.keyed_join_side import KeyedJoinSide
 from engine.stream.parallel.exchange import actor_of
 from engine.stream.parallel.flow import ParallelOp, actor_table_name
 from engine.stream.parallel.fragment import PARALLEL_NODES, PARALLELISM, choose
@@ -125,21 +127,40 @@ def _tables_of(
     """The node's state tables as its operator makes them (by planned table name)."""
     node = _with_ids(sn, ids)
     alloc = PlannedAllocator(node, owner, store, disk)
-    build_op(node, alloc, ctx)
+    op = build_op(node, alloc, ctx)
+    if isinstance(sn, StreamHashJoin) and not (
+        isinstance(op, HashJoinOp)
+        and all(isinstance(s, KeyedJoinSide) for s in (op._left, op._right))
+    ):  # a join whose sides are not keyed by join key (no disk tables): not movable
+        raise FeatureNotSupported(
+            f"Not supported: rescaling this {sn.kind}: its state is not keyed by join key",
+            hint="Recreate the materialized view with the wanted streaming_parallelism.",
+        )
     by_local = {t.local: t.name for t in node.tables}
     return {by_local[local]: t for local, t in alloc.made.items()}
 
 
+MOVABLE = (StreamHashAgg, StreamHashJoin)
+"""The operators whose every state row is keyed by the distribution key first, so a row's
+vnode is read from its key: a GROUP BY's groups (and its min/max and distinct tables) and
+an equi-join's two sides (`KeyedJoinSide`: a key's head and fragments all start with the
+join key, and fragment ids are numbered per key, so whole keys move without clashing)."""
+
+
 def _check_movable(sn: StreamNode) -> None:
-    """Only operators whose state rows are keyed by the distribution key move: a hash
-    aggregation's groups (and its min/max and distinct tables). A join side stores Arrow
-    segments under segment ids, top-N and window partitions have stores of their own: a
-    row's vnode cannot be read from their keys, so moving them is refused."""
-    if type(sn) is not StreamHashAgg:
+    """Refuse a node whose state cannot be moved by vnode: a grouped top-N and a window
+    function's partitions keep rows under segment ids of their own stores, so a stored
+    row's vnode cannot be read from its key."""
+    if type(sn) not in MOVABLE:
+        what = {"StreamTopN": "a top-N", "StreamOverWindow": "a window function"}.get(
+            sn.kind, sn.kind
+        )
         raise FeatureNotSupported(
-            f"Not supported: rescaling a materialized view whose {sn.kind} runs as actors",
-            hint="Only aggregations with GROUP BY are rescaled for now; recreate the view "
-            "after SET streaming_parallelism to change the others.",
+            f"Not supported: rescaling a materialized view whose {what} ({sn.kind}) runs "
+            "as actors",
+            hint="Views whose parallel operators are GROUP BY aggregations and equi-joins "
+            "can be rescaled; recreate this one after SET streaming_parallelism to change "
+            "its parallelism.",
         )
 
 
