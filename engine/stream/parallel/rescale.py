@@ -156,8 +156,7 @@ def _check_movable(sn: StreamNode) -> None:
             sn.kind, sn.kind
         )
         raise FeatureNotSupported(
-            f"Not supported: rescaling a materialized view whose {what} ({sn.kind}) runs "
-            "as actors",
+            f"Not supported: rescaling a materialized view whose {what} ({sn.kind}) runs as actors",
             hint="Views whose parallel operators are GROUP BY aggregations and equi-joins "
             "can be rescaled; recreate this one after SET streaming_parallelism to change "
             "its parallelism.",
