@@ -35,6 +35,10 @@ log = logging.getLogger("swell.parallel")
 
 _FRAME = struct.Struct(">Q")
 
+START_TIMEOUT = 120.0
+"""Seconds a new worker process may take to answer its first request (it imports the
+engine first: about a CPU-second, far more on a loaded machine)."""
+
 
 class WorkerHandle(Protocol):
     worker_id: int
@@ -94,6 +98,7 @@ class ProcessWorker:
         self.worker_id = worker_id
         self.proc = proc
         self._lost: str | None = None
+        self._started = False  # it answered once: its imports are done
 
     def _gone(self, what: str) -> WorkerLost:
         if self._lost is None:
@@ -127,6 +132,8 @@ class ProcessWorker:
         out = self.proc.stdout
         assert out is not None
         if timeout is not None:
+            if not self._started:  # the first answer waits for the engine's imports too
+                timeout = max(timeout, START_TIMEOUT)
             ready, _, _ = select.select([out], [], [], max(timeout, 0.0))
             if not ready:
                 # hung (e.g. stopped), not dead: killed, since a late answer would be
@@ -146,6 +153,7 @@ class ProcessWorker:
             raise self._gone("reading a response") from e
         if msg is None:
             raise self._gone("reading a response")
+        self._started = True
         return msg
 
     def alive(self) -> bool:
