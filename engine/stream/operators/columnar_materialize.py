@@ -145,6 +145,12 @@ class ColumnarMaterializeOp(Operator):
         w = chunk.weights()
         if not (w > 0).all():
             return self._apply(batch, *self._consolidate(batch, w))
+        arr = self._store.int_keys(batch)
+        if arr is not None and _distinct(arr) and not self._store.has_any(arr):
+            # the fast path below with numpy calls only (int keys, e.g. `_row_id`)
+            self._store.append(batch, arr)
+            self._store.finish(set())
+            return StreamChunk.inserts(batch)
         keys = self._store.keys(batch)
         last = dict(zip(keys, range(len(keys))))
         if len(last) == len(keys) and not self._store.has_any(last):
@@ -294,6 +300,14 @@ def _paired_changes(
         pos_at[keep_pos],
         list(compress(ins_keys, keep_pos)),
     )
+
+
+def _distinct(arr: np.ndarray) -> bool:
+    """No value of `arr` twice (a sort, which numpy runs without the GIL)."""
+    if len(arr) < 2:
+        return True
+    s = np.sort(arr)
+    return not bool((s[1:] == s[:-1]).any())
 
 
 def _last_rows(keys: list[Any], last: dict[Any, int]) -> tuple[np.ndarray | None, list[Any]]:

@@ -90,7 +90,9 @@ class IntIndex:
         loc = self.lookup([key])[0]
         return None if loc < 0 else int(loc)
 
-    def lookup(self, keys: list[Any]) -> np.ndarray:
+    def lookup(self, keys: list[Any] | np.ndarray) -> np.ndarray:
+        if isinstance(keys, np.ndarray):
+            return self.lookup_array(keys)
         n = len(keys)
         nulls = None
         try:
@@ -110,6 +112,26 @@ class IntIndex:
             out = np.where(dv != _ABSENT, dv, out)
         return out
 
+    def lookup_array(self, arr: np.ndarray) -> np.ndarray:
+        """`lookup` of int64 keys given as an array: numpy calls only, no Python object
+        per key (a chunk's keys never hold the interpreter for a long C call)."""
+        out = self._base(arr)
+        if self._delta:
+            try:
+                dk = np.fromiter(self._delta.keys(), np.int64, len(self._delta))
+                dl = np.fromiter(self._delta.values(), np.int64, len(self._delta))
+            except (TypeError, OverflowError):  # NULL keys in the delta: not in `arr`
+                ints = [k for k in self._delta if _fits(k)]
+                dk = np.fromiter(ints, np.int64, len(ints))
+                dl = np.fromiter(map(self._delta.__getitem__, ints), np.int64, len(ints))
+            if dk.size:
+                order = np.argsort(dk)
+                dk, dl = dk[order], dl[order]
+                pos = np.minimum(np.searchsorted(dk, arr), dk.size - 1)
+                hit = dk[pos] == arr
+                out = np.where(hit, dl[pos], out)
+        return out
+
     def _one(self, key: Any) -> int:
         v = self._delta.get(key, _ABSENT)
         if v != _ABSENT:
@@ -119,10 +141,15 @@ class IntIndex:
         return int(self._base(np.array([key], np.int64))[0])
 
     def has_any(self, keys: Iterable[Any]) -> bool:
-        ks = keys if isinstance(keys, list) else list(keys)
+        ks = keys if isinstance(keys, (list, np.ndarray)) else list(keys)
         return bool(len(ks)) and bool((self.lookup(ks) >= 0).any())
 
     def update(self, keys: Iterable[Any], locs: Iterable[int]) -> None:
+        if isinstance(keys, np.ndarray):  # distinct int64 keys (`KeyedSegments.int_keys`)
+            if len(keys) >= DIRECT_MIN:
+                self._insert(keys, np.fromiter(locs, np.int64, len(keys)))
+                return
+            keys = keys.tolist()
         ks = keys if isinstance(keys, list) else list(keys)
         ls = locs if isinstance(locs, list) else list(locs)
         if not ks:

@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.state.table import StateTable
-from engine.stream.operators.key_index import make_index
+from engine.stream.operators.key_index import IntIndex, make_index
 from engine.stream.operators.segments import (
     MASK,
     ROW_BITS,
@@ -155,6 +155,23 @@ class KeyedSegments:
         """The index key of every row (bare value for a one-column key, else tuples)."""
         return row_keys(batch, self.key_cols, self.key_fns)
 
+    def int_keys(self, batch: pa.RecordBatch) -> np.ndarray | None:
+        """The keys of `batch` as one int64 array, when the index holds them as ints (one
+        integer or temporal key column, `key_index.IntIndex`) and none is NULL; else
+        None. The same values `keys` gives, without a Python object per row: `lookup`,
+        `has_any` and `append` take the array as it is."""
+        if not isinstance(self.index, IntIndex) or len(self.key_cols) != 1:
+            return None
+        a = batch.column(self.key_cols[0])
+        t = a.type
+        if a.null_count or t == pa.uint64() or pa.types.is_interval(t):
+            return None
+        if pa.types.is_temporal(t):
+            a = a.view(pa.int32() if t.bit_width == 32 else pa.int64())
+        elif not pa.types.is_integer(t):
+            return None
+        return np.asarray(a.to_numpy(zero_copy_only=False), np.int64)
+
     def key_of(self, values: Row) -> Any:
         """The index key of one row's key column values (Python values)."""
         arrays = [
@@ -234,7 +251,7 @@ class KeyedSegments:
                 yield sid, seg.live_batch(), seg.live_rows()
 
     # -- writes -------------------------------------------------------------------------
-    def append(self, batch: pa.RecordBatch, keys: list[Any]) -> np.ndarray:
+    def append(self, batch: pa.RecordBatch, keys: list[Any] | np.ndarray) -> np.ndarray:
         """Store rows with distinct, unstored `keys` as new segment(s); their locations."""
         n = batch.num_rows
         out: list[np.ndarray] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -43,6 +44,15 @@ def test_int_index_matches_a_dict(seed: int, monkeypatch: pytest.MonkeyPatch) ->
         assert a.lookup(probe).tolist() == want == b.lookup(probe).tolist()
         ints = [k for k in probe if k is not None]
         assert a.lookup(ints).tolist() == [model.get(k, -1) for k in ints]
+        arr = np.array(ints, np.int64)  # the array form (`KeyedSegments.int_keys`)
+        assert a.lookup(arr).tolist() == [model.get(k, -1) for k in ints]
+        assert a.has_any(arr) == any(model.get(k, -1) >= 0 for k in ints)
+        fresh = [k for k in rnd.sample(range(-50, 500), rnd.choice([3, 40])) if k not in model]
+        if rnd.random() < 0.3:  # distinct unstored keys as an array, as the fast path does
+            a.update(np.array(fresh, np.int64), range(7, 7 + len(fresh)))
+            b.update(fresh, range(7, 7 + len(fresh)))
+            model.update(zip(fresh, range(7, 7 + len(fresh)), strict=True))
+            assert a.lookup(fresh).tolist() == b.lookup(fresh).tolist()
         k = rnd.choice(probe)
         assert a.get(k) == model.get(k) == b.get(k)
         assert a.has_any(probe) == bool(model) == b.has_any(probe)
