@@ -121,6 +121,9 @@ class ParallelOp(Operator):
         self.exchange_bytes = 0
         self.actor_rows_in = [0] * p  # rows sent to / received from each actor
         self.actor_rows_out = [0] * p
+        # actors stepped (or built) since their writes were last collected: only they can
+        # have dirty writes, so an idle view's checkpoint sends its workers nothing
+        self.dirty: set[int] = set(range(p))
 
     def actors_on(self) -> dict[int, list[int]]:
         """worker -> the actor indexes it runs."""
@@ -178,6 +181,7 @@ class ParallelOp(Operator):
                         bodies.append(protocol.chunk_body(c))
                 steps.append({"actor": self.actor_keys[i], "inputs": refs})
                 order.setdefault(w, []).append(i)
+                self.dirty.add(i)
             if steps:
                 req = protocol.encode({"cmd": "step", "steps": steps, "now": now}, bodies)
                 self.exchange_bytes += len(req)
@@ -223,13 +227,18 @@ class ParallelOp(Operator):
         errors.report(expr, err, count, sample)
 
     def collect(self, batch: Any) -> int:
-        """Every actor's dirty writes into the checkpoint `batch` (in actor order)."""
+        """Every actor's dirty writes into the checkpoint `batch` (in actor order): one
+        request to each worker with an actor stepped since the last collect."""
         reqs: dict[int, bytes] = {}
         by_worker = self.actors_on()
         for w, actors in by_worker.items():
-            keys = [self.actor_keys[i] for i in actors]
-            reqs[w] = protocol.encode({"cmd": "collect", "actors": keys})
+            keys = [self.actor_keys[i] for i in actors if i in self.dirty]
+            if keys:
+                reqs[w] = protocol.encode({"cmd": "collect", "actors": keys})
+        if not reqs:
+            return 0
         res = self.pool.call(reqs)
+        self.dirty.clear()
         n = 0
         for w in sorted(res):
             header, bodies = res[w]
