@@ -28,6 +28,7 @@ Single-threaded and does no I/O besides its scratch store.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
 import shutil
@@ -37,6 +38,8 @@ import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from rocksdict import WriteOptions
 
 from engine.errors import EngineError
 from engine.expr.core import EvalContext, JobEvalContext
@@ -60,6 +63,13 @@ class _Errors:
 
     def report(self, expression: str, error: EngineError, count: int, sample: str) -> None:
         self.items.append([expression, error.sqlstate, error.message, count, sample])
+
+
+def _release() -> None:
+    """Dropped actors were frozen out of the collector (`_cmd_collect`): a full collection
+    frees their reference cycles."""
+    gc.unfreeze()
+    gc.collect()
 
 
 @dataclasses.dataclass
@@ -86,6 +96,8 @@ class WorkerHost:
         self._disk: DiskTables | None = None
         self._dir: Path | None = None
         self.requests = 0
+        self._no_wal = WriteOptions()
+        self._no_wal.disable_wal = True
 
     # -- scratch store -------------------------------------------------------------------
     def _scratch(self) -> StateStore:
@@ -102,6 +114,12 @@ class WorkerHost:
             cache = int(self.config.get("cache_mb", 64)) << 20
             self._disk = DiskTables(self._store, HotCache(cache))
         return self._store
+
+    def _write(self, batch: Any) -> None:
+        """Apply `batch` to the scratch store without RocksDB's write-ahead log: the
+        store is rebuilt from what the coordinator ships after any failure, so logging
+        its writes (the actors' whole dirty state every checkpoint) would be wasted."""
+        self._scratch().db.write(batch, self._no_wal)
 
     def close(self) -> None:
         self.actors = {}
@@ -143,6 +161,7 @@ class WorkerHost:
 
     def _cmd_reset(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         self.close()
+        _release()
         return protocol.encode({"ok": True})
 
     def _clear(self, ids: list[int]) -> None:
@@ -150,7 +169,7 @@ class WorkerHost:
         batch = store.new_batch()
         for tid in ids:
             batch.delete_range(table_prefix(tid), table_prefix(tid + 1))
-        store.write(batch, sync=False)
+        self._write(batch)
 
     def _cmd_build(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         key = str(header["actor"])
@@ -163,7 +182,7 @@ class WorkerHost:
             ks, vs = protocol.kv_from(body)
             for k, v in zip(ks, vs, strict=True):
                 batch.put(k, v)
-            store.write(batch, sync=False)
+            self._write(batch)
         node = decode_node(header["node"])
         node.tables = [dataclasses.replace(t, id=phys[t.name]) for t in node.tables]
         clock = EvalContext(timezone=str(header.get("timezone", "UTC")))
@@ -207,8 +226,12 @@ class WorkerHost:
             if len(rec):
                 batch = store.new_batch()
                 rec.apply(batch)
-                store.write(batch, sync=False)
+                self._write(batch)
             logs.append(rec.body())
+        # the actors' state lives in long-lived Python objects (caches, operator state):
+        # moved out of the collector's generations at each checkpoint, as the runtime does
+        # in the server, so GC passes stay proportional to new garbage, not to the state
+        gc.freeze()
         return protocol.encode({"ok": True, "keys": keys}, logs)
 
     def _cmd_drop(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
@@ -219,4 +242,5 @@ class WorkerHost:
                 ids.extend(a.table_ids)
         if ids:
             self._clear(ids)
+            _release()
         return protocol.encode({"ok": True})
