@@ -22,11 +22,21 @@ Load phases (each `--seconds` long; probes run through all of them):
    e.g. 5,000,000, outside any measured phase), so a backfill runs; its rows/s is reported.
 
 Also reported: the loader's FLUSH latency in phase 1 (the barrier the probes did not wait
-for). Target: p99 of every probe below 20 ms.
+for); the backfill's rows/s over the whole CREATE, per server CPU-second, and over its
+first and last fifth of rows (from `rw_ddl_progress`, so a cost that grows with the
+view's size shows). Every figure's note has the machine's load average meanwhile.
+Target: p99 of every probe below 20 ms.
+
+The server is not pinned to a core: its worker processes (parallel jobs, `--parallelism`
+defaults to the core count) would inherit the pin and take the CPU from the sessions the
+probes talk to; `--pin` pins it (and them) to CPU 0 as the other end-to-end benchmarks
+do. `--background-load N` runs N busy loops at `nice -n 19` through the measured phases
+(a machine that is also doing other work).
 
     python bench/read_latency_bench.py [--seconds 10] [--epoch-rows 100000]
                                        [--copy-rows 1000000] [--phases idle,epochs,copy,backfill]
-                                       [--backfill-rows 5000000] [--profile]
+                                       [--backfill-rows 5000000] [--pin] [--background-load 2]
+                                       [--profile]
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -106,6 +118,48 @@ def webhook_probe(srv: BenchServer, table: str) -> Callable[[], Callable[[], Non
     return make
 
 
+class ProgressSampler(threading.Thread):
+    """Samples `rw_ddl_progress` (time, rows done, rows total) while a backfill runs."""
+
+    def __init__(self, srv: BenchServer) -> None:
+        super().__init__(name="progress", daemon=True)
+        self.srv = srv
+        self.samples: list[tuple[float, int, int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with self.srv.connect() as c:
+            while not self.stop.wait(0.25):
+                row = c.execute("SELECT rows_done, rows_total FROM rw_ddl_progress").fetchone()
+                if row is not None and row[0] is not None:
+                    self.samples.append((time.monotonic(), int(row[0]), int(row[1])))
+
+    def rates(self) -> tuple[float, float] | None:
+        """Rows/s over the first and the last fifth of the rows (None: too few samples)."""
+        s = self.samples
+        if len(s) < 6 or s[-1][1] <= s[0][1]:
+            return None
+        total = s[-1][2] or s[-1][1]
+
+        def rate(lo: float, hi: float) -> float:
+            pts = [p for p in s if lo * total <= p[1] <= hi * total]
+            if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+                return float("nan")
+            return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
+
+        return rate(0.0, 0.2), rate(0.8, 1.0)
+
+
+def background_load(n: int) -> list[subprocess.Popen[bytes]]:
+    """`n` busy loops at the lowest priority (other work on the machine)."""
+    loop = [sys.executable, "-c", "while True: pass"]
+    return [subprocess.Popen(["nice", "-n", "19", *loop]) for _ in range(n)]
+
+
+def loadavg() -> float:
+    return os.getloadavg()[0]
+
+
 def copy_data(rows: int) -> bytes:
     ids = np.arange(rows)
     lines = np.char.add(np.char.add(ids.astype(str), ","), (ids % 1000).astype(str))
@@ -124,10 +178,12 @@ def main() -> None:
         default=0,
         help="top lb_src up to this many rows before the backfill phase (0: as it is)",
     )
+    ap.add_argument("--pin", action="store_true", help="pin the server (and workers) to CPU 0")
+    ap.add_argument("--background-load", type=int, default=0, metavar="N")
     ap.add_argument("--profile", action="store_true", help="py-spy the server meanwhile")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
-    with BenchServer(barrier_ms=1000) as srv:
+    with BenchServer(barrier_ms=1000, cpu=0 if args.pin else None) as srv:
         with srv.connect() as c:
             c.execute("CREATE TABLE lb_src (id BIGINT PRIMARY KEY, g INT, v BIGINT)")
             c.execute("CREATE TABLE lb_dim (g INT PRIMARY KEY, name VARCHAR)")
@@ -180,6 +236,8 @@ def main() -> None:
                     cp.write(data[i : i + (1 << 20)])
 
         backfills: list[float] = []
+        backfill_cpu: list[float] = []
+        progress: list[ProgressSampler] = []
 
         def fill(upto: int) -> None:
             """Top lb_src up to `upto` rows (the backfill's upstream), 1M rows an epoch."""
@@ -193,12 +251,18 @@ def main() -> None:
                 loader.execute("FLUSH")
 
         def backfill() -> None:
-            t0 = time.perf_counter()
+            sampler = ProgressSampler(srv)
+            sampler.start()
+            t0, c0 = time.perf_counter(), srv.cpu_seconds()
             loader.execute(
                 "CREATE MATERIALIZED VIEW lb_bf AS SELECT g, count(*) AS n, max(v) AS m "
                 "FROM lb_src GROUP BY g"
             )
             backfills.append(time.perf_counter() - t0)
+            backfill_cpu.append(srv.cpu_seconds() - c0)
+            sampler.stop.set()
+            sampler.join()
+            progress.append(sampler)
             loader.execute("DROP MATERIALIZED VIEW lb_bf")
 
         def idle() -> None:
@@ -206,16 +270,25 @@ def main() -> None:
 
         work = {"idle": idle, "epochs": epochs, "copy": copy, "backfill": backfill}
         rounds: dict[str, int] = {}
+        load: dict[str, tuple[float, float]] = {}
         spy = args.profile and srv.profile_start(srv.dir / "profile.txt")
-        for name in phases:
-            if name == "backfill" and args.backfill_rows > next_id[0]:
-                phase[0] = "fill"  # not reported
-                fill(args.backfill_rows)
-            phase[0] = name
-            end = time.monotonic() + args.seconds
-            while time.monotonic() < end:
-                work[name]()
-                rounds[name] = rounds.get(name, 0) + 1
+        busy = background_load(args.background_load)
+        try:
+            for name in phases:
+                if name == "backfill" and args.backfill_rows > next_id[0]:
+                    phase[0] = "fill"  # not reported
+                    fill(args.backfill_rows)
+                phase[0] = name
+                l0 = loadavg()
+                end = time.monotonic() + args.seconds
+                while time.monotonic() < end:
+                    work[name]()
+                    rounds[name] = rounds.get(name, 0) + 1
+                load[name] = (l0, loadavg())
+        finally:
+            for b in busy:
+                b.kill()
+                b.wait()
         phase[0] = "done"
         if spy:
             srv.profile_stop()
@@ -228,10 +301,12 @@ def main() -> None:
             if p.error is not None:
                 raise RuntimeError(f"probe {p.name} failed") from p.error
         rows_in = {"epochs": args.epoch_rows, "copy": args.copy_rows, "backfill": next_id[0]}
+        extra = f", {args.background_load} nice-19 busy loops" if args.background_load else ""
         for name in phases:
-            note = (
-                f"{rounds.get(name, 0)} rounds of {rows_in[name]:,} rows" if name != "idle" else ""
-            )
+            l0, l1 = load[name]
+            note = f"load average {l0:.1f}->{l1:.1f}{extra}"
+            if name != "idle":
+                note = f"{rounds.get(name, 0)} rounds of {rows_in[name]:,} rows; {note}"
             for p in probes:
                 lat = np.array(p.samples.get(name, [0.0]))
                 for q in (50, 99):
@@ -254,6 +329,25 @@ def main() -> None:
                 mode="e2e",
                 note=f"{len(backfills)} CREATEs, median {b:.1f} s each",
             )
+            cpu = float(np.median(backfill_cpu))
+            report(
+                "read_latency",
+                f"backfill of a {next_id[0]:,}-row GROUP BY view, rows per server CPU-second",
+                next_id[0] / cpu,
+                "rows/CPU-s",
+                mode="e2e",
+                note=f"server and worker processes, median {cpu:.1f} CPU-s per CREATE",
+            )
+            for i, r in enumerate(p.rates() for p in progress):
+                if r is not None:
+                    report(
+                        "read_latency",
+                        f"backfill rows/s, first fifth vs last fifth of the rows (CREATE {i + 1})",
+                        r[0],
+                        "rows/s",
+                        mode="e2e",
+                        note=f"last fifth {r[1]:,.0f} rows/s (ratio {r[1] / r[0]:.2f})",
+                    )
         if flushes:
             f = np.array(flushes)
             report(

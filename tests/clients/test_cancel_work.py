@@ -137,6 +137,12 @@ def test_query_memory_limit_setting(server: SwellServer, big: str) -> None:
         assert c.execute("SHOW query_memory_limit").fetchone() == ("1MB",)
         with pytest.raises(psycopg.errors.OutOfMemory):
             c.execute("SELECT x.a, y.a FROM cw_big x, cw_big y ORDER BY 1, 2").fetchall()
+        # hash aggregation and DISTINCT with too many groups fail the same way
+        with pytest.raises(psycopg.errors.OutOfMemory):
+            c.execute("SELECT x.a, y.a, count(*) FROM cw_big x, cw_big y GROUP BY 1, 2").fetchall()
+        with pytest.raises(psycopg.errors.OutOfMemory):
+            c.execute("SELECT DISTINCT x.a, y.a FROM cw_big x, cw_big y").fetchall()
+        assert c.execute("SELECT 1").fetchone() == (1,)  # the session goes on
         c.execute("SET query_memory_limit = 0")  # off
         assert c.execute("SELECT count(*) FROM cw_big x, cw_big y").fetchone() == (9_000_000,)
         with pytest.raises(psycopg.errors.InvalidParameterValue):
