@@ -64,6 +64,10 @@ RATE_WINDOW = 5.0
 """Seconds of progress the shown rate is computed over."""
 MIN_SLICE_ROWS = 256
 MAX_SLICE_ROWS = 1 << 18
+STEP_ROWS = 1 << 12
+"""A slice steps the job's operators with at most this many rows at a time: their bulk
+calls (dict updates, multi-gets, Arrow conversions) hold the interpreter for the length
+of one call, so smaller steps let the sessions' threads in between (a few ms each)."""
 
 NOT_STARTED, RUNNING, DONE = 0, 1, 2
 
@@ -191,6 +195,12 @@ class BackfillJob:
             self.slice_rows = int(
                 np.clip(self.rate * SLICE_SECONDS, MIN_SLICE_ROWS, MAX_SLICE_ROWS)
             )
+
+
+def _step_inserts(job: BackfillJob, rel_id: int, rows: pa.Table) -> None:
+    """Step the job with `rows` as inserts of upstream `rel_id`, `STEP_ROWS` at a time."""
+    for start in range(0, rows.num_rows, STEP_ROWS):
+        job.step({rel_id: StreamChunk.inserts(rows.slice(start, STEP_ROWS))})
 
 
 class Backfiller:
@@ -332,7 +342,7 @@ class Backfiller:
             got = rows.num_rows if rows.num_columns else 0
             if got:
                 try:
-                    job.step({u.rel_id: StreamChunk.inserts(rows)})
+                    _step_inserts(job, u.rel_id, rows)
                 except Exception as e:  # the half-stepped job cannot go on: drop it
                     self._fail(job, e)
                     return
@@ -375,7 +385,7 @@ class Backfiller:
             got = rows.num_rows if rows.num_columns else 0
             try:
                 if got:
-                    job.step({u.rel_id: StreamChunk.inserts(rows)})
+                    _step_inserts(job, u.rel_id, rows)
                 if held:
                     job.step({u.rel_id: StreamChunk.concat(held)})
             except Exception as e:  # the half-stepped job cannot go on: drop it
