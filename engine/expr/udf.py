@@ -36,7 +36,10 @@ again from the catalog (`engine.expr.codec`).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable
+import hashlib
+import sys
+import types
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -64,7 +67,11 @@ class PythonRoutine:
         self.arg_types: list[SqlType] = list(fn.arg_types)
         self.return_type: SqlType = fn.return_type
         self.columns: list[Field] = list(fn.return_columns)
-        ns = compile_body(fn.name, fn.body)
+        if self.kind == "aggregate":  # a module of its own: its classes' states pickle
+            digest = hashlib.sha1(fn.body.encode(), usedforsecurity=False).hexdigest()[:16]
+            ns = compile_body(fn.name, fn.body, f"swell_udaf_{fn.name}_{digest}")
+        else:
+            ns = compile_body(fn.name, fn.body)
         if self.kind == "aggregate":
             missing = [n for n in _AGG_REQUIRED if not callable(ns.get(n))]
             if missing:
@@ -174,15 +181,25 @@ class PythonRoutine:
         sink: ErrorSink | None,
         expr: str,
     ) -> pa.Array:
-        """One result per group: `groups[g]` lists the input rows (in order) of group g."""
+        """One result per group: `groups[g]` lists the input rows (in order) of group g
+        (ad-hoc queries, and views over an aggregate without `retract`). A batch aggregate
+        gets each group's rows in one `accumulate` call (Arrow arrays)."""
         cols = [_py_values(a, len(a), t) for a, t in zip(args, self.arg_types, strict=True)]
+        ok = self._counted_mask(args, np.ones(len(args[0]) if args else 0), None)
+        batch = self.batch and bool(args)
         out: list[Any] = []
         failed: dict[tuple[str, str], list[Any]] = {}
         for rows in groups:
             state: Any = None
             try:
                 state = self.create_state()
-                for r in rows or ():
+                if batch:
+                    idx = np.asarray(rows or [], dtype=np.int64)
+                    idx = idx[ok[idx]]
+                    if idx.size:
+                        taken = pa.array(idx)
+                        state = self.accumulate(state, *[a.take(taken) for a in args])
+                for r in () if batch else rows or ():
                     vals = [c[r] for c in cols]
                     if self.strict and any(v is None for v in vals):
                         continue
@@ -198,6 +215,133 @@ class PythonRoutine:
         _flush_failures(failed, sink, expr)
         assert isinstance(result, pa.Array)
         return result
+
+    def fold(
+        self,
+        states: list[Any],
+        groups: list[Sequence[int]],
+        args: list[pa.Array],
+        weights: np.ndarray,
+        counted: np.ndarray | None,
+        sink: ErrorSink | None,
+        expr: str,
+    ) -> tuple[list[Any], list[int]]:
+        """Incremental maintenance (a view's GROUP BY): fold the rows `groups[g]` of one
+        chunk into group g's state `states[g]` (None: a fresh `create_state()`), calling
+        `accumulate` for rows of weight +1 and `retract` for -1, in chunk order; rows
+        where `counted` is False (FILTER) are skipped, and rows with a NULL argument too
+        when the aggregate is STRICT. Returns the new states and, per group, the net number
+        of rows whose call raised (+1 per failed accumulate, -1 per failed retract): such a
+        row is not in the state, and the caller shows NULL while any is in the group.
+
+        With `WITH (batch = true)` each group's accumulated rows go to one `accumulate`
+        call and its retracted rows to one `retract` call, as Arrow arrays (accumulated
+        first, so a retracted row is always in the state); a failing batch is replayed
+        row by row (one-element arrays) to find the failing rows."""
+        assert self.retract is not None or bool((weights > 0).all())
+        ok = self._counted_mask(args, weights, counted)
+        if self.batch:
+            return self._fold_batches(states, groups, args, weights, ok, sink, expr)
+        cols = [_py_values(a, len(a), t) for a, t in zip(args, self.arg_types, strict=True)]
+        acc, ret = self.accumulate, self.retract
+        out: list[Any] = []
+        fails: list[int] = []
+        failed: dict[tuple[str, str], list[Any]] = {}
+        for st, rows in zip(states, groups, strict=True):
+            bad = 0
+            state = self.create_state() if st is None else st
+            for r in rows:
+                if not ok[r]:
+                    continue
+                vals = [c[r] for c in cols]
+                add = weights[r] > 0
+                try:
+                    state = acc(state, *vals) if add else ret(state, *vals)  # type: ignore[misc]
+                except Exception as e:  # the user's code: any exception is the function's
+                    err = self.error(e)
+                    if sink is None:
+                        raise err from None
+                    bad += 1 if add else -1
+                    _note(failed, err, tuple(vals))
+            out.append(state)
+            fails.append(bad)
+        _flush_failures(failed, sink, expr)
+        return out, fails
+
+    def _counted_mask(
+        self, args: list[pa.Array], weights: np.ndarray, counted: np.ndarray | None
+    ) -> np.ndarray:
+        ok = np.ones(len(weights), dtype=bool) if counted is None else counted.copy()
+        if self.strict:
+            for a in args:
+                if a.null_count:
+                    ok &= a.is_valid().to_numpy(zero_copy_only=False)
+        return ok
+
+    def _fold_batches(
+        self,
+        states: list[Any],
+        groups: list[Sequence[int]],
+        args: list[pa.Array],
+        weights: np.ndarray,
+        ok: np.ndarray,
+        sink: ErrorSink | None,
+        expr: str,
+    ) -> tuple[list[Any], list[int]]:
+        out: list[Any] = []
+        fails: list[int] = []
+        failed: dict[tuple[str, str], list[Any]] = {}
+        for st, rows in zip(states, groups, strict=True):
+            state = self.create_state() if st is None else st
+            idx = np.asarray(rows, dtype=np.int64)
+            idx = idx[ok[idx]]
+            bad = 0
+            for add in (True, False):
+                part = idx[(weights[idx] > 0) == add]
+                if not part.size:
+                    continue
+                fn = self.accumulate if add else self.retract
+                assert fn is not None
+                taken = pa.array(part)
+                arrays = [a.take(taken) for a in args]
+                try:
+                    state = fn(state, *arrays)
+                    continue
+                except Exception as e:
+                    if sink is None:
+                        raise self.error(e) from None
+                for j in range(len(part)):  # replay row by row: which rows fail
+                    one = [a.slice(j, 1) for a in arrays]
+                    try:
+                        state = fn(state, *one)
+                    except Exception as e:
+                        bad += 1 if add else -1
+                        _note(failed, self.error(e), tuple(a[0].as_py() for a in one))
+            out.append(state)
+            fails.append(bad)
+        _flush_failures(failed, sink, expr)
+        return out, fails
+
+    def results(self, states: list[Any], sink: ErrorSink | None, expr: str) -> list[Any]:
+        """`finish` of each state (None: a fresh state), as values of the return type
+        ready for Arrow (what a view's aggregation keeps and emits); a failing `finish` or a
+        result that does not fit is NULL and reported under `sink`, else raised."""
+        out: list[Any] = []
+        failed: dict[tuple[str, str], list[Any]] = {}
+        for st in states:
+            state = self.create_state() if st is None else st
+            try:
+                out.append(self.finish(state) if self.finish is not None else state)
+            except Exception as e:
+                err = self.error(e)
+                if sink is None:
+                    raise err from None
+                _note(failed, err, ())
+                out.append(None)
+        result = self.to_arrow(out, self.return_type, sink, expr, failed)
+        _flush_failures(failed, sink, expr)
+        values: list[Any] = result.to_pylist()
+        return values
 
     # -- values ----------------------------------------------------------------------------
     def error(self, e: BaseException, what: str | None = None) -> ExternalRoutineException:
@@ -254,8 +398,13 @@ class PythonRoutine:
             ) from None
 
 
-def compile_body(name: str, body: str) -> dict[str, Any]:
-    """Run the body's module code in a fresh namespace (its imports and definitions)."""
+def compile_body(name: str, body: str, module: str | None = None) -> dict[str, Any]:
+    """Run the body's module code in a fresh namespace (its imports and definitions).
+    With `module`, the namespace is a module registered under that name in `sys.modules`,
+    so objects of classes the body defines can be pickled (an aggregate's state is kept
+    pickled in the view's state store) and unpickled after a restart, once the body is
+    compiled again; the name depends on the body, so a changed body never reads states
+    of the old one's classes by mistake."""
     try:
         code = compile(body, f"<function {name}>", "exec")
     except SyntaxError as e:
@@ -263,13 +412,17 @@ def compile_body(name: str, body: str) -> dict[str, Any]:
             f'could not compile Python function "{name}"',
             detail=f"{e.msg} (line {e.lineno})",
         ) from None
-    ns: dict[str, Any] = {"__name__": f"swell_udf_{name}", "__builtins__": builtins}
+    mod = types.ModuleType(module or f"swell_udf_{name}")
+    ns: dict[str, Any] = mod.__dict__
+    ns["__builtins__"] = builtins
     try:
         exec(code, ns)  # noqa: S102 - the function's own code, created by a superuser
     except Exception as e:
         raise InvalidFunctionDefinition(
             f'could not load Python function "{name}"', detail=f"{type(e).__name__}: {e}"
         ) from None
+    if module is not None:
+        sys.modules[module] = mod
     return ns
 
 

@@ -72,8 +72,10 @@ def create_function(session: Any, st: Statement) -> QueryResult:
             f"option {sorted(a['options'])[0]} of CREATE {what.upper()}",
             hint="The option Swell knows is batch = true.",
         )
-    if batch and (kind != "scalar" or language != "python"):
-        raise not_supported("batch = true here", hint="It applies to Python scalar functions.")
+    if batch and (kind == "table" or language != "python"):
+        raise not_supported(
+            "batch = true here", hint="It applies to Python scalar functions and aggregates."
+        )
     if name in FUNCTIONS or name in TABLE_FUNCTIONS or name in _BUILTIN_AGGREGATES:
         raise DuplicateFunction(
             f'function "{name}" is a built-in function', hint="Choose another name."

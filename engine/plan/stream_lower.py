@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.errors import not_supported
-from engine.plan.append_only import append_only_extremes
+from engine.plan.append_only import append_only_extremes, derived_append_only
 from engine.plan.logical import (
     Agg,
     AggSpec,
@@ -60,8 +60,21 @@ from engine.plan.stream_plan import (
 from engine.types import Field
 
 # recomputed per touched group from the group's rows (CollectAggOp); "udaf": user-defined
-# aggregates (engine.plan.plan_udf)
+# aggregates (engine.plan.plan_udf) that cannot be kept incrementally (`recomputes`)
 COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg", "udaf")
+
+
+def recomputes(a: AggSpec, append_only_input: bool) -> bool:
+    """Whether aggregate `a` needs its group's rows (CollectAggOp). A user-defined
+    aggregate with `retract`, or any over an input that never retracts, keeps only its
+    state per group (HashAggOp, engine.stream.operators.agg_udaf); one without `retract`
+    over an input with deletes or updates is recomputed from the group's rows, as
+    RisingWave does ("the state can not be updated incrementally")."""
+    if a.kind != "udaf":
+        return a.kind in COLLECT_KINDS
+    r = getattr(a.udf, "routine", None)
+    return not append_only_input and (r is None or r.retract is None)
+
 
 IdFn = Callable[[str], int]
 
@@ -184,7 +197,8 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
             ins, schemas, schema, key, srfs=list(p.srfs), udtfs=udtf_calls(p, schema)
         )
     if isinstance(p, Agg):
-        if any(a.kind in COLLECT_KINDS for a in p.aggs):
+        ao = derived_append_only(p.inputs()[0])
+        if any(recomputes(a, ao) for a in p.aggs):
             return StreamCollectAgg(
                 ins,
                 schemas,

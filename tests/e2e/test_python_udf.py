@@ -197,3 +197,68 @@ def test_only_superusers_create_python_functions(fresh_server: SwellServer) -> N
     with fresh_server.connect(user="alice") as a:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             a.execute(INV)
+
+
+PICKY = """CREATE AGGREGATE picky(v INT) RETURNS BIGINT LANGUAGE python AS $$
+def create_state():
+    return 0
+
+def accumulate(s, v):
+    if v == 13:
+        raise ValueError("unlucky")
+    return s + v
+
+def retract(s, v):
+    if v == 13:
+        raise ValueError("unlucky")
+    return s - v
+$$"""
+LAST = """CREATE AGGREGATE biggest(v INT) RETURNS INT LANGUAGE python AS $$
+def create_state():
+    return None
+
+def accumulate(s, v):
+    return v if s is None or v > s else s
+$$"""
+
+
+def test_python_aggregates_in_views_keep_state_or_recompute(fresh_server: SwellServer) -> None:
+    """An aggregate with retract keeps its state per group (StreamHashAgg); a failing
+    accumulate makes the group NULL while the row is in it; one without retract is
+    recomputed from the group's rows (StreamCollectAgg)."""
+    with fresh_server.connect() as c:
+        c.execute(PICKY)
+        c.execute(LAST)
+        c.execute("CREATE TABLE t (id INT PRIMARY KEY, k INT, v INT)")
+        c.execute("INSERT INTO t VALUES (1, 0, 5), (2, 0, 7), (3, 1, 2)")
+        plans = {}
+        for name, q in (
+            ("v_picky", "SELECT k, picky(v) AS p FROM t GROUP BY k"),
+            ("v_big", "SELECT k, biggest(v) AS b FROM t GROUP BY k"),
+        ):
+            plan = c.execute(f"EXPLAIN CREATE MATERIALIZED VIEW {name} AS {q}").fetchall()
+            plans[name] = "\n".join(r[0] for r in plan)
+            c.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        assert "StreamHashAgg" in plans["v_picky"] and "picky(" in plans["v_picky"]
+        assert "StreamCollectAgg" in plans["v_big"]
+
+        def both() -> tuple[list[Any], list[Any]]:
+            return (
+                c.execute("SELECT * FROM v_picky ORDER BY k").fetchall(),
+                c.execute("SELECT * FROM v_big ORDER BY k").fetchall(),
+            )
+
+        assert both() == ([(0, 12), (1, 2)], [(0, 7), (1, 2)])
+        c.execute("INSERT INTO t VALUES (4, 1, 13)")
+        c.execute("FLUSH")
+        assert both() == ([(0, 12), (1, None)], [(0, 7), (1, 13)])
+        events = c.execute(
+            "SELECT job_name, error, info->>'sqlstate' FROM rw_catalog.rw_event_logs"
+        ).fetchall()
+        assert events == [("v_picky", "ValueError: unlucky", "38000")]
+        with pytest.raises(psycopg.errors.ExternalRoutineException):
+            c.execute("SELECT k, picky(v) FROM t GROUP BY k").fetchall()
+        c.execute("DELETE FROM t WHERE id = 4")
+        c.execute("DELETE FROM t WHERE id = 2")
+        c.execute("FLUSH")
+        assert both() == ([(0, 5), (1, 2)], [(0, 5), (1, 2)])

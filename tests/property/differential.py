@@ -158,8 +158,10 @@ def run_differential(
     data_errors: bool = False,
     fail_at: list[str | None] | None = None,
     parallelism: int = 1,
+    setup: tuple[str, ...] = (),
 ) -> None:
     """Apply `ops` batch by batch (FLUSH after each) and check every view each time.
+    `setup`: statements run first (e.g. CREATE AGGREGATE for the views).
 
     `fail_at[i]` (an `engine.faults` point) makes batch i's first FLUSH fail there: the
     epoch is rolled back, every view must still equal its query over the tables (all at
@@ -171,6 +173,8 @@ def run_differential(
         db = open_db(Path(d), parallelism)
         try:
             s = db.connect("root", "dev")
+            for stmt in setup:
+                s.execute_simple(stmt)
             for tbl in TABLES:
                 s.execute_simple(f"CREATE TABLE {tbl} (id INT PRIMARY KEY, k VARCHAR, v INT)")
             if early:  # views created before the data: purely incremental

@@ -27,7 +27,7 @@ from __future__ import annotations
 import decimal
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -64,9 +64,13 @@ class AggCall:
     type: SqlType
     distinct: bool = False
     filter: int | None = None
+    #: kind "udaf": the bound call of the user-defined aggregate (engine.expr.udf.UdfCall)
+    udf: Any = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        if self.kind == "count_star":
+        if self.udf is not None:
+            s = f"{self.udf.name}({', '.join(f'${r.index}' for r in self.udf.args)})"
+        elif self.kind == "count_star":
             s = "count(*)"
         else:
             s = f"{self.kind}({'distinct ' if self.distinct else ''}${self.arg})"

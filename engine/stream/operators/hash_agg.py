@@ -62,8 +62,10 @@ from engine.stream.operators.agg_calls import (
 )
 from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout
 from engine.stream.operators.agg_columns import ColumnarGroups
+from engine.stream.operators.agg_udaf import UdafImpl
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
+    INDEX,
     WEIGHT,
     Frame,
     arrow_values,
@@ -106,6 +108,7 @@ _PART_SUM = 6e27
 """Magnitude per part of a split chunk: with single values below 1e28, a part sums below
 1.6e28."""
 _COUNT = "__cnt"
+_ROWS = "__rows"
 
 
 class HashAggOp(Operator):
@@ -119,7 +122,8 @@ class HashAggOp(Operator):
     * `groups`: group key tuple -> `(row_count, *slots)`, where the slots are each
       aggregate's accumulator slots in call order (count: `(n,)`; sum/avg:
       `(sum, non_null_count)`; bool_and/or: `(true_count, non_null_count)`; min/max:
-      `(current_extreme,)`). Sums are exact Python ints / Decimals (floats for float
+      `(current_extreme,)`; a user-defined aggregate: `(pickled_state, value, failing)`,
+      see `agg_udaf`). Sums are exact Python ints / Decimals (floats for float
       arguments).
     * `minmax_<i>` for the first min/max call i over each (argument, FILTER) pair (not for
       `append_only_extremes`, whose slot alone is their state):
@@ -157,8 +161,13 @@ class HashAggOp(Operator):
         self.stream_key = list(range(nk))
         self._global = nk == 0
         self._impls: list[AggImpl] = [
-            make_impl(a, None if a.arg is None else input_schema[a.arg].type) for a in aggs
+            UdafImpl(a, errors)
+            if a.kind == "udaf"
+            else make_impl(a, None if a.arg is None else input_schema[a.arg].type)
+            for a in aggs
         ]
+        # user-defined aggregates: their states fold the chunk's rows per group (agg_udaf)
+        self._udafs = [i for i, impl in enumerate(self._impls) if isinstance(impl, UdafImpl)]
         self._plain = sorted(set(append_only_extremes))
         for i in self._plain:
             self._impls[i] = AppendOnlyExtremeImpl(aggs[i].kind == "min")
@@ -192,13 +201,16 @@ class HashAggOp(Operator):
         cols = list(group_keys)
         for a in aggs:
             cols += [c for c in (a.arg, a.filter) if c is not None]
+            cols += [r.index for r in a.udf.args] if a.udf is not None else []
         self._cols = cols
         self._key_names = [col_name(g) for g in group_keys]
         self._uniq_key_names = list(dict.fromkeys(self._key_names))
         w = pl.col(WEIGHT)
         exprs: list[pl.Expr] = [w.sum().alias(_COUNT)]
+        if self._udafs and not self._global:  # each group's chunk rows, in chunk order
+            exprs.append(pl.col(INDEX).alias(_ROWS))
         for i, (a, impl) in enumerate(zip(aggs, self._impls, strict=True)):
-            if i in self._value_tables or i in self._shared:
+            if i in self._value_tables or i in self._shared or i in self._udafs:
                 continue
             x = None if a.arg is None else pl.col(col_name(a.arg))
             for j, e in enumerate(impl.delta_exprs(self._ok(a), x, w)):
@@ -378,7 +390,7 @@ class HashAggOp(Operator):
                 "an append-only aggregation input retracted a row",
                 detail=f"{self.explain()} keeps min/max without a multiset.",
             )
-        frame = polars_frame(chunk.data, self._cols, weights=weights)
+        frame = polars_frame(chunk.data, self._cols, weights=weights, index=bool(self._udafs))
         df = frame.df
         try:
             if self._global:
@@ -418,7 +430,7 @@ class HashAggOp(Operator):
         for i, impl in enumerate(self._impls):
             if isinstance(impl, AppendOnlyExtremeImpl):
                 deltas[i] = [py_values(frame, part, f"a{i}_0")]
-            elif i not in self._value_tables and i not in self._shared:
+            elif i not in self._value_tables and i not in self._shared and i not in self._udafs:
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
 
         # merge old states with the deltas, column-wise
@@ -426,9 +438,14 @@ class HashAggOp(Operator):
         init = self._init_state
         old_cols = list(zip(*[init if o is None else o for o in olds], strict=True))
         new_cols: list[Any] = [[a + b for a, b in zip(old_cols[0], dcnt, strict=True)]]
+        rows: list[Any] = []
+        if self._udafs:
+            rows = [range(len(chunk))] if self._global else part.get_column(_ROWS).to_list()
         for i, impl in enumerate(self._impls):
             s = self._start[i]
-            if i in replaced:
+            if isinstance(impl, UdafImpl):
+                new_cols.extend(impl.step(old_cols[s : s + 3], rows, chunk.data, weights))
+            elif i in replaced:
                 ext = replaced[i]
                 new_cols.append([ext.get(k, o) for k, o in zip(keys, old_cols[s], strict=True)])
             else:
