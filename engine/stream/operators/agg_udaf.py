@@ -77,7 +77,7 @@ class UdafImpl(AggImpl):
 
     def step(
         self,
-        old: list[Col],
+        old: Sequence[Col],
         groups: list[Sequence[int]],
         batch: pa.RecordBatch,
         weights: np.ndarray,
