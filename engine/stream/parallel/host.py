@@ -97,7 +97,7 @@ class WorkerHost:
         self._dir: Path | None = None
         self.requests = 0
         self._no_wal = WriteOptions()
-        self._no_wal.disable_wal = True
+        self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
 
     # -- scratch store -------------------------------------------------------------------
     def _scratch(self) -> StateStore:
