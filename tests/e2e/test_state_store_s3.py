@@ -117,6 +117,12 @@ def test_restore_after_losing_the_data_directory(
         )
         c.execute("CREATE SECRET pw WITH (backend = 'meta') AS 'hunter2'")
         c.execute("CREATE USER alice WITH PASSWORD 'pw1'")
+        c.execute("CREATE DATABASE shop")
+        with a.connect(dbname="shop") as shop:  # its objects come back apart from dev's
+            shop.execute("CREATE SCHEMA s")
+            shop.execute("CREATE SECRET pw2 WITH (backend = 'meta') AS 'in shop'")
+            shop.execute("CREATE TABLE s.t (a INT)")
+            shop.execute("INSERT INTO s.t VALUES (5)")
         c.execute("INSERT INTO dim SELECT g, 'n' || g FROM generate_series(0, 9) g")
         c.execute("INSERT INTO t SELECT g, g % 10, g * 3 FROM generate_series(1, 3000) g")
         c.execute("INSERT INTO ev SELECT g FROM generate_series(1, 40) g")
@@ -152,6 +158,10 @@ def test_restore_after_losing_the_data_directory(
             _check_views(c)
             assert _rows(c, "SELECT name FROM rw_catalog.rw_secrets") == [("pw",)]
             assert ("alice",) in _rows(c, "SELECT usename FROM pg_user")
+        with b.connect(dbname="shop") as shop:
+            assert _rows(shop, "SELECT name FROM rw_catalog.rw_secrets") == [("pw2",)]
+            assert _rows(shop, "SELECT a FROM s.t") == [(5,)]
+        with b.connect() as c:
             kinds = dict(_rows(c, "SELECT name, relation_type FROM rw_catalog.rw_relations"))
             assert {"sk", "kt", "v_small", *VIEWS} <= set(kinds)
             # the Kafka source resumes from its stored offsets
