@@ -324,6 +324,12 @@ class UndefinedDatabase(EngineError):
     sqlstate = "3D000"
 
 
+class ProgramLimitExceeded(EngineError):
+    """A value beyond what the server can represent (54000: `chr(0)`, a NUL in text)."""
+
+    sqlstate = "54000"
+
+
 class StatementTooComplex(EngineError):
     """Nesting deeper than the parser, binder or evaluator can follow (54001)."""
 

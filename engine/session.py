@@ -368,7 +368,7 @@ class SwellSession:
                 self._copy_token = token  # the rows follow: the statement goes on
             streaming = res.more is not None  # the statement goes on while its rows stream
             if st.args.get("notices"):  # identifiers truncated to 63 bytes (engine/sql)
-                res.notices[:0] = [Notice(m) for m in st.args["notices"]]
+                res.notices[:0] = [Notice(m, sqlstate="42622") for m in st.args["notices"]]
         except EngineError as e:
             _scrub_error(e, st, self.db.catalog)
             raise

@@ -73,6 +73,12 @@ _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp
 
 # typed sqlglot function nodes -> (function name, argument keys); lists expand
 _FUNCS: dict[type, tuple[str, tuple[str, ...]]] = {
+    # calls sqlglot parses into nodes of their own, bound by their PostgreSQL names
+    exp.Chr: ("chr", ("expressions",)),
+    exp.Ascii: ("ascii", ("this",)),
+    exp.Hex: ("to_hex", ("this",)),
+    exp.Cbrt: ("cbrt", ("this",)),
+    exp.Pi: ("pi", ()),
     exp.Upper: ("upper", ("this",)),
     exp.Lower: ("lower", ("this",)),
     exp.Length: ("length", ("this",)),

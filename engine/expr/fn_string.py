@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InvalidParameterValue
+from engine.errors import InvalidParameterValue, ProgramLimitExceeded
 from engine.expr.coerce import cast, implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar
 from engine.expr.ops import no_operator
@@ -455,19 +455,34 @@ def _ascii(args: list[Expr]) -> Expr:
     )
 
 
+def _chr_of(code: int) -> str:
+    """PostgreSQL's chr() in UTF8: a code point, refusing NUL, negatives, surrogates."""
+    if code == 0:
+        raise ProgramLimitExceeded("null character not permitted")
+    if code < 0:
+        raise InvalidParameterValue("character number must be positive")
+    if code > 0x10FFFF:
+        raise ProgramLimitExceeded(f"requested character too large for encoding: {code}")
+    if 0xD800 <= code <= 0xDFFF:
+        raise ProgramLimitExceeded(f"requested character not valid for encoding: {code}")
+    return chr(code)
+
+
 @register("chr")
 def _chr(args: list[Expr]) -> Expr:
-    return simple("chr", args, [INT], VARCHAR, _per_row(chr, pa.string()))
+    return simple("chr", args, [INT], VARCHAR, _per_row(_chr_of, pa.string()))
 
 
 @register("to_hex")
 def _to_hex(args: list[Expr]) -> Expr:
+    target = implicit_cast_target(args)
+    mask = 0xFFFFFFFFFFFFFFFF if target.kind is K.BIGINT else 0xFFFFFFFF  # two's complement
     return simple(
         "to_hex",
         args,
-        [implicit_cast_target(args)],
+        [target],
         VARCHAR,
-        _per_row(lambda v: format(v & 0xFFFFFFFFFFFFFFFF if v < 0 else v, "x"), pa.string()),
+        _per_row(lambda v: format(v & mask if v < 0 else v, "x"), pa.string()),
     )
 
 

@@ -101,7 +101,7 @@ def enforce(expr: Expr, target: SqlType, explicit: bool) -> Expr:
         if isinstance(expr, Literal):
             v = expr.value
             if isinstance(v, str) and len(v) > n:
-                if not explicit:
+                if not explicit and v[n:].strip(" "):
                     raise _too_long(target)
                 v = v[:n]
             return Literal(v, target)
@@ -112,7 +112,10 @@ def enforce(expr: Expr, target: SqlType, explicit: bool) -> Expr:
             if not _any(too_long):
                 return x
             if not explicit:
-                raise _too_long(target)
+                # PostgreSQL: an assignment may drop trailing spaces past the length only
+                excess = pc.utf8_slice_codeunits(x, n)
+                if _any(pc.invert(pc.match_substring_regex(excess, "^ *$"))):
+                    raise _too_long(target)
             return pc.utf8_slice_codeunits(x, 0, n)
 
         return Func("varchar_len", (expr,), target, kernel)

@@ -6,6 +6,7 @@ planning modules (windows, system tables) share them without importing the Plann
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,7 +177,11 @@ _FUNC_NAMES = {
     "current_timestamp": "now",
     "current_version": "version",
     "unix_to_time": "to_timestamp",
+    "hex": "to_hex",
 }
+
+
+_CALL_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 
 
 def _output_name(it: exp.Expression) -> str:
@@ -215,8 +220,24 @@ def _output_name(it: exp.Expression) -> str:
         return "?column?"
     if isinstance(node, exp.Case):
         return "case"
-    if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary)):
+    if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
+        items = node.this.expressions  # a scalar subquery is named after its one column
+        return _output_name(items[0]) if len(items) == 1 else "?column?"
+    if isinstance(node, exp.Interval):
+        return "interval"
+    if (isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary))) or isinstance(
+        node, exp.Pow
+    ):
         name = node.sql_name().lower()
+        if name in _FUNC_NAMES:
+            return _FUNC_NAMES[name]
+        # sqlglot's node names differ from PostgreSQL's (GroupConcat for string_agg):
+        # the name PostgreSQL output spells the call with
+        m = _CALL_NAME.match(node.sql(dialect="postgres"))
+        name = m.group(1).lower() if m else name
+        if name == "trim":  # trim([BOTH | LEADING | TRAILING] ...) is btrim/ltrim/rtrim
+            where = str(node.args.get("position") or "").upper()
+            return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(where, "btrim")
         return _FUNC_NAMES.get(name, name)
     if isinstance(node, exp.Boolean):
         return "bool"
