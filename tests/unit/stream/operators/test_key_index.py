@@ -64,3 +64,34 @@ def test_index_kind_follows_the_key_columns() -> None:
     assert isinstance(make_index([pa.string()]), DictIndex)
     assert isinstance(make_index([pa.int64(), pa.int64()]), DictIndex)
     assert isinstance(make_index([pa.float64()]), DictIndex)
+
+
+def test_ascending_chunks_append_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of keys above every stored key (ascending ids) take the in-place append;
+    updates of earlier keys, deletes and merges in between answer as the dict does."""
+    monkeypatch.setattr(key_index, "MERGE_MIN", 50)
+    monkeypatch.setattr(key_index, "DIRECT_MIN", 20)
+    rnd = random.Random(7)
+    a, model = IntIndex(), {}
+    top = 0
+    for _ in range(60):
+        r = rnd.random()
+        if r < 0.6:  # a chunk of new ascending ids, as an array or a list
+            ks = list(range(top + 1, top + 1 + rnd.choice([25, 100, 3000])))
+            top = ks[-1]
+            locs = [rnd.randint(0, 10**6) for _ in ks]
+            a.update(np.array(ks, np.int64) if r < 0.3 else ks, locs)
+            model.update(zip(ks, locs, strict=True))
+        elif r < 0.8 and model:  # moves of stored keys (in place in the arrays)
+            ks = rnd.sample(sorted(model), min(len(model), 30))
+            locs = [rnd.randint(0, 10**6) for _ in ks]
+            a.update(ks, locs)
+            model.update(zip(ks, locs, strict=True))
+        elif model:
+            gone = rnd.sample(sorted(model), min(len(model), rnd.randint(1, 40)))
+            a.pop_many(gone)
+            for k in gone:
+                del model[k]
+        probe = list(range(0, top + 5))
+        assert len(a) == len(model)
+        assert a.lookup(probe).tolist() == [model.get(k, -1) for k in probe]
