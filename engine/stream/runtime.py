@@ -924,6 +924,8 @@ class Runtime:
         job = BackfillJob(
             rel, ups, table, step, statement or rel.definition, background, rate_limit
         )
+        parallel = int(rel.extra.get(PARALLELISM) or 1) > 1
+        job.actors = parallel and bool(rel.extra.get(PARALLEL_NODES))  # backfill.STEP_ROWS
         if load:
             job.load()
         else:
