@@ -11,9 +11,9 @@ direction, included columns, distribution key); the catalogs show it as an index
 cannot name it in FROM (PostgreSQL's `"idx" is an index`).
 
 Reads: the batch planner's `engine.plan.index_scan.use_indexes` replaces a scan whose
-filter constrains an index's leading column by an `IndexScan`, answered from the index's
+filter constrains an index's leading columns by an `IndexScan`, answered from the index's
 committed rows by `engine.batch.index_lookup` (sorted per immutable segment, binary
-search per lookup).
+search per lookup; a non-covering index's found keys then read the relation's rows).
 
 Privileges follow the indexed object: only its owner (or a superuser) may create or
 drop an index on it, the index belongs to the object's owner, and reading through it

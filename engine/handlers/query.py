@@ -109,7 +109,7 @@ def _snapshots(
 
 def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
     """Answer each IndexScan from its index's rows of the query's committed epoch."""
-    from engine.batch.index_lookup import lookup
+    from engine.batch.index_lookup import fetch, lookup
     from engine.plan.index_scan import IndexScan
 
     stack = [plan]
@@ -121,14 +121,19 @@ def _load_index_scans(session: Any, plan: PlanNode, committed: Any) -> None:
                 pin = _pin_created(session, n.index)
             one = pa.record_batch([pa.array([0])], names=["_"])
             ctx = session.eval_ctx()
-            bounds = [(op, e.eval(one, ctx)[0].as_py()) for op, e in n.bounds]
+            bounds = [(j, op, e.eval(one, ctx)[0].as_py()) for j, op, e in n.bounds]
             if n.points is None:
-                n.table = lookup(pin, n.key, bounds, n.columns)
+                n.table = lookup(pin, n.keys, bounds, n.columns)
             else:  # key IN (...): one point lookup per distinct value, NULL matching none
                 values = {e.eval(one, ctx)[0].as_py() for e in n.points} - {None}
-                found = [lookup(pin, n.key, [*bounds, ("=", v)], n.columns) for v in values]
-                empty = lookup(pin, n.key, [("=", None)], n.columns)
+                found = [lookup(pin, n.keys, [*bounds, (0, "=", v)], n.columns) for v in values]
+                empty = lookup(pin, n.keys, [(0, "=", None)], n.columns)
                 n.table = pa.concat_tables([empty, *found]) if found else empty
+            if n.fetch is not None:  # not covering: the relation's rows by primary key
+                base = committed.pins.get(n.relation.id)
+                if base is None or not _same_layout(base, [f.type.arrow for f in n.schema]):
+                    base = _pin_created(session, n.relation)
+                n.table = fetch(base, n.fetch, n.table)
         stack.extend(n.inputs())
 
 

@@ -7,10 +7,17 @@ compares the leading column of one of the relation's indexes with a constant
 casts, evaluated once when the query runs) or tests it with `IN (constants)` (one point
 lookup per distinct value), the scan becomes an `IndexScan`: the rows of
 the index whose leading column is within the conjuncts' range, in the scanned relation's
-column order. The filter stays above it, whole, so the result is exactly the scan's:
-the index only narrows the rows the filter sees (a superset of its answer is all the
-lookup must return). An index is used only when it holds every column of the scan
-(INCLUDE omitted, or listing them) and its backfill is done; otherwise the query scans.
+column order. A multi-column index is searched on as many of its columns as the filter
+pins: equalities on a prefix of them (the first may be an IN list instead), then
+optionally a range on the next one. The filter stays above it, whole, so the result is
+exactly the scan's: the index only narrows the rows the filter sees (a superset of its
+answer is all the lookup must return). An index whose backfill is not done is never
+used. When it does not hold every column of the scan (an INCLUDE list), it still
+answers if it holds the relation's primary key: the lookup finds the keys, then reads
+those rows of the relation by key (EXPLAIN: `lookup: t by primary key (id)`; a table
+without a primary key by its hidden `_row_id`, which every index stores as the
+upstream's stream key). Among usable indexes the one
+searching the most columns wins, a covering one before a non-covering one.
 
 The lookup itself (`engine.batch.index_lookup`) runs when the query does: the caller
 fills `IndexScan.table` from the index's rows of the query's committed epoch, the same
@@ -46,26 +53,35 @@ _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 @dataclass(eq=False)
 class IndexScan(PlanNode):
-    """The rows of `relation` (the indexed table or view, in its column order) whose
-    index key lies within `bounds` (constants, evaluated when the query runs), read from
-    index `index`; `columns[i]` is the index
-    column holding the relation's column i, `key` the index column searched."""
+    """The rows of `relation` (the indexed table or view, in its column order) within
+    `bounds`, read from index `index`. `keys` are the index columns searched, in the
+    index's order; a bound `(j, op, constant Expr)` constrains `keys[j]` (constants are
+    evaluated when the query runs). Covering (`fetch` None): `columns[i]` is the index
+    column holding the relation's column i. Non-covering: `columns` are the index
+    columns holding the relation's primary key, and `fetch` its positions in the
+    relation, whose rows are then read by that key."""
 
     relation: Relation = None  # type: ignore[assignment]
     index: Relation = None  # type: ignore[assignment]
-    key: int = 0
-    bounds: list[tuple[str, Any]] = field(default_factory=list)  # (op, constant Expr)
-    # `key IN (constants)`: one lookup per distinct value (within `bounds`); None: no list
+    keys: list[int] = field(default_factory=list)
+    bounds: list[tuple[int, str, Any]] = field(default_factory=list)
+    # `keys[0] IN (constants)`: one lookup per distinct value (within `bounds`); None: no list
     points: list[Any] | None = None
     shown: list[str] = field(default_factory=list)  # the conjuncts used, for EXPLAIN
     columns: list[int] = field(default_factory=list)
+    fetch: list[int] | None = None
     table: Any = None  # pyarrow.Table once looked up
 
     def describe(self) -> str:
         cols = ", ".join(f.name for f in self.schema)
+        how = ""
+        if self.fetch is not None:
+            pk = ", ".join(self.relation.fields[i].name for i in self.fetch)
+            how = f", lookup: {self.relation.name} by primary key ({pk})"
         return (
             f"IndexScan {{ table: {self.relation.name}, index: {self.index.name}, "
-            f"scan_ranges: [{' AND '.join(self.shown)}], columns: [{cols}] }}"
+            f"scan_ranges: [{' AND '.join(self.shown)}]{how}, "
+            f"columns: [{cols}] }}"
         )
 
 
@@ -136,6 +152,9 @@ def _constant(e: Expr) -> bool:
 
 
 def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
+    """The best index scan for `f`: the most index columns searched (equalities on a
+    prefix of the index's columns, then at most one column with a range; an IN list on
+    the first), a covering index before one that must read the table's rows too."""
     scan = f.input
     assert isinstance(scan, Scan)
     conj = _conjuncts(f.predicate)
@@ -143,37 +162,80 @@ def _index_scan(f: Filter, indexes: list[Relation]) -> IndexScan | None:
     lists = [c for c in map(_in_list, conj) if c is not None]
     if not cmps and not lists:
         return None
+    best: tuple[tuple[int, int], IndexScan] | None = None
     for idx in indexes:
         if idx.extra.get("creating"):
             continue  # still backfilling: not a complete copy yet
-        lead = idx.extra["index"]["columns"][0]
-        names = {fl.name: i for i, fl in enumerate(idx.fields)}
-        columns = []
-        for fl in scan.schema:
-            pos = names.get(fl.name)
-            if pos is None or idx.fields[pos].type != fl.type:
-                break
-            columns.append(pos)
-        else:
-            key_col = next((i for i, fl in enumerate(scan.schema) if fl.name == lead), None)
-            if key_col is None or scan.schema[key_col].type.kind not in _ORDERED:
-                continue
-            used = [(op, lit) for col, op, lit in cmps if col == key_col]
-            points = next((items for col, items in lists if col == key_col), None)
-            if not used and points is None:
-                continue
-            shown = [f"{lead} {op} {lit}" for op, lit in used]
-            if points is not None:
-                shown.append(f"{lead} IN ({', '.join(str(p) for p in points)})")
-            return IndexScan(
-                schema=scan.schema,
-                stream_key=scan.stream_key,
-                relation=scan.relation,
-                index=idx,
-                key=names[lead],
-                bounds=used,
-                points=points,
-                shown=shown,
-                columns=columns,
-            )
-    return None
+        found = _with_index(scan, idx, cmps, lists)
+        if found is None:
+            continue
+        score = (len(found.keys), int(found.fetch is None))
+        if best is None or score > best[0]:
+            best = (score, found)
+    return None if best is None else best[1]
+
+
+def _stored(scan: Scan, idx: Relation, cols: list[int]) -> list[int] | None:
+    """The index column holding each of the relation's columns `cols`, or None."""
+    names = {fl.name: i for i, fl in enumerate(idx.fields)}
+    out = []
+    for c in cols:
+        fl = scan.schema[c]
+        pos = names.get(fl.name)
+        if pos is None or idx.fields[pos].type != fl.type:
+            return None
+        out.append(pos)
+    return out
+
+
+def _with_index(
+    scan: Scan,
+    idx: Relation,
+    cmps: list[tuple[int, str, Expr]],
+    lists: list[tuple[int, list[Expr]]],
+) -> IndexScan | None:
+    names = {fl.name: i for i, fl in enumerate(idx.fields)}
+    fetch: list[int] | None = None
+    columns = _stored(scan, idx, list(range(len(scan.schema))))
+    if columns is None:  # not covering: the index must hold the primary key to read the rest
+        pk = list(scan.relation.pk)
+        columns = _stored(scan, idx, pk) if pk else None
+        if columns is None or scan.schema[pk[0]].type.kind not in _ORDERED:
+            return None
+        fetch = pk
+    by_name = {fl.name: i for i, fl in enumerate(scan.schema)}
+    keys: list[int] = []
+    bounds: list[tuple[int, str, Any]] = []
+    points: list[Any] | None = None
+    shown: list[str] = []
+    for j, name in enumerate(idx.extra["index"]["columns"]):
+        col = by_name.get(name)
+        if col is None or scan.schema[col].type.kind not in _ORDERED:
+            break
+        eqs = [(op, lit) for c, op, lit in cmps if c == col and op == "="]
+        ranges = [(op, lit) for c, op, lit in cmps if c == col and op != "="]
+        items = next((it for c, it in lists if c == col), None) if j == 0 else None
+        if not eqs and not ranges and items is None:
+            break
+        keys.append(names[name])
+        bounds += [(j, op, lit) for op, lit in eqs + ranges]
+        shown += [f"{name} {op} {lit}" for op, lit in eqs + ranges]
+        if items is not None:
+            points = items
+            shown.append(f"{name} IN ({', '.join(str(p) for p in items)})")
+        if not eqs and items is None:
+            break  # a range: the columns after it are not ordered within it
+    if not keys:
+        return None
+    return IndexScan(
+        schema=scan.schema,
+        stream_key=scan.stream_key,
+        relation=scan.relation,
+        index=idx,
+        keys=keys,
+        bounds=bounds,
+        points=points,
+        shown=shown,
+        columns=columns,
+        fetch=fetch,
+    )

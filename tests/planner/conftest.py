@@ -5,7 +5,8 @@ runs its statements in order in a fresh in-process database; every `CREATE MATER
 VIEW` and `CREATE SINK` is first explained (`EXPLAIN (VERBOSE)`: the stream plan CREATE
 stores, with its state tables) and then run, so later statements can build on it. The
 expected text of every case is in `<shape>.plan`, one `-- case:` section per case (the
-statement, then its plan or `ERROR: <message>` when the planner refuses it).
+statement, then its plan or `ERROR: <message>` when the planner refuses it). An
+`EXPLAIN SELECT` statement records its ad-hoc (batch) plan the same way.
 
 `pytest tests/planner --update` (`make planner-update`) rewrites the `.plan` files from
 the current planner; review the change with `git diff tests/planner`.
