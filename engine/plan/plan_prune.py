@@ -60,6 +60,8 @@ class ScanPruning:
         for c in q.find_all(exp.Column):
             if isinstance(c.this, exp.Star):
                 return None
+            if _window_relation(c):
+                continue  # `TUMBLE(bid, ...)` names a relation, not a column of one
             name = c.name.lower()
             if c.table:
                 qualified.add((c.table.lower(), name))
@@ -97,3 +99,15 @@ class ScanPruning:
         back = {old: new for new, old in enumerate(keep)}
         key = [back[i] for i in node.stream_key] if node.stream_key is not None else None
         return Project(fields, key, input=node, exprs=exprs), [cols[i] for i in keep]
+
+
+_WINDOW_TVFS = ("tumble", "hop")
+
+
+def _window_relation(c: exp.Column) -> bool:
+    """Is `c` the relation argument of a `TUMBLE(...)` / `HOP(...)` FROM item?"""
+    f = c.parent
+    if not isinstance(f, exp.Anonymous) or not isinstance(f.parent, exp.Table):
+        return False
+    args = f.expressions
+    return str(f.this).lower() in _WINDOW_TVFS and bool(args) and args[0] is c

@@ -58,3 +58,7 @@ CREATE MATERIALIZED VIEW mv AS SELECT id FROM o WHERE uid NOT IN (SELECT uid FRO
 CREATE TABLE a (id INT PRIMARY KEY, k INT, x VARCHAR, pad VARCHAR);
 CREATE TABLE b (id INT PRIMARY KEY, k INT, y VARCHAR, pad VARCHAR);
 CREATE MATERIALIZED VIEW mv AS SELECT a.x, b.y, count(*) AS n FROM a, b WHERE a.k = b.k GROUP BY a.x, b.y;
+
+-- case: join_state_prunes_beside_window_subquery
+CREATE TABLE bids (auction INT, price INT, ts TIMESTAMP, url VARCHAR, extra VARCHAR) APPEND ONLY;
+CREATE MATERIALIZED VIEW mv AS SELECT b.auction, b.price, b.ts FROM bids b JOIN (SELECT max(price) AS maxprice, window_end FROM TUMBLE(bids, ts, INTERVAL '10' SECOND) GROUP BY window_end) m ON b.price = m.maxprice;
