@@ -96,7 +96,10 @@ def _srf_columns(
 
 
 def run_project_set(p: Any, t: pa.Table, batch: pa.RecordBatch, ctx: EvalContext) -> pa.Table:
-    return expand_project_set(p.srfs, p.routines, p.schema, t, batch, ctx)[0]
+    if not p.position:
+        return expand_project_set(p.srfs, p.routines, p.schema, t, batch, ctx)[0]
+    out, _parent, pos = expand_project_set(p.srfs, p.routines, p.schema[:-1], t, batch, ctx)
+    return out.append_column(p.schema[-1].name, pa.array(pos, pa.int64()))
 
 
 def expand_project_set(
@@ -119,7 +122,9 @@ def expand_project_set(
         vals = [as_array(a.eval(batch, ctx), n) for a in args]
         routine = routines.get(name)
         if routine is not None:  # a Python table function: one generator call per row
-            per_call.append(_udtf_columns(routine, vals, n, fields[at].type, ctx))
+            width = max(1, len(routine.columns))
+            types = [f.type for f in fields[at : at + width]]
+            per_call.append(_udtf_columns(routine, vals, n, types, ctx))
         else:
             per_call.append(_srf_columns(name, vals, n))
         at += len(per_call[-1][1])
@@ -142,13 +147,15 @@ def expand_project_set(
 
 
 def _udtf_columns(
-    routine: Any, vals: list[pa.Array], n: int, t: Any, ctx: Any = None
+    routine: Any, vals: list[pa.Array], n: int, types: list[Any], ctx: Any = None
 ) -> tuple[np.ndarray, list[tuple[pa.Array, np.ndarray]]]:
+    """A Python table function's rows per input row: their count per row and one flat
+    column per declared column (`types`: the output fields' types)."""
     src, cols = routine.table_rows(vals, n, getattr(ctx, "errors", None))
     lens = np.bincount(src, minlength=n).astype(np.int64) if len(src) else np.zeros(n, np.int64)
     offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
-    flat = routine.to_arrow(cols[0], t, None, routine.name, {})
-    return lens, [(flat, offs)]
+    flats = [routine.to_arrow(c, t, None, routine.name, {}) for c, t in zip(cols, types)]
+    return lens, [(flat, offs) for flat in flats]
 
 
 MAX_RECURSION = 10_000

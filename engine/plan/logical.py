@@ -125,6 +125,9 @@ class ProjectSet(PlanNode):
     srfs: list[tuple[str, list[Any]]] = field(default_factory=list)
     # user-defined table functions among `srfs`: name -> engine.expr.udf.PythonRoutine
     routines: dict[str, Any] = field(default_factory=dict)
+    # the last column is each row's position among its input row's outputs (bigint), in
+    # batch plans too (a lateral table function's WITH ORDINALITY, engine.plan.plan_lateral)
+    position: bool = False
 
     def inputs(self) -> list[PlanNode]:
         return [self.input]

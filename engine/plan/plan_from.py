@@ -40,6 +40,7 @@ from engine.plan.plan_join import (
     split_join_condition,
     take_where,
 )
+from engine.plan.plan_lateral import plan_lateral
 from engine.plan.plan_prune import ScanPruning
 from engine.plan.plan_system import plan_system_from
 from engine.plan.plan_tablefunc import is_table_function, plan_table_function
@@ -124,6 +125,9 @@ class FromPlannerMixin:
         """Add one JOIN; `where`: pending WHERE conjuncts a comma/CROSS join may take as its
         ON condition (plan_join.pushable_where; the taken ones are removed); `pruning`: the
         columns the SELECT reads, for the right side's scan (plan_prune)."""
+        lateral = plan_lateral(self, left, lcols, j)  # a table function over the left side
+        if lateral is not None:
+            return lateral
         right, rcols = self._plan_from(j.this)
         if pruning is not None:
             right, rcols = pruning.prune(j.this, right, rcols)

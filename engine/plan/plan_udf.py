@@ -316,6 +316,15 @@ def select_list_udtf(
     return routine(fn), coerced, [Field(base, fn.return_columns[0].type)]
 
 
+def lateral_udtf(
+    planner: Any, name: str, args: list[ex.Expr]
+) -> tuple[Any, list[ex.Expr], list[Field]]:
+    """A table function joined laterally in FROM (engine.plan.plan_lateral): its routine,
+    the coerced arguments and its columns (any number)."""
+    fn, coerced = resolve(_candidates(planner.catalog, name, ("table",)), name, args)
+    return routine(fn), coerced, [Field(c.name, c.type) for c in fn.return_columns]
+
+
 def udtf_calls(p: Any, schema: list[Field]) -> list[Any]:
     """Per set-returning call of ProjectSet `p`: a UdfCall of its Python table function
     (its routine, arguments and output type; what a stored stream plan records and binds
@@ -329,7 +338,7 @@ def udtf_calls(p: Any, schema: list[Field]) -> list[Any]:
             if r is None
             else UdfCall(name, tuple(args), schema[at].type, _no_kernel, routine=r)
         )
-        at += 1
+        at += 1 if r is None else max(1, len(r.columns))
     return out
 
 
