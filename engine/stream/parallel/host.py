@@ -223,6 +223,7 @@ class WorkerHost:
             rec = protocol.RecordingBatch()
             for t in a.tables:
                 keys += t.write_dirty(rec)
+            rec.sort()
             if len(rec):
                 batch = store.new_batch()
                 rec.apply(batch)

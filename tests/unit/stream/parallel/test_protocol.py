@@ -67,3 +67,26 @@ def test_kv_and_error_responses() -> None:
     err = protocol.remote_error(header, "worker 3")
     assert not header["ok"] and "worker 3: ValueError: boom" in err.message
     assert err.sqlstate == "XX000" and err.detail == "tb"
+
+
+def test_a_log_without_range_deletes_is_sorted_by_key_keeping_each_keys_order() -> None:
+    rec = protocol.RecordingBatch()
+    for k, v in ((b"k3", b"1"), (b"k1", b"2"), (b"k3", b"3"), (b"k2", b"4")):
+        rec.put(k, v)
+    rec.delete(b"k0")
+    rec.sort()
+    shipped = _Batch()
+    protocol.replay(*protocol.log_from(rec.body()), shipped)
+    assert shipped.ops == [
+        ("del", b"k0", None),
+        ("put", b"k1", b"2"),
+        ("put", b"k2", b"4"),
+        ("put", b"k3", b"1"),
+        ("put", b"k3", b"3"),
+    ]
+    ranged = protocol.RecordingBatch()
+    ranged.put(b"k2", b"x")
+    ranged.delete_range(b"a", b"z")
+    ranged.put(b"k1", b"y")
+    ranged.sort()  # a range delete orders the log: left as recorded
+    assert ranged.a == [b"k2", b"a", b"k1"]
