@@ -54,6 +54,11 @@ class UdafNode(exp.Expression, exp.AggFunc):
     arg_types = {"this": True, "expressions": False}
     is_var_len_args = True
 
+    def sql_name(self) -> str:  # type: ignore[override]
+        """The function's own name: what the output column is named after (`sumsq`), as
+        PostgreSQL names a call's column."""
+        return str(self.this.name if isinstance(self.this, exp.Identifier) else self.this).upper()
+
 
 def _call_name(n: exp.Expression) -> str | None:
     if isinstance(n, exp.Anonymous):
