@@ -8,8 +8,13 @@ planner's, recorded in the stored stream plan (`StreamHashAgg.append_only_extrem
 a plan built once keeps its state layout.
 
 Append-only: sources, APPEND ONLY tables and append-only materialized views
-(`Relation.append_only`), through filters, projections, time windows, UNION ALL and
-inner joins of append-only inputs. Table TTL cleanup sends no deletes downstream
+(`Relation.append_only`), through filters, projections, time windows, UNION ALL, inner
+joins of append-only inputs and GROUP BY without aggregate calls over an append-only
+input (a group appears once and its row never changes).
+
+An inner equi-join whose inputs are both append-only is planned as an append-only hash
+join (`StreamHashJoin.append_only`, `append_only_join`): its sides only ever insert, so
+the operator keeps no retraction bookkeeping and its output consists of inserts only. Table TTL cleanup sends no deletes downstream
 (`engine.stream.ttl`), so it does not break this.
 """
 
@@ -18,7 +23,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from engine.catalog import RelationKind
-from engine.plan.logical import AggSpec, Filter, Join, PlanNode, Project, Scan, UnionAll
+from engine.plan.logical import Agg, AggSpec, Filter, Join, PlanNode, Project, Scan, UnionAll
 from engine.types import Field
 
 
@@ -33,7 +38,20 @@ def derived_append_only(plan: PlanNode) -> bool:
         isinstance(plan, Join) and str(getattr(plan, "kind", "")).lower() == "inner"
     ):
         return all(derived_append_only(c) for c in plan.inputs())
+    if isinstance(plan, Agg) and plan.group_keys and not plan.aggs:
+        return derived_append_only(plan.input)
     return False
+
+
+def append_only_join(plan: Join) -> bool:
+    """Plan `plan` (an inner equi-join) as an append-only hash join: both inputs never
+    retract. Outer joins are not: a NULL-padded row is retracted when its first match
+    arrives."""
+    return (
+        str(plan.kind).lower() == "inner"
+        and bool(plan.left_keys)
+        and all(derived_append_only(c) for c in plan.inputs())
+    )
 
 
 def _plain_extreme_type(t: pa.DataType) -> bool:

@@ -18,7 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.errors import not_supported
-from engine.plan.append_only import append_only_extremes, derived_append_only
+from engine.plan.append_only import (
+    append_only_extremes,
+    append_only_join,
+    derived_append_only,
+)
 from engine.plan.logical import (
     Agg,
     AggSpec,
@@ -241,7 +245,7 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
                 lo=spec.lo,
                 hi=spec.hi,
             )
-        return StreamHashJoin(ins, schemas, schema, key, **common)
+        return StreamHashJoin(ins, schemas, schema, key, **common, append_only=append_only_join(p))
     if isinstance(p, GroupTopN):
         return StreamTopN(
             ins,

@@ -254,6 +254,13 @@ class StreamHashJoin(StreamNode):
     condition: Any = None
     left_stream_key: list[int] = field(default_factory=list)
     right_stream_key: list[int] = field(default_factory=list)
+    # both inputs never retract (engine.plan.append_only): the sides only insert and the
+    # output is inserts only; False in plans stored before this field existed
+    append_only: bool = False
+
+    def line(self) -> str:
+        s = super().line()
+        return s.replace(self.kind, f"{self.kind} [append_only]", 1) if self.append_only else s
 
     def details(self) -> list[tuple[str, str]]:
         ls, rs = self.input_schemas

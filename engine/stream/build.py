@@ -179,6 +179,7 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             alloc,
             list(n.left_stream_key),
             list(n.right_stream_key),
+            append_only=n.append_only,
         )
         if not isinstance(n, StreamIntervalJoin):
             return join

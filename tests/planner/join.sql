@@ -62,3 +62,13 @@ CREATE MATERIALIZED VIEW mv AS SELECT a.x, b.y, count(*) AS n FROM a, b WHERE a.
 -- case: join_state_prunes_beside_window_subquery
 CREATE TABLE bids (auction INT, price INT, ts TIMESTAMP, url VARCHAR, extra VARCHAR) APPEND ONLY;
 CREATE MATERIALIZED VIEW mv AS SELECT b.auction, b.price, b.ts FROM bids b JOIN (SELECT max(price) AS maxprice, window_end FROM TUMBLE(bids, ts, INTERVAL '10' SECOND) GROUP BY window_end) m ON b.price = m.maxprice;
+
+-- case: append_only_join
+CREATE TABLE a (id INT, k INT, x VARCHAR) APPEND ONLY;
+CREATE TABLE b (id INT, k INT, y INT) APPEND ONLY;
+CREATE MATERIALIZED VIEW mv AS SELECT a.k, max(b.y) AS hi, count(*) AS n FROM a JOIN b ON a.k = b.k GROUP BY a.k;
+
+-- case: append_only_join_not_outer
+CREATE TABLE a (id INT, k INT, x VARCHAR) APPEND ONLY;
+CREATE TABLE b (id INT, k INT, y INT) APPEND ONLY;
+CREATE MATERIALIZED VIEW mv AS SELECT a.id, b.y FROM a LEFT JOIN b ON a.k = b.k;

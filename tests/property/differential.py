@@ -46,6 +46,9 @@ op = st.one_of(
     st.tuples(st.just("delk"), tables, keys),
 )
 batches = st.lists(st.lists(op, min_size=1, max_size=8), min_size=1, max_size=5)
+# inserts only, for APPEND ONLY tables (`run_differential(append_only=True)`); ids repeat
+insert = st.tuples(st.just("ins"), tables, ids, keys, vals)
+append_batches = st.lists(st.lists(insert, min_size=1, max_size=8), min_size=1, max_size=5)
 
 
 def _lit(v: object) -> str:
@@ -92,7 +95,7 @@ def check(
 ) -> None:
     con = duckdb.connect()
     for tbl in TABLES:
-        con.execute(f"CREATE TABLE {tbl} (id INTEGER PRIMARY KEY, k VARCHAR, v INTEGER)")
+        con.execute(f"CREATE TABLE {tbl} (id INTEGER, k VARCHAR, v INTEGER)")
         rows = select(s, f"SELECT id, k, v FROM {tbl}")
         if rows:
             con.executemany(f"INSERT INTO {tbl} VALUES (?, ?, ?)", rows)
@@ -159,9 +162,12 @@ def run_differential(
     fail_at: list[str | None] | None = None,
     parallelism: int = 1,
     setup: tuple[str, ...] = (),
+    append_only: bool = False,
 ) -> None:
     """Apply `ops` batch by batch (FLUSH after each) and check every view each time.
     `setup`: statements run first (e.g. CREATE AGGREGATE for the views).
+    `append_only`: `t` and `u` are APPEND ONLY tables without a primary key (give
+    inserts only: `append_batches`).
 
     `fail_at[i]` (an `engine.faults` point) makes batch i's first FLUSH fail there: the
     epoch is rolled back, every view must still equal its query over the tables (all at
@@ -175,8 +181,15 @@ def run_differential(
             s = db.connect("root", "dev")
             for stmt in setup:
                 s.execute_simple(stmt)
+            cols = (
+                "id INT, k VARCHAR, v INT"
+                if append_only
+                else "id INT PRIMARY KEY, k VARCHAR, v INT"
+            )
             for tbl in TABLES:
-                s.execute_simple(f"CREATE TABLE {tbl} (id INT PRIMARY KEY, k VARCHAR, v INT)")
+                s.execute_simple(
+                    f"CREATE TABLE {tbl} ({cols})" + (" APPEND ONLY" if append_only else "")
+                )
             if early:  # views created before the data: purely incremental
                 for name, q in views.items():
                     s.execute_simple(f"CREATE MATERIALIZED VIEW {name} AS {q}")

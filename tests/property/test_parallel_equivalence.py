@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from property.differential import batches, run_differential
+from property.differential import append_batches, batches, run_differential
 
 from engine import faults
 
@@ -49,3 +49,19 @@ def test_parallel_rolled_back_epochs_leave_no_trace(
     ops: list[list[tuple[Any, ...]]], early: bool, fail_at: list[str | None]
 ) -> None:
     run_differential(VIEWS, ops, early, fail_at=fail_at, parallelism=3)
+
+
+APPEND_ONLY_VIEWS = {
+    "pa_join": "SELECT t.id, u.id AS uid, u.v FROM t JOIN u ON t.k = u.k",
+    "pa_agg": "SELECT t.k, count(*) AS n, max(u.v) AS mx FROM t JOIN u ON t.v = u.v GROUP BY t.k",
+}
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=append_batches, early=st.booleans(), fail_at=points)
+def test_parallel_append_only_joins_equal_recompute(
+    ops: list[list[tuple[Any, ...]]], early: bool, fail_at: list[str | None]
+) -> None:
+    run_differential(
+        APPEND_ONLY_VIEWS, ops, early, fail_at=fail_at, parallelism=3, append_only=True
+    )

@@ -52,6 +52,14 @@ straight to the output NULL-padded (anti: as is), elsewhere it is dropped.
 
 State: one table per input, `left` / `right`, in the layout of the side store above.
 
+Append-only joins (`append_only`, planned for an inner equi-join whose inputs both never
+retract, as RisingWave plans them from the APPEND ONLY property): the sides are
+insert-only (same layout; a delete never reaches them: an input that retracts is an
+internal error, not a silent wrong answer), and nothing is consolidated: with only
+inserts, no pair can be emitted by both probes, so the output of a step is the pairs
+as inserts. Its output is append-only, so downstream aggregations can use their
+append-only paths.
+
 Semi and anti joins output only the left columns: a left row appears once per copy while
 its degree is > 0 (semi, `EXISTS`/`IN`) or == 0 (anti, `NOT EXISTS`). NULL-aware
 `NOT IN` semantics are not implemented here (the planner must add the NULL checks).
@@ -142,7 +150,10 @@ class HashJoinOp(Operator):
         alloc: StateAllocator,
         left_stream_key: list[int],
         right_stream_key: list[int],
+        append_only: bool = False,
     ) -> None:
+        """`append_only`: both inputs never retract (an inner join; see the module
+        docstring)."""
         if kind not in JOIN_KINDS:
             raise ValueError(f"unknown join kind {kind!r}")
         if len(left_keys) != len(right_keys):
@@ -154,7 +165,10 @@ class HashJoinOp(Operator):
             raise DatatypeMismatch(
                 f"argument of JOIN/ON must be type boolean, not type {condition.type.display}"
             )
+        if append_only and kind != "inner":
+            raise ValueError("only an inner join can be append-only")
         self.kind = kind
+        self.append_only = append_only
         self.condition = condition
         self.ctx = ctx
         self.left_schema = list(left_schema)
@@ -212,7 +226,8 @@ class HashJoinOp(Operator):
             f"${a} = ${b + nl}" for a, b in zip(self._left.keys, self._right.keys, strict=True)
         )
         cond = "" if self.condition is None else f", condition: {self.condition}"
-        return f"StreamHashJoin {{ type: {self.kind}, predicate: [{eq}]{cond} }}"
+        ao = " [append_only]" if self.append_only else ""
+        return f"StreamHashJoin{ao} {{ type: {self.kind}, predicate: [{eq}]{cond} }}"
 
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
         self._load()
@@ -225,7 +240,10 @@ class HashJoinOp(Operator):
         if self._keyed:
             self._prefetch(dl, dr)
         # key ids changed on both sides: only output under them can be emitted twice
-        both = None if dl is None or dr is None else np.intersect1d(dl.ujk, dr.ujk)
+        # (never in an append-only join: without deletes no pair is emitted twice)
+        both = (
+            None if dl is None or dr is None or self.append_only else np.intersect1d(dl.ujk, dr.ujk)
+        )
         if dl is not None:
             deg = self._probe_and_emit(dl, self._left, self._right, pieces, dr, both)
             self._apply(self._left, dl, deg)
@@ -280,6 +298,11 @@ class HashJoinOp(Operator):
         batch = conform(chunk.data, side.schema)
         w = chunk.weights().astype(np.int64)
         if (w < 0).any():
+            if self.append_only:
+                raise InternalError(
+                    "an append-only join input retracted a row",
+                    detail=f"The {side.name} input of {self.explain()} sent a delete.",
+                )
             batch, w = _net_delta(batch, w, side.ident)
             if not batch.num_rows:
                 return None
