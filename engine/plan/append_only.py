@@ -10,12 +10,12 @@ a plan built once keeps its state layout.
 Append-only: sources, APPEND ONLY tables and append-only materialized views
 (`Relation.append_only`), through filters, projections, time windows, UNION ALL, inner
 joins of append-only inputs and GROUP BY without aggregate calls over an append-only
-input (a group appears once and its row never changes).
+input (a group appears once and its row never changes). Table TTL cleanup sends no
+deletes downstream (`engine.stream.ttl`), so it does not break this.
 
 An inner equi-join whose inputs are both append-only is planned as an append-only hash
 join (`StreamHashJoin.append_only`, `append_only_join`): its sides only ever insert, so
-the operator keeps no retraction bookkeeping and its output consists of inserts only. Table TTL cleanup sends no deletes downstream
-(`engine.stream.ttl`), so it does not break this.
+the operator keeps no retraction bookkeeping and its output consists of inserts only.
 """
 
 from __future__ import annotations
