@@ -150,7 +150,11 @@ class IntIndex:
     def update(self, keys: Iterable[Any], locs: Iterable[int]) -> None:
         if isinstance(keys, np.ndarray):  # distinct int64 keys (`KeyedSegments.int_keys`)
             if len(keys) >= DIRECT_MIN:
-                self._insert(keys, np.fromiter(locs, np.int64, len(keys)))
+                if isinstance(locs, range):
+                    la = np.arange(locs.start, locs.stop, locs.step, dtype=np.int64)
+                else:
+                    la = np.fromiter(locs, np.int64, len(keys))
+                self._insert(keys, la)
                 return
             keys = keys.tolist()
         ks = keys if isinstance(keys, list) else list(keys)
@@ -186,8 +190,9 @@ class IntIndex:
         else:
             self._n += int(arr.size)
         if arr.size:
-            order = np.argsort(arr, kind="stable")
-            arr, locs = arr[order], locs[order]
+            if not _ascending(arr):
+                order = np.argsort(arr, kind="stable")
+                arr, locs = arr[order], locs[order]
             if not bk.size or arr[0] > bk[-1]:
                 self._append(arr, locs)
                 return
@@ -236,6 +241,11 @@ class IntIndex:
         self._bk, self._bl = keys[keep], locs[keep]
         self._kbuf = self._lbuf = None
         self._delta = {k: v for k, v in delta.items() if not _fits(k)}
+
+
+def _ascending(arr: np.ndarray) -> bool:
+    """Strictly increasing (ids in insertion order): no sort needed, no duplicates."""
+    return bool(arr.size < 2 or (arr[1:] > arr[:-1]).all())
 
 
 def _fits(k: Any) -> bool:
