@@ -194,6 +194,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             fields = [Field(left.schema[i].name, t) for i, t in zip(lv, types, strict=True)]
             children.append(Project(fields, None, input=node, exprs=exprs))
         fields = children[0].schema
+        if isinstance(left, UnionAll) and _is_identity(children[0], left):
+            # `a UNION ALL b UNION ALL c` nests to the left: one flat union, so each chunk
+            # passes one union, not one per branch (1,000 branches stay linear)
+            children = [*left.children, children[1]]
         node: PlanNode = UnionAll(fields, None, children=children)
         if self.streaming:
             from engine.plan.plan_union import stream_union_all
@@ -679,3 +683,11 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
 # ==========================================================================================
 # small helpers
 # ==========================================================================================
+
+
+def _is_identity(p: Project, over: PlanNode) -> bool:
+    """True when `p` passes every column of `over` through unchanged (same order, types)."""
+    return len(p.exprs) == len(over.schema) and all(
+        isinstance(e, ex.InputRef) and e.index == i and e.type == over.schema[i].type
+        for i, e in enumerate(p.exprs)
+    )

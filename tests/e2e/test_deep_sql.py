@@ -30,7 +30,7 @@ def _one(conn: psycopg.Connection[Any], sql: str) -> Any:
         ("SELECT " + "(" * 1000 + "1" + ")" * 1000, 1),
         ("SELECT " + "+".join(["1"] * 3000), 3000),
         ("SELECT count(*) FROM (VALUES (1)) v(a) WHERE " + " AND ".join(["a = 1"] * 10000), 1),
-        ("SELECT count(*) FROM (" + " UNION ALL ".join(["SELECT 1"] * 200) + ") u", 200),
+        ("SELECT count(*) FROM (" + " UNION ALL ".join(["SELECT 1"] * 1000) + ") u", 1000),
         ("SELECT " + "CASE WHEN true THEN " * 1000 + "7" + " END" * 1000, 7),
         ("SELECT " + "(SELECT " * 300 + "5" + ")" * 300, 5),
         ("SELECT 7 IN (" + ",".join(str(i) for i in range(10000)) + ")", True),
