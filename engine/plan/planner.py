@@ -183,7 +183,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             ex.common_type([left.schema[a].type, right.schema[b].type], "UNION")
             for a, b in zip(lv, rv, strict=True)
         ]
-        children = []
+        children: list[PlanNode] = []
         for node, vis in ((left, lv), (right, rv)):
             exprs = [
                 self._coerce(
@@ -194,7 +194,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             fields = [Field(left.schema[i].name, t) for i, t in zip(lv, types, strict=True)]
             children.append(Project(fields, None, input=node, exprs=exprs))
         fields = children[0].schema
-        if isinstance(left, UnionAll) and _is_identity(children[0], left):
+        first = children[0]
+        if isinstance(left, UnionAll) and isinstance(first, Project) and _is_identity(first, left):
             # `a UNION ALL b UNION ALL c` nests to the left: one flat union, so each chunk
             # passes one union, not one per branch (1,000 branches stay linear)
             children = [*left.children, children[1]]
