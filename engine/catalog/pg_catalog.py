@@ -358,6 +358,7 @@ def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
     m = CatalogModel.of(ctx)
     out = []
     for r in m.relations:
+        has_default = _defaults(r)
         for a in r.attrs:
             t = a.type
             out.append(
@@ -376,6 +377,7 @@ def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
                     "attstorage": "p" if t.typlen > 0 else "x",
                     "attcompression": "",
                     "attnotnull": a.notnull,
+                    "atthasdef": a.attnum in has_default,
                     "attidentity": "",
                     "attgenerated": "",
                     "attislocal": True,
@@ -383,6 +385,45 @@ def _pg_attribute(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any
                 }
             )
     return out
+
+
+ATTRDEF_OID_BASE = 3_000_000  # pg_attrdef.oid: the table's oid * 1000 + attnum, above it
+
+
+def _default_sql(v: Any, t: SqlType) -> str | None:
+    """The SQL text psql shows for a stored column default (`ALTER TABLE ... ADD COLUMN
+    ... DEFAULT`, kept as the JSON form of its value): `7`, `'x'::character varying`."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, dict) and v.get("$") in ("f", "d"):
+        return str(v["v"])
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'::" + t.display
+    if isinstance(v, dict) and v.get("$") in ("ts", "date", "time"):
+        return "'" + str(v["v"]).replace("T", " ") + "'::" + t.display
+    return None
+
+
+def _defaults(r: RelInfo) -> dict[int, str]:
+    """attnum -> default SQL of a table's columns with a stored default."""
+    stored = (r.rel.extra.get("defaults") or {}) if r.rel is not None and r.relkind == "r" else {}
+    out: dict[int, str] = {}
+    for a in r.attrs:
+        if a.name in stored:
+            text = _default_sql(stored[a.name], a.type)
+            if text is not None:
+                out[a.attnum] = text
+    return out
+
+
+def _pg_attrdef(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
+    return [
+        {"oid": ATTRDEF_OID_BASE + r.oid * 1000 + n, "adrelid": r.oid, "adnum": n, "adbin": text}
+        for r in CatalogModel.of(ctx).relations
+        for n, text in _defaults(r).items()
+    ]
 
 
 def _pg_index(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
@@ -859,6 +900,7 @@ _register("pg_tables", _pg_tables, kind="v")
 _register("pg_views", _pg_views, kind="v")
 _register("pg_matviews", _pg_matviews, kind="v")
 _register("pg_indexes", _pg_indexes, kind="v")
+_register("pg_attrdef", _pg_attrdef)
 
 # what psql asks for even when the feature does not exist in Swell
 for _name in (
@@ -884,7 +926,6 @@ for _name in (
     "pg_enum",
     "pg_range",
     "pg_shdescription",
-    "pg_attrdef",
     "pg_auth_members",
     "pg_cast",
     "pg_operator",
