@@ -30,6 +30,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_math,
     fn_parse_time,
     fn_pgtext,
+    fn_regex,
     fn_session,
     fn_string,
     fn_system,
