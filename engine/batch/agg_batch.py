@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from engine import expr as ex
-from engine.errors import NumericValueOutOfRange, not_supported
+from engine.errors import FeatureNotSupported, NumericValueOutOfRange, not_supported
 from engine.expr.nonstrict import ErrorSink
+from engine.numeric import has_special
 from engine.plan.logical import Agg, AggSpec
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
@@ -155,10 +156,16 @@ def _check_numeric_sums(p: Agg, t: pa.Table) -> None:
     than answer a wrapped sum. (`HashAggOp`, which serves plain aggregations, splits such
     input instead.)"""
     for spec in p.aggs:
-        if spec.kind not in ("sum", "avg") or spec.arg is None:
+        if spec.arg is None or not pa.types.is_decimal(t.column(spec.arg).type):
             continue
         col = t.column(spec.arg)
-        if not pa.types.is_decimal(col.type):
+        if has_special(col):
+            raise FeatureNotSupported(
+                "numeric NaN or Infinity in an aggregation together with string_agg, "
+                "array_agg, jsonb_agg or a user-defined aggregate is not supported",
+                hint="Aggregate the numeric column in a separate query or subquery.",
+            )
+        if spec.kind not in ("sum", "avg"):
             continue
         mag = pc.abs(col.cast(pa.float64()))
         total = pc.sum(mag).as_py()

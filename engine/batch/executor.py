@@ -12,6 +12,7 @@ from engine.batch.memory import MemoryBudget, default_limit, row_width
 from engine.batch.stream_join import CHUNK_ROWS, stream_join
 from engine.errors import EngineError, not_supported
 from engine.expr import EvalContext
+from engine.numeric import array_of
 from engine.plan.logical import (
     Agg,
     Filter,
@@ -214,7 +215,7 @@ class _Exec:
                 v = e.eval(one, self.ctx)
                 cols[i].append(v[0].as_py() if len(v) else None)
         return pa.Table.from_arrays(
-            [pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+            [array_of(c, schema.field(i).type) for i, c in enumerate(cols)], schema=schema
         )
 
     def _agg(self, p: Agg) -> pa.Table:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import not_supported
+from engine.numeric import array_of
 from engine.plan.logical import Agg, PlanNode
 from engine.plan.plan_dynamic import DynamicFilter
 from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow
@@ -47,7 +48,7 @@ def run_time_node(ex: Any, p: PlanNode) -> pa.Table:
         typ = p.right.schema[p.right_col].type.arrow
         b = ex._batch(t)
         b = pa.RecordBatch.from_arrays(
-            [*b.columns, pa.array([v] * b.num_rows, type=typ)], names=[*b.schema.names, "$subquery"]
+            [*b.columns, array_of([v] * b.num_rows, typ)], names=[*b.schema.names, "$subquery"]
         )
         mask = p.predicate.eval(b, ex.ctx)
         return t.filter(pc.fill_null(mask, False))

@@ -19,12 +19,13 @@ import pyarrow.compute as pc
 
 from engine.errors import (
     EngineError,
-    InvalidParameterValue,
+    FeatureNotSupported,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
 )
 from engine.expr import jsonb, temporal
 from engine.expr.core import Datum, EvalContext, out_of_range
+from engine.numeric import as_floats, finite_only, special_masks, with_specials
 from engine.types import (
     NUMERIC,
     SqlType,
@@ -80,7 +81,10 @@ def cast_datum(d: Datum, src: SqlType, dst: SqlType, n: int, ctx: EvalContext) -
     if isinstance(d, pa.Scalar):
         if not d.is_valid:
             return pa.scalar(None, dst.arrow)
-        return fn(pa.array([d.as_py()], src.arrow if src.kind is not K.UNKNOWN else d.type), ctx)[0]
+        arr = pa.repeat(d, 1)  # keeps the raw value (numeric specials)
+        if src.kind is not K.UNKNOWN and arr.type != src.arrow:
+            arr = pa.array([d.as_py()], src.arrow)
+        return fn(arr, ctx)[0]
     return fn(d, ctx)
 
 
@@ -139,6 +143,11 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 # numeric rounds halves away from zero (2.5 -> 3)
                 a = pc.round(a, round_mode="half_to_even")
             elif src.kind is K.NUMERIC:
+                m = special_masks(a)
+                if m is not None:
+                    if m[0].any():
+                        raise FeatureNotSupported(f"cannot convert NaN to {dst.display}")
+                    raise NumericValueOutOfRange(f"cannot convert infinity to {dst.display}")
                 a = pc.round(a, round_mode="half_towards_infinity")
             try:
                 return a.cast(dst.arrow)
@@ -146,10 +155,16 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 raise out_of_range(dst) from e
         if dst.kind is K.NUMERIC:
             if src.is_float:
-                bad = pc.fill_null(pc.or_(pc.is_nan(a), pc.is_inf(a)), False)
-                if pc.any(bad).as_py():
-                    raise InvalidParameterValue("cannot convert infinity or NaN to numeric")
                 a = a.cast(pa.float64())
+                nan = pc.fill_null(pc.is_nan(a), False)
+                inf = pc.fill_null(pc.is_inf(a), False)
+                if pc.any(pc.or_(nan, inf)).as_py():
+                    neg = pc.and_(inf, pc.fill_null(pc.less(a, 0.0), False))
+                    finite = fn(pc.if_else(pc.or_(nan, inf), pa.scalar(0.0), a), ctx)
+                    nan_m = nan.to_numpy(zero_copy_only=False)
+                    inf_m = inf.to_numpy(zero_copy_only=False)
+                    neg_m = neg.to_numpy(zero_copy_only=False)
+                    return with_specials(finite, nan_m, inf_m & ~neg_m, inf_m & neg_m)
                 big = pc.max(pc.abs(a))
                 if big.is_valid and big.as_py() >= 1e28:  # the unchecked cast would wrap
                     raise NumericValueOutOfRange(
@@ -165,7 +180,11 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
             return a.cast(dst.arrow)
         if src.kind is K.NUMERIC:
             # via text: arrow's decimal->float cast is not correctly rounded
-            return a.cast(pa.string()).cast(pa.float64()).cast(dst.arrow, safe=False)
+            m = special_masks(a)
+            f = finite_only(a).cast(pa.string()).cast(pa.float64())
+            if m is not None:
+                f = pc.if_else(pa.array(m[0] | m[1] | m[2]), pa.array(as_floats(a)), f)
+            return f.cast(dst.arrow, safe=False)
         return a.cast(dst.arrow, safe=False)
 
     return fn
@@ -247,18 +266,21 @@ def text_to_float(a: pa.Array, dst: SqlType) -> pa.Array:
     return out
 
 
-_NUMERIC_SPECIAL_RE = r"(?i)^\s*[+-]?(nan|inf|infinity)\s*$"
+_NUMERIC_NAN_RE = r"(?i)^\s*nan\s*$"
+_NUMERIC_INF_RE = r"(?i)^\s*[+-]?inf(inity)?\s*$"
 
 
 def text_to_numeric(a: pa.Array) -> pa.Array:
-    special = pc.fill_null(pc.match_substring_regex(a, _NUMERIC_SPECIAL_RE), False)
+    nan = pc.fill_null(pc.match_substring_regex(a, _NUMERIC_NAN_RE), False)
+    inf = pc.fill_null(pc.match_substring_regex(a, _NUMERIC_INF_RE), False)
+    special = pc.or_(nan, inf)
     if pc.any(special).as_py():
-        v = a.filter(special)[0].as_py()
-        raise InvalidTextRepresentation(
-            f'invalid input syntax for type numeric: "{v}"',
-            detail="Swell's numeric has no NaN or Infinity values.",
-            hint="Use double precision for NaN and Infinity.",
-        )
+        neg = pc.and_(inf, pc.fill_null(pc.match_substring(pc.utf8_trim_whitespace(a), "-"), False))
+        finite = text_to_numeric(pc.if_else(special, pa.scalar("0"), a))
+        nan_m = nan.to_numpy(zero_copy_only=False)
+        inf_m = inf.to_numpy(zero_copy_only=False)
+        neg_m = neg.to_numpy(zero_copy_only=False)
+        return with_specials(finite, nan_m, inf_m & ~neg_m, inf_m & neg_m)
     _first_bad(a, pc.match_substring_regex(a, _NUMERIC_RE), "numeric")
     t = pc.utf8_trim_whitespace(a)
     try:
@@ -340,6 +362,12 @@ def _fmt_exp(r: str) -> str:
 
 def numeric_text(a: pa.Array) -> pa.Array:
     """Numeric output without trailing fraction zeros ('1.5', '0', '-0.0000001')."""
+    m = special_masks(a)
+    if m is not None:
+        s = numeric_text(finite_only(a))
+        s = pc.if_else(pa.array(m[0]), pa.scalar("NaN"), s)
+        s = pc.if_else(pa.array(m[1]), pa.scalar("Infinity"), s)
+        return pc.if_else(pa.array(m[2]), pa.scalar("-Infinity"), s)
     s = a.cast(pa.string())
     if pc.any(pc.match_substring(s, "E")).as_py():
         # arrow prints small magnitudes in scientific notation; Postgres never does

@@ -7,6 +7,8 @@ when the statement is bound, as in Postgres), except where the session timezone 
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 from sqlglot import exp
@@ -21,6 +23,7 @@ from engine.errors import (
 from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum, text_syntax_errors
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param, as_array
 from engine.expr.typmod import enforce, modifier_of
+from engine.numeric import py_value
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -89,7 +92,8 @@ def _fold(expr: Literal, target: SqlType) -> Literal:
         src = VARCHAR
     val = cast_datum(expr.scalar(), src, target, 1, ctx)
     try:
-        return Literal(val.as_py(), target)
+        v = val.as_py()
+        return Literal(py_value(v) if isinstance(v, Decimal) else v, target)
     except OverflowError as e:  # beyond Python's datetime (years 1-9999)
         raise date_out_of_range(target) from e
 

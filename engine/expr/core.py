@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -29,6 +30,7 @@ from engine.errors import (
     UndefinedParameter,
 )
 from engine.expr.nonstrict import ErrorSink, RowErrors, recover, row_failure
+from engine.numeric import is_special_value, numeric_array, py_value
 from engine.types import BOOLEAN, SqlType, TypeKind
 
 Datum: TypeAlias = pa.Array | pa.Scalar
@@ -153,6 +155,8 @@ class Literal(Expr):
         return self.scalar()
 
     def scalar(self) -> pa.Scalar:
+        if self.type.kind is TypeKind.NUMERIC and is_special_value(self.value):
+            return numeric_array([self.value], self.type.arrow)[0]
         return pa.scalar(self.value, self.type.arrow)
 
     def children(self) -> list[Expr]:
@@ -450,4 +454,5 @@ def evaluate_constant(expr: Expr, ctx: EvalContext | None = None) -> Any:
     """Evaluate an expression without input columns to a Python value."""
     ctx = ctx or EvalContext()
     batch = pa.RecordBatch.from_arrays([pa.nulls(1)], names=["_"])
-    return expr.eval(batch, ctx)[0].as_py()
+    v = expr.eval(batch, ctx)[0].as_py()
+    return py_value(v) if isinstance(v, Decimal) else v

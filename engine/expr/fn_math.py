@@ -6,16 +6,28 @@ Overloads follow Postgres: integer arguments to float-only functions resolve to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import DataError, NumericValueOutOfRange
 from engine.expr.coerce import implicit_cast, is_untyped
-from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, is_scalar, out_of_range
+from engine.expr.core import (
+    Datum,
+    EvalContext,
+    Expr,
+    Func,
+    Literal,
+    as_array,
+    is_scalar,
+    out_of_range,
+)
 from engine.expr.ops import arith_kernel
 from engine.expr.registry import coerce_to, no_function, register, simple
 from engine.expr.typmod import numeric_with_scale
+from engine.numeric import as_floats, finite_only, has_special, special_masks, with_specials
 from engine.types import DOUBLE, INT, NUMERIC, SqlType, TypeKind
 
 K = TypeKind
@@ -96,7 +108,7 @@ def _rounding(name: str, mode: str) -> None:
                 ]
                 return pa.array(vals, t.arrow)
 
-            return Func(name, tuple(a), t, k2)
+            return Func(name, tuple(a), t, _keep_specials(k2))
         a1, t1 = _num_arg(name, args)
         if t1.kind is K.NUMERIC:
             t1 = numeric_with_scale(0)
@@ -109,9 +121,42 @@ def _rounding(name: str, mode: str) -> None:
                 )
             return pc.round(x[0], 0, round_mode=fmode)
 
-        return Func(name, (a1,), t1, k1)
+        return Func(name, (a1,), t1, _keep_specials(k1) if t1.kind is K.NUMERIC else k1)
 
     register(name)(resolve)
+
+
+Kernel = Callable[[list[Datum], int, EvalContext], Datum]
+
+
+def _keep_specials(kernel: Kernel) -> Kernel:
+    """A numeric kernel whose first argument's NaN / Infinity / -Infinity pass through
+    unchanged (round, trunc, ceil, floor of them are themselves)."""
+
+    def k(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        if not pa.types.is_decimal128(x[0].type) or not has_special(x[0]):
+            return kernel(x, n, c)
+        v = as_array(x[0], n)
+        m = special_masks(v)
+        assert m is not None
+        out = as_array(kernel([finite_only(v), *x[1:]], n, c), n)
+        return with_specials(out, *m)
+
+    return k
+
+
+def _float_to_numeric(r: Datum, n: int) -> Datum:
+    """A float64 result as numeric: nan / inf become NaN / Infinity, finite values round
+    to 10 fraction digits."""
+    a = as_array(r, n)
+    nan = pc.fill_null(pc.is_nan(a), False).to_numpy(zero_copy_only=False)
+    inf = pc.fill_null(pc.is_inf(a), False).to_numpy(zero_copy_only=False)
+    if not (nan.any() or inf.any()):
+        return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+    neg = pc.fill_null(pc.less(a, 0.0), False).to_numpy(zero_copy_only=False)
+    finite = pc.if_else(pa.array(nan | inf), pa.scalar(0.0), a)
+    out = pc.round(finite, 10).cast(NUMERIC.arrow, safe=False)
+    return with_specials(out, nan, inf & ~neg, inf & neg)
 
 
 _rounding("round", "half_towards_infinity")
@@ -149,7 +194,7 @@ def _float_fn(name: str, fn: object, check: str | None = None) -> None:
             if check == "exp" and _any(pc.is_inf(r)) and not _any(pc.is_inf(v)):
                 raise out_of_range(DOUBLE)
             if ret.kind is K.NUMERIC:
-                return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+                return _float_to_numeric(r, n)
             return r
 
         return Func(name, (a,), ret, kernel)
@@ -205,9 +250,10 @@ def _power(args: list[Expr]) -> Expr:
         r = pc.power(b, e)
         finite_in = pc.and_(pc.is_finite(b), pc.is_finite(e))
         if ret.kind is K.NUMERIC:
-            if _any(pc.greater_equal(pc.abs(r), NUMERIC_LIMIT)):
+            big = pc.greater_equal(pc.abs(r), NUMERIC_LIMIT)
+            if _any(pc.and_(big, finite_in)):
                 raise NumericValueOutOfRange("value overflows numeric format")
-            return pc.round(r, 10).cast(NUMERIC.arrow, safe=False)
+            return _float_to_numeric(r, n)
         if _any(pc.and_(pc.is_inf(r), finite_in)):
             raise NumericValueOutOfRange("value out of range: overflow")
         return r
@@ -232,6 +278,10 @@ def _sign(args: list[Expr]) -> Expr:
 
     def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
         if t.kind is K.NUMERIC:
+            v = as_array(x[0], n)
+            if has_special(v):  # sign(NaN) is NaN, sign(+-Infinity) is +-1
+                f = pa.array(as_floats(v), mask=pc.is_null(v).to_numpy(zero_copy_only=False))
+                return _float_to_numeric(pc.sign(f), n)
             return pc.sign(x[0].cast(pa.float64())).cast(NUMERIC.arrow)
         return pc.sign(x[0]).cast(pa.float64())
 

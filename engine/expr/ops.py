@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +40,14 @@ from engine.expr.core import (
 )
 from engine.expr.nonstrict import RowErrors, row_failure
 from engine.expr.typmod import numeric_with_scale, scale_of
+from engine.numeric import (
+    array_of,
+    as_floats,
+    finite_only,
+    has_special,
+    special_masks,
+    with_specials,
+)
 from engine.types import (
     BOOLEAN,
     DATE,
@@ -137,7 +146,12 @@ def _int64_values(d: Datum, n: int) -> tuple[np.ndarray, np.ndarray]:
 def _zero_mask(a: Datum, b: Datum, n: int) -> np.ndarray:
     zero = pa.scalar(0).cast(b.type) if pa.types.is_decimal(b.type) else pa.scalar(0, b.type)
     z = pc.and_(pc.equal(b, zero), pc.is_valid(a))
-    return pc.fill_null(as_array(z, n), False).to_numpy(zero_copy_only=False)
+    mask = pc.fill_null(as_array(z, n), False).to_numpy(zero_copy_only=False)
+    if pa.types.is_decimal(a.type) and has_special(a):  # NaN / 0 is NaN
+        m = special_masks(as_array(a, n))
+        if m is not None:
+            mask = mask & ~m[0]
+    return mask
 
 
 def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
@@ -195,26 +209,34 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
         "/": "divide_checked",
     }.get(op)
 
-    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+    def finite_numeric(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
         a, b = args
         if op in ("/", "%"):
             _check_zero(a, b)
-        if t.kind is K.NUMERIC:
-            if op in ("+", "-"):
-                r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(pa.decimal256(40, 10)))
-                return _dec_back(r)
-            if op == "*":
-                return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
-            if op == "/":
-                return _dec_back(pc.divide_checked(_to256(a, 10), _to256(b)))
-            q = pc.divide_checked(_to256(a, 10), _to256(b))
-            q = pc.trunc(q).cast(pa.decimal256(76, 10))
-            prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))
-            return _dec_back(
-                pc.subtract_checked(
-                    a.cast(pa.decimal256(40, 10)), _dec_back(prod).cast(pa.decimal256(40, 10))
-                )
+        if op in ("+", "-"):
+            r = getattr(pc, fname)(a.cast(pa.decimal256(40, 10)), b.cast(pa.decimal256(40, 10)))
+            return _dec_back(r)
+        if op == "*":
+            return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
+        if op == "/":
+            return _dec_back(pc.divide_checked(_to256(a, 10), _to256(b)))
+        q = pc.divide_checked(_to256(a, 10), _to256(b))
+        q = pc.trunc(q).cast(pa.decimal256(76, 10))
+        prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))
+        return _dec_back(
+            pc.subtract_checked(
+                a.cast(pa.decimal256(40, 10)), _dec_back(prod).cast(pa.decimal256(40, 10))
             )
+        )
+
+    numeric = _numeric_specials(op, finite_numeric)
+
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = args
+        if t.kind is K.NUMERIC:
+            return numeric(args, n, ctx)
+        if op in ("/", "%"):
+            _check_zero(a, b)
         if op == "%":
             if t.is_float:
                 raise no_operator("%", t, t)
@@ -253,10 +275,61 @@ def _neg_kernel(t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
             return temporal.make_interval_array(
                 -m, -d, -ns, pc.is_null(a).to_numpy(zero_copy_only=False)
             )
+        if t.kind is K.NUMERIC and has_special(args[0]):
+            a = as_array(args[0], n)
+            nan, pinf, ninf = special_masks(a) or _no_specials(n)
+            return with_specials(pc.negate(finite_only(a)), nan, ninf, pinf)
         try:
             return pc.negate_checked(args[0])
         except pa.ArrowInvalid as e:
             raise out_of_range(t) from e
+
+    return kernel
+
+
+def _no_specials(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    z = np.zeros(n, dtype=bool)
+    return z, z, z
+
+
+def _numeric_specials(
+    op: str, finite: Callable[[list[Datum], int, EvalContext], Datum]
+) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    """`finite` (a numeric `op` kernel) extended to NaN and the infinities with
+    PostgreSQL's rules: NaN propagates, Inf - Inf and Inf * 0 are NaN, x / Inf is 0,
+    x % Inf is x, Inf % x is NaN, and a zero divisor stays 22012 except for NaN / 0."""
+
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a, b = args
+        if not (has_special(a) or has_special(b)):
+            return finite(args, n, ctx)
+        A, B = as_array(a, n, NUMERIC), as_array(b, n, NUMERIC)
+        ma, mb = special_masks(A) or _no_specials(n), special_masks(B) or _no_specials(n)
+        valid = pc.and_(pc.is_valid(A), pc.is_valid(B)).to_numpy(zero_copy_only=False)
+        sp = (ma[0] | ma[1] | ma[2] | mb[0] | mb[1] | mb[2]) & valid
+        spa = pa.array(sp)
+        zero = pa.scalar(Decimal(0)).cast(NUMERIC.arrow)
+        one = pa.scalar(Decimal(1)).cast(NUMERIC.arrow)
+        r = as_array(finite([pc.if_else(spa, zero, A), pc.if_else(spa, one, B)], n, ctx), n)
+        x, y = as_floats(A), as_floats(B)
+        if op in ("/", "%") and (sp & (y == 0) & ~np.isnan(x)).any():
+            raise DivisionByZero("division by zero")
+        with np.errstate(all="ignore"):
+            if op == "+":
+                f = x + y
+            elif op == "-":
+                f = x - y
+            elif op == "*":
+                f = x * y
+            elif op == "/":
+                f = x / y
+            else:
+                f = np.where(np.isinf(y) & np.isfinite(x), 0.0, np.fmod(x, y))
+        if op == "%":  # x % Inf is x exactly
+            r = pc.if_else(pa.array(sp & np.isfinite(x) & np.isinf(y)), A, r)
+        elif op == "/":  # x / Inf is 0
+            r = pc.if_else(pa.array(sp & np.isfinite(f)), zero, r)
+        return with_specials(r, sp & np.isnan(f), sp & (f == np.inf), sp & (f == -np.inf))
 
     return kernel
 
@@ -706,7 +779,7 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
     if len(consts) == len(cast_items) and t.kind is not K.INTERVAL:
         values = [c.value for c in consts if c.value is not None]
         has_null = len(values) < len(consts)
-        vset = pa.array(values, t.arrow)
+        vset = array_of(values, t.arrow)
 
         def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
             x = as_array(a[0], n)

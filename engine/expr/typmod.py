@@ -30,7 +30,8 @@ from engine.errors import (
     StringDataRightTruncation,
     not_supported,
 )
-from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, is_scalar
+from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
+from engine.numeric import finite_only, special_masks, with_specials
 from engine.types import NUMERIC, NUMERIC_PRECISION, NUMERIC_SCALE, SqlType, TypeKind
 
 K = TypeKind
@@ -125,6 +126,15 @@ def enforce(expr: Expr, target: SqlType, explicit: bool) -> Expr:
 
         def nkernel(args: list[Datum], rows: int, c: EvalContext) -> Datum:
             x = args[0]
+            m = special_masks(as_array(x, rows) if is_scalar(x) else x)
+            if m is not None:
+                if m[1].any() or m[2].any():
+                    raise NumericValueOutOfRange(
+                        "numeric field overflow",
+                        detail=f"A field with precision {precision}, scale {scale} cannot "
+                        "hold an infinite value.",
+                    )
+                return with_specials(nkernel([finite_only(as_array(x, rows))], rows, c), *m)
             r = pc.round(
                 x.cast(pa.decimal256(NUMERIC_PRECISION + 1, NUMERIC_SCALE)),
                 scale,

@@ -39,6 +39,7 @@ from engine.errors import (
 )
 from engine.expr.casts import cast_datum
 from engine.handlers.alter import default_values
+from engine.numeric import array_of
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType, arrow_schema
 
@@ -280,7 +281,7 @@ def _cast_literals(lits: list[ex.Literal], target: Any, ctx: ex.EvalContext) -> 
             out[i] = lit.value
         else:
             groups.setdefault((untyped, lit.type), []).append(i)
-    col = pa.array(out, type=target.arrow)
+    col = array_of(out, target.arrow)
     for (untyped, src_type), idx in groups.items():
         arr = pa.array([lits[i].value for i in idx], src_type.arrow)
         if untyped:
@@ -302,7 +303,7 @@ def _evaluate_rows(
     for row in rows:
         for j, e in enumerate(row):
             values[j].append(ex.evaluate_constant(e, ctx))
-    return [pa.array(v, type=f.type.arrow) for v, f in zip(values, fields, strict=True)]
+    return [array_of(v, f.type.arrow) for v, f in zip(values, fields, strict=True)]
 
 
 def _values_column(exprs: list[ex.Expr], f: Field, ctx: ex.EvalContext) -> pa.Array:
@@ -321,7 +322,7 @@ def _values_column(exprs: list[ex.Expr], f: Field, ctx: ex.EvalContext) -> pa.Ar
             casts.setdefault((type(e.args[0]), e.args[0].type), []).append(i)
         else:
             out[i] = ex.evaluate_constant(e, ctx)
-    col = pa.array(out, type=f.type.arrow)
+    col = array_of(out, f.type.arrow)
     for (_, src_type), idx in casts.items():
         first = exprs[idx[0]]
         assert isinstance(first, ex.Func)

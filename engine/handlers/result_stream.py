@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from engine import cancel as cancellation
 from engine.api import QueryResult
+from engine.numeric import py_values
 
 FIRST_ROWS = 65_536
 
@@ -30,7 +31,7 @@ FIRST_ROWS = 65_536
 def rows_of(t: pa.Table) -> list[tuple[Any, ...]]:
     if t.num_columns == 0:
         return [() for _ in range(t.num_rows)]
-    cols = [c.to_pylist() for c in t.columns]
+    cols = [py_values(c) for c in t.columns]
     return list(zip(*cols, strict=True))
 
 

@@ -25,6 +25,7 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.errors import EngineError, SqlSyntaxError, UndefinedColumn, UndefinedTable
 from engine.expr.core import Datum, EvalContext, as_array
+from engine.numeric import array_of
 from engine.plan.helpers import _literal_node, _select_columns, _visible
 from engine.plan.logical import Limit, PlanNode
 from engine.types import BOOLEAN, SqlType, TypeKind, list_of
@@ -222,6 +223,6 @@ def _finish(
                 rows = runner(plan)
                 cache[key] = rows
             out.append(_answer(kind, rows, probe_vals[i] if probe_vals is not None else None))
-        return pa.array(out, rtype.arrow)
+        return array_of(out, rtype.arrow)
 
     return ex.Func(f"subquery_{kind}", tuple(outer_args), rtype, kernel, volatile=True)

@@ -25,6 +25,7 @@ from engine.catalog import Relation
 from engine.catalog.catalog import type_from_json
 from engine.chunk import Op, StreamChunk, TruncateChunk
 from engine.errors import EngineError
+from engine.numeric import array_of
 from engine.state.disk_table import DiskTables
 from engine.state.table import StateTable
 from engine.stream.cpu import StreamCpu
@@ -307,7 +308,7 @@ def rows_to_table(rows: list[tuple[object, ...]], rel_fields: list) -> pa.Table:
         return schema.empty_table()
     cols = list(zip(*rows, strict=True))
     return pa.Table.from_arrays(
-        [pa.array(list(c), type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema
+        [array_of(list(c), schema.field(i).type) for i, c in enumerate(cols)], schema=schema
     )
 
 

@@ -36,6 +36,8 @@ import polars as pl
 
 from engine.chunk import Op
 from engine.errors import NumericValueOutOfRange, UndefinedFunction
+from engine.numeric import FINITE, NAN, NINF, PINF, special_sum
+from engine.stream.operators.frames import SPECIAL_SUFFIX
 from engine.types import NUMERIC_SCALE, SqlType, TypeKind
 
 _BIGINT_MIN = -(2**63)
@@ -129,7 +131,11 @@ class CountImpl(AggImpl):
 
 
 class _SumLike(AggImpl):
-    """Slots (sum, non-null count); the sum is NULL while the count is 0."""
+    """Slots (sum, non-null count); the sum is NULL while the count is 0.
+
+    Over numeric, three more slots count the NaN, Infinity and -Infinity values, which
+    the sum slot leaves out: the result is NaN / an infinity while they are counted and
+    the finite sum again once they are retracted (`engine.numeric.special_sum`)."""
 
     def __init__(self, arg_type: SqlType, result: SqlType) -> None:
         self.result = result
@@ -141,7 +147,7 @@ class _SumLike(AggImpl):
             self.init = (0.0, 0)
         elif arg_type.kind is TypeKind.NUMERIC:
             self._cast = None
-            self.init = (Decimal(0), 0)
+            self.init = (Decimal(0), 0, 0, 0, 0)
         else:
             raise UndefinedFunction(
                 f"function {type(self).kind_name}({arg_type.display}) does not exist"
@@ -149,14 +155,46 @@ class _SumLike(AggImpl):
 
     kind_name = "sum"
 
+    @property
+    def special_slots(self) -> bool:
+        """Whether the slots count numeric NaN / Infinity / -Infinity (see the class)."""
+        return len(self.init) == 5
+
     def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
         assert x is not None
         xv = x if self._cast is None else x.cast(self._cast)
         zero = 0.0 if self._cast is pl.Float64 else 0
-        return [pl.when(ok).then(xv * w).otherwise(zero).sum(), _count_expr(ok, w)]
+        if not self.special_slots:
+            return [pl.when(ok).then(xv * w).otherwise(zero).sum(), _count_expr(ok, w)]
+        # the frame's companion column of special-value codes (frames.SPECIAL_SUFFIX)
+        sp = pl.col(x.meta.output_name() + SPECIAL_SUFFIX)
+        finite = ok & (sp == FINITE)
+        return [
+            (pl.when(finite).then(xv).otherwise(zero) * w).sum(),
+            _count_expr(ok, w),
+            _count_expr(ok & (sp == NAN), w),
+            _count_expr(ok & (sp == PINF), w),
+            _count_expr(ok & (sp == NINF), w),
+        ]
 
     def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
         return [dsum, dcount]
+
+    def distinct_special_deltas(
+        self, dsum: list[Any], dcount: list[int], dspecial: list[list[int]]
+    ) -> list[list[Any]]:
+        """distinct_deltas with the per-group changes of the NaN / Infinity / -Infinity
+        counts (`dspecial[code - 1]`), the specials left out of `dsum`."""
+        return [dsum, dcount, *dspecial]
+
+    def _finite_sums(self, slots: list[Col]) -> list[Any]:
+        """The sum slot with the specials applied (numeric), or the sum slot itself."""
+        if not self.special_slots:
+            return list(slots[0])
+        return [
+            special_sum(s, a, b, c)
+            for s, a, b, c in zip(slots[0], slots[2], slots[3], slots[4], strict=True)
+        ]
 
 
 class SumImpl(_SumLike):
@@ -171,7 +209,7 @@ class SumImpl(_SumLike):
                     raise NumericValueOutOfRange("bigint out of range")
             return out
         if k is TypeKind.NUMERIC:
-            pairs = zip(slots[0], slots[1], strict=True)
+            pairs = zip(self._finite_sums(slots), slots[1], strict=True)
             return [None if n == 0 else _to_numeric(s) for s, n in pairs]
         return [None if n == 0 else float(s) for s, n in zip(slots[0], slots[1], strict=True)]
 
@@ -182,8 +220,12 @@ class AvgImpl(_SumLike):
     def output(self, slots: list[Col]) -> list[Any]:
         if self.result.kind is TypeKind.NUMERIC:
             return [
-                None if n == 0 else _to_numeric(ACC_CONTEXT.divide(Decimal(s), Decimal(n)))
-                for s, n in zip(slots[0], slots[1], strict=True)
+                None
+                if n == 0
+                else s
+                if not s.is_finite()
+                else _to_numeric(ACC_CONTEXT.divide(Decimal(s), Decimal(n)))
+                for s, n in zip(self._finite_sums(slots), slots[1], strict=True)
             ]
         return [None if n == 0 else float(s) / n for s, n in zip(slots[0], slots[1], strict=True)]
 
@@ -259,6 +301,8 @@ class AppendOnlyExtremeImpl(AggImpl):
 
 def _to_numeric(v: Any) -> Decimal:
     d = v if isinstance(v, Decimal) else Decimal(v)
+    if not d.is_finite():
+        return d
     d = d.quantize(_NUMERIC_QUANTUM, rounding=decimal.ROUND_HALF_UP, context=ACC_CONTEXT)
     if abs(d) >= _NUMERIC_LIMIT:
         raise NumericValueOutOfRange("numeric field overflow")

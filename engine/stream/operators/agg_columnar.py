@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from engine.chunk import StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
+from engine.numeric import array_of
 from engine.state.fixed_rows import (
     FixedLayout,
     int128_add,
@@ -204,7 +205,7 @@ class ColumnarAgg:
                 lay = FixedLayout(codes)
                 rows = lay.to_rows(slots, valids[pos : pos + len(codes)])
                 py_slots = [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * len(codes)
-                out.append(pa.array(self._output_one(i, impl, py_slots, report), type=typ))
+                out.append(array_of(self._output_one(i, impl, py_slots, report), typ))
         return out
 
     def _output(

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.chunk import Op, StreamChunk
+from engine.numeric import array_of
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.types import Field, SqlType, arrow_schema
@@ -75,7 +76,7 @@ class DynamicFilterOp(Operator):
     def _mask(self, batch: pa.RecordBatch, thr: Any) -> np.ndarray:
         if thr is _NONE or thr is None or batch.num_rows == 0:
             return np.zeros(batch.num_rows, dtype=bool)
-        col = pa.array([thr] * batch.num_rows, type=self.value_type.arrow)
+        col = array_of([thr] * batch.num_rows, self.value_type.arrow)
         b = pa.RecordBatch.from_arrays(
             [*batch.columns, col], names=[*batch.schema.names, "$subquery"]
         )
@@ -140,8 +141,8 @@ class DynamicFilterOp(Operator):
         """Rows whose value lies between the two thresholds (None: scan everything)."""
         if old is _NONE or old is None or new is None or self.left_expr is None:
             return None
-        a = _as_float(pa.array([old], type=self.value_type.arrow))
-        b = _as_float(pa.array([new], type=self.value_type.arrow))
+        a = _as_float(array_of([old], self.value_type.arrow))
+        b = _as_float(array_of([new], self.value_type.arrow))
         if a is None or b is None:
             return None
         if self._index is None:
@@ -170,7 +171,7 @@ class DynamicFilterOp(Operator):
     def _batch(self, rows: list[Any]) -> pa.RecordBatch:
         cols = list(zip(*rows, strict=True))
         return pa.RecordBatch.from_arrays(
-            [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)],
+            [array_of(list(c), f.type) for c, f in zip(cols, self._arrow, strict=True)],
             schema=self._arrow,
         )
 
@@ -184,7 +185,7 @@ class DynamicFilterOp(Operator):
         self.scanned += len(rows)
         cols = list(zip(*rows, strict=True))
         batch = pa.RecordBatch.from_arrays(
-            [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)],
+            [array_of(list(c), f.type) for c, f in zip(cols, self._arrow, strict=True)],
             schema=self._arrow,
         )
         was = self._mask(batch, old)

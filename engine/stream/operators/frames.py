@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.chunk import StreamChunk
+from engine.numeric import array_of, special_codes
 from engine.types import Field, arrow_schema
 
 WEIGHT = "__w"
@@ -35,6 +36,10 @@ INDEX = "__i"
 
 def col_name(i: int) -> str:
     return f"c{i}"
+
+
+#: suffix of the special-value code column `polars_frame(..., specials=True)` adds
+SPECIAL_SUFFIX = "#special"
 
 
 @dataclass(slots=True)
@@ -52,7 +57,12 @@ def polars_frame(
     *,
     weights: np.ndarray | None = None,
     index: bool = False,
+    specials: bool = False,
 ) -> Frame:
+    """A polars frame of `batch`'s columns `cols` (named by `col_name`), with the Z-set
+    weights and the row index as extra columns when asked; `specials` adds, for each
+    numeric column, a companion int8 column `name + SPECIAL_SUFFIX` of the rows'
+    `engine.numeric.special_codes` (sums leave NaN and the infinities out by it)."""
     names: list[str] = []
     arrays: list[pa.Array] = []
     dictionaries: dict[str, pa.Array] = {}
@@ -68,6 +78,9 @@ def polars_frame(
             list_columns.add(name)
         names.append(name)
         arrays.append(arr)
+        if specials and pa.types.is_decimal128(arr.type):
+            names.append(name + SPECIAL_SUFFIX)
+            arrays.append(pa.array(special_codes(arr)))
     if weights is not None:
         names.append(WEIGHT)
         arrays.append(pa.array(weights.astype(np.int64, copy=False)))
@@ -108,7 +121,7 @@ def key_tuples(columns: list[list[Any]], n: int) -> list[tuple[Any, ...]]:
 
 def build_batch(fields: list[Field], columns: Sequence[Sequence[Any]]) -> pa.RecordBatch:
     schema = arrow_schema(fields)
-    arrays = [pa.array(col, type=schema.field(i).type) for i, col in enumerate(columns)]
+    arrays = [array_of(col, schema.field(i).type) for i, col in enumerate(columns)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

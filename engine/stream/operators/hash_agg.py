@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.expr.nonstrict import ErrorSink, is_data_error
+from engine.numeric import array_of, finite_only, special_code
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import (
@@ -57,6 +58,7 @@ from engine.stream.operators.agg_calls import (
     AppendOnlyExtremeImpl,
     CountImpl,
     ExtremeImpl,
+    _SumLike,
     emission,
     make_impl,
 )
@@ -284,7 +286,7 @@ class HashAggOp(Operator):
         change = np.zeros(len(chunk), dtype=bool)
         split = False
         for arg in dict.fromkeys(risky):
-            mag = pc.abs(chunk.data.column(arg).cast(pa.float64()))
+            mag = pc.abs(finite_only(chunk.data.column(arg)).cast(pa.float64()))
             mag = pc.fill_null(mag, 0.0).to_numpy(zero_copy_only=False)
             if float(mag.sum()) < _SAFE_SUM:
                 continue
@@ -390,7 +392,9 @@ class HashAggOp(Operator):
                 "an append-only aggregation input retracted a row",
                 detail=f"{self.explain()} keeps min/max without a multiset.",
             )
-        frame = polars_frame(chunk.data, self._cols, weights=weights, index=bool(self._udafs))
+        frame = polars_frame(
+            chunk.data, self._cols, weights=weights, index=bool(self._udafs), specials=True
+        )
         df = frame.df
         try:
             if self._global:
@@ -508,7 +512,7 @@ class HashAggOp(Operator):
             for j, kn in enumerate(self._key_names)
         ]
         for j, (o, nw) in enumerate(zip(old_out, new_out, strict=True)):
-            arrays.append(pa.array([*o, *nw], type=arrow.field(nk + j).type).take(take_idx))
+            arrays.append(array_of([*o, *nw], arrow.field(nk + j).type).take(take_idx))
         return StreamChunk(pa.array(ops), pa.RecordBatch.from_arrays(arrays, schema=arrow))
 
     # -- value tables ------------------------------------------------------------------
@@ -573,12 +577,19 @@ class HashAggOp(Operator):
         x = pl.col(vd.xname)
         pick = x.min() if impl.is_min else x.max()
         adds = vd.vdf.filter(pl.col("__dw") > 0)
-        if self._global:
+        added: dict[Key, Any] = {}
+        best: pl.DataFrame | None = None
+        if self._global and adds.schema[vd.xname] == pl.Decimal:
+            # in Arrow: polars panics making a scalar of a numeric NaN / Infinity
+            col = adds.get_column(vd.xname).to_arrow()
+            top = pc.min(col) if impl.is_min else pc.max(col)
+            if len(col) and top.is_valid:
+                added[()] = top.as_py()
+        elif self._global:
             best = adds.select(pick.alias("__best"))
         else:
             best = adds.group_by(self._uniq_key_names).agg(pick.alias("__best"))
-        added: dict[Key, Any] = {}
-        if best.height:
+        if best is not None and best.height:
             by_name = {nm: py_values(vd.frame, best, nm) for nm in best.columns}
             bkeys = key_tuples([by_name[kn] for kn in self._key_names], best.height)
             added = dict(zip(bkeys, by_name["__best"], strict=True))
@@ -610,8 +621,10 @@ class HashAggOp(Operator):
         news = self._update_counts(i, vd)
         with_sum = not isinstance(impl, CountImpl)
         zero = impl.init[0]
+        specials = isinstance(impl, _SumLike) and impl.special_slots
         dcount: dict[Key, int] = {}
         dsum: dict[Key, Any] = {}
+        dspecial: dict[tuple[Key, int], int] = {}
         for g, v, c, dw in zip(vd.gkeys, vd.vals, news, vd.dws, strict=True):
             if c == dw:  # 0 -> >0: the value enters the distinct set
                 t = 1
@@ -620,10 +633,16 @@ class HashAggOp(Operator):
             else:
                 continue
             dcount[g] = dcount.get(g, 0) + t
-            if with_sum:
+            if specials and (code := special_code(v)):  # counted apart from the sum
+                dspecial[g, code] = dspecial.get((g, code), 0) + t
+            elif with_sum:
                 dsum[g] = dsum.get(g, zero) + (v if t > 0 else -v)
         dc = [dcount.get(k, 0) for k in keys]
         ds = [dsum.get(k, zero) for k in keys] if with_sum else dc
+        if specials:
+            assert isinstance(impl, _SumLike)
+            per_code = [[dspecial.get((k, code), 0) for k in keys] for code in (1, 2, 3)]
+            return impl.distinct_special_deltas(ds, dc, per_code)
         return impl.distinct_deltas(ds, dc)
 
     def _build_indexes(self) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine.numeric import array_of
 from engine.state.table import StateTable
 from engine.stream.operators.key_index import IntIndex, make_index
 from engine.stream.operators.segments import (
@@ -175,7 +176,7 @@ class KeyedSegments:
     def key_of(self, values: Row) -> Any:
         """The index key of one row's key column values (Python values)."""
         arrays = [
-            pa.array([v], type=self.schema.field(i).type)
+            array_of([v], self.schema.field(i).type)
             for v, i in zip(values, self.key_cols, strict=True)
         ]
         cols = [fn(a)[0] for fn, a in zip(self.key_fns, arrays, strict=True)]

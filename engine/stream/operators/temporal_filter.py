@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.chunk import StreamChunk
+from engine.numeric import array_of
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.types import Field, arrow_schema
@@ -122,7 +123,7 @@ class TemporalFilterOp(Operator):
         if not out_rows:
             return None
         cols = list(zip(*out_rows, strict=True))
-        arrays = [pa.array(list(c), type=f.type) for c, f in zip(cols, self._arrow, strict=True)]
+        arrays = [array_of(list(c), f.type) for c, f in zip(cols, self._arrow, strict=True)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self._arrow)
         return StreamChunk.from_weights(batch, np.array(out_signs))
 

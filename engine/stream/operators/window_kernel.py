@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import NumericValueOutOfRange, WindowingError, not_supported
+from engine.numeric import array_of
 from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
 
@@ -343,7 +344,7 @@ def _sum_avg(
         if exact:
             out = [_q(x) if h else None for x, h in zip(tot.tolist(), has.tolist(), strict=True)]
             try:
-                return pa.array(out, t.arrow)
+                return array_of(out, t.arrow)
             except pa.ArrowInvalid:  # an exact sum past numeric's 28 integer digits
                 raise NumericValueOutOfRange("numeric field overflow") from None
         return pa.array(tot, mask=~has).cast(t.arrow)
@@ -352,7 +353,7 @@ def _sum_avg(
             _q(_CTX.divide(Decimal(x), Decimal(int(k)))) if h else None
             for x, k, h in zip(tot.tolist(), cnt.tolist(), has.tolist(), strict=True)
         ]
-        return pa.array(out, t.arrow)
+        return array_of(out, t.arrow)
     with np.errstate(divide="ignore", invalid="ignore"):
         avg = tot.astype(np.float64) / np.maximum(cnt, 1)
     return pa.array(avg, mask=~has).cast(t.arrow)
