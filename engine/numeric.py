@@ -242,3 +242,14 @@ def special_sum(finite: Any, nan: int, pinf: int, ninf: int) -> Any:
     if ninf > 0:
         return PY_NINF
     return finite
+
+
+def format_numeric_special(v: Decimal) -> str:
+    """PostgreSQL's text of a special numeric: NaN, Infinity, -Infinity."""
+    if v.is_nan():
+        return "NaN"
+    return "-Infinity" if v < 0 else "Infinity"
+
+
+#: the text Arrow / polars casts of the special slots give -> PostgreSQL's text of them
+RAW_TEXT = {str(raw): format_numeric_special(py) for raw, py in _RAW_TO_PY.items()}

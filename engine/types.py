@@ -24,6 +24,9 @@ Python values (rows, parameters, constants) use one representation per type:
 | jsonb       | string (canonical JSON text)  | str (canonical JSON text)          |
 | T[]         | list<T>                       | list                               |
 
+numeric NaN / Infinity / -Infinity live in the decimal128 column as int128 values beyond
+any finite numeric (engine.numeric); their Python values are Decimal('NaN') etc.
+
 jsonb is stored as canonical text (see `engine.expr` for the canonical form) so equality,
 grouping and hashing on jsonb work on the text.
 """

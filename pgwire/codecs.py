@@ -13,6 +13,7 @@ NULL never reaches a codec: DataRow and Bind carry it as length -1, handled by t
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -123,6 +124,7 @@ _WIDE = Context(prec=100)  # quantize needs room for every digit (the default ho
 
 
 _NUMERIC_HEAD = struct.Struct(">hhHH")
+_NUMERIC_SPECIAL = re.compile(r"(?i)^\s*(nan|[+-]?inf(inity)?)\s*$")
 _NUMERIC_NEG = 0x4000
 _NUMERIC_NAN = 0xC000
 _NUMERIC_PINF = 0xD000
@@ -419,9 +421,12 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
 
         def parse_numeric(s: str) -> Decimal:
             try:
-                return Decimal(s.strip())
+                d = Decimal(s.strip())
             except InvalidOperation:
                 raise _bad_input(t, s) from None
+            if not d.is_finite() and not _NUMERIC_SPECIAL.match(s):  # sNaN, -nan
+                raise _bad_input(t, s)
+            return d
 
         return parse_numeric
     if k is TypeKind.BYTEA:

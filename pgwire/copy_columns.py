@@ -41,6 +41,7 @@ import pyarrow.csv as pcsv
 
 from engine.errors import DataError, EngineError
 from engine.expr.jsonb_many import canonicalize_many
+from engine.numeric import array_of
 from engine.types import SqlType, TypeKind
 from pgwire import codecs
 from pgwire.copy import BadCopyFileFormat, _text_field, parse_csv, parse_text
@@ -361,7 +362,7 @@ def convert(col: pa.Array, t: SqlType, tz: tzinfo, hexfree: bool = False) -> pa.
     if out is not None:
         return out
     parse = _parser(t, tz)
-    return pa.array([None if v is None else parse(v) for v in col.to_pylist()], t.arrow)
+    return array_of([None if v is None else parse(v) for v in col.to_pylist()], t.arrow)
 
 
 def _parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:

@@ -45,6 +45,8 @@ from pyiceberg.exceptions import CommitFailedException
 from connectors.iceberg.config import IcebergConfig
 from connectors.iceberg.schema import to_arrow
 from engine.chunk import StreamChunk
+from engine.errors import DataError
+from engine.numeric import has_special
 
 log = logging.getLogger("swell.iceberg")
 
@@ -184,6 +186,13 @@ class IcebergWriter:
             return
         data = chunk.data
         cols = [data.column(data.schema.get_field_index(n)) for n in self.names]
+        for name, col in zip(self.names, cols, strict=True):
+            if has_special(col):  # Iceberg decimals have no NaN / Infinity
+                raise DataError(
+                    f"numeric NaN or Infinity in column {name} cannot be written to an "
+                    "Iceberg decimal",
+                    hint="Filter such rows out or cast the column to double precision.",
+                )
         if self.mode == "append-only":
             mask = pa.compute.is_in(chunk.ops, pa.array(_INSERT_OPS, pa.int8()))
             batch = pa.RecordBatch.from_arrays(cols, names=self.names).filter(mask)

@@ -36,6 +36,7 @@ import polars as pl
 import pyarrow as pa
 
 from engine.errors import InvalidParameterValue
+from engine.numeric import RAW_TEXT
 from engine.types import Field, SqlType, TypeKind
 
 DAYS_FROM_CE_1970 = 719163  # chrono's num_days_from_ce() of 1970-01-01
@@ -102,7 +103,8 @@ class JsonRowEncoder:
         """The expression turning values of type `t` into JSON-ready ones (None: as is)."""
         k = t.kind
         if k is TypeKind.NUMERIC:
-            return e.cast(pl.String).str.replace(r"(\.\d*?)0+$", "${1}").str.strip_suffix(".")
+            text = e.cast(pl.String).replace(RAW_TEXT)  # NaN / Infinity / -Infinity
+            return text.str.replace(r"(\.\d*?)0+$", "${1}").str.strip_suffix(".")
         if k is TypeKind.BYTEA:
             return e.bin.encode("base64").str.strip_chars_end("=")
         if k is TypeKind.DATE:

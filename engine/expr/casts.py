@@ -147,7 +147,7 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 if m is not None:
                     if m[0].any():
                         raise FeatureNotSupported(f"cannot convert NaN to {dst.display}")
-                    raise NumericValueOutOfRange(f"cannot convert infinity to {dst.display}")
+                    raise FeatureNotSupported(f"cannot convert infinity to {dst.display}")
                 a = pc.round(a, round_mode="half_towards_infinity")
             try:
                 return a.cast(dst.arrow)

@@ -19,6 +19,7 @@ from engine.expr.coerce import implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
 from engine.expr.ops import no_operator
 from engine.expr.registry import coerce_to, no_function, register
+from engine.numeric import format_numeric_special, has_special, py_value, py_values
 from engine.types import BOOLEAN, INT, JSONB, VARCHAR, SqlType, TypeKind, list_of
 
 K = TypeKind
@@ -203,8 +204,11 @@ def python_json_values(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> list[A
             else (Decimal(float_text(v)) if v == v and abs(v) != float("inf") else float_text(v))
             for v in arr.to_pylist()
         ]
-    if k is K.NUMERIC:
-        return [None if v is None else v.normalize() for v in arr.to_pylist()]
+    if k is K.NUMERIC:  # NaN / Infinity / -Infinity become JSON strings, as for floats
+        return [
+            None if v is None else v.normalize() if v.is_finite() else format_numeric_special(v)
+            for v in py_values(arr)
+        ]
     if k is K.LIST:
         assert t.elem is not None
         flat = python_json_values(arr.flatten(), t.elem, len(arr.flatten()), ctx)
@@ -234,6 +238,8 @@ def json_text_column(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> pa.Array
         out = arr.cast(pa.string())
     elif k is K.NUMERIC:
         out = numeric_text(arr)
+        if has_special(arr):  # NaN / Infinity are JSON strings
+            out = pc.replace_substring_regex(out, r"^(NaN|-?Infinity)$", r'"\1"')
     elif k is K.JSONB:
         out = arr.cast(pa.string())
     elif k is K.VARCHAR:
@@ -273,7 +279,9 @@ def _serialize(v: Any) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_serialize(x) for x in v) + "]"
     if isinstance(v, Decimal):
-        return jsonb.dumps(v.normalize())
+        v = py_value(v)
+        assert v is not None
+        return jsonb.dumps(v.normalize() if v.is_finite() else format_numeric_special(v))
     return jsonb.dumps(v)
 
 

@@ -51,6 +51,7 @@ from engine.errors import EngineError, ExternalRoutineException, InvalidFunction
 from engine.expr import jsonb
 from engine.expr.core import Datum, EvalContext, Func, as_array
 from engine.expr.nonstrict import ErrorSink, recover
+from engine.numeric import array_of, py_values
 from engine.types import NUMERIC_SCALE, Field, SqlType, TypeKind
 
 _AGG_REQUIRED = ("create_state", "accumulate")
@@ -364,13 +365,13 @@ class PythonRoutine:
         (raised, or NULL and reported under `sink`)."""
         prepared = [_prepare(v, t) for v in values] if _needs_prep(t) else values
         try:
-            return pa.array(prepared, type=t.arrow)
+            return array_of(prepared, t.arrow)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             pass
         fixed: list[Any] = []
         for v in prepared:
             try:
-                pa.array([v], type=t.arrow)
+                array_of([v], t.arrow)
                 fixed.append(v)
             except (pa.ArrowException, TypeError, ValueError, OverflowError) as e:
                 err = ExternalRoutineException(
@@ -383,7 +384,7 @@ class PythonRoutine:
                     raise err from None
                 _note(failed, err, (v,))
                 fixed.append(None)
-        return pa.array(fixed, type=t.arrow)
+        return array_of(fixed, t.arrow)
 
     def cast_result(self, arr: pa.Array, t: SqlType) -> pa.Array:
         if arr.type == t.arrow:
@@ -488,7 +489,7 @@ def udf_call(fn: Any, args: list[Any]) -> UdfCall:
 # -- helpers -------------------------------------------------------------------------------------
 def _py_values(v: Datum, n: int, t: SqlType) -> list[Any]:
     arr = as_array(v, n, t)
-    vals: list[Any] = arr.to_pylist()
+    vals: list[Any] = py_values(arr)  # numeric NaN / Infinity as Decimal('NaN') etc.
     if t.kind is TypeKind.JSONB:
         return [None if x is None else jsonb.loads(x) for x in vals]
     return vals

@@ -49,6 +49,7 @@ from engine.errors import (
     WrongObjectType,
 )
 from engine.expr.temporal import parse_interval
+from engine.numeric import py_values
 from engine.sql.parser import Statement, parse_one
 from engine.types import BIGINT, VARCHAR, Field
 
@@ -413,11 +414,11 @@ def _rows(part: pa.RecordBatch | pa.Table, ts: int | None) -> list[tuple[Any, ..
     """One log slice (visible columns + `__op`) or snapshot slice as result rows."""
     k = part.num_rows
     if ts is None:  # the FULL snapshot: inserts without a timestamp
-        cols = [c.to_pylist() for c in part.columns]
+        cols = [py_values(c) for c in part.columns]
         ops: list[Any] = ["Insert"] * k
         stamps: list[Any] = [None] * k
     else:
-        cols = [c.to_pylist() for c in part.columns[:-1]]
+        cols = [py_values(c) for c in part.columns[:-1]]
         op = part.column(part.num_columns - 1).to_numpy(zero_copy_only=False)
         ops = _OP_NAMES[op.astype(np.int64)].tolist()
         stamps = [ts] * k

@@ -223,7 +223,7 @@ class AvgImpl(_SumLike):
                 None
                 if n == 0
                 else s
-                if not s.is_finite()
+                if isinstance(s, Decimal) and not s.is_finite()
                 else _to_numeric(ACC_CONTEXT.divide(Decimal(s), Decimal(n)))
                 for s, n in zip(self._finite_sums(slots), slots[1], strict=True)
             ]

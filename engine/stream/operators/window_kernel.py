@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import NumericValueOutOfRange, WindowingError, not_supported
-from engine.numeric import array_of
+from engine.numeric import array_of, finite_only, special_codes, special_sum
 from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
 
@@ -331,6 +331,12 @@ def _sum_avg(
     exact = t.kind is TypeKind.NUMERIC or pa.types.is_decimal(arg_kind)
     if pa.types.is_interval(arg_kind):
         raise not_supported("sum/avg of intervals over a window")
+    codes = special_codes(val) if pa.types.is_decimal128(arg_kind) else None
+    if codes is not None and not codes.any():
+        codes = None
+    if codes is not None:  # NaN / Infinity / -Infinity: counted per frame, not summed
+        counts = [_range_sum(c, (codes == k).astype(np.int64), s, e, nonempty) for k in (1, 2, 3)]
+        val = finite_only(val)
     if exact:
         vals = val.to_pylist()
         v = np.array([Decimal(0) if x is None else Decimal(x) for x in vals], dtype=object)
@@ -340,6 +346,14 @@ def _sum_avg(
         v = np.asarray(pc.fill_null(val, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
     tot = _range_sum(c, v, s, e, nonempty)
     has = cnt > 0
+    if codes is not None:
+        tot = np.array(
+            [
+                special_sum(x, *k)
+                for x, *k in zip(tot.tolist(), *(n.tolist() for n in counts), strict=True)
+            ],
+            dtype=object,
+        )
     if call.kind == "sum":
         if exact:
             out = [_q(x) if h else None for x, h in zip(tot.tolist(), has.tolist(), strict=True)]
@@ -350,7 +364,7 @@ def _sum_avg(
         return pa.array(tot, mask=~has).cast(t.arrow)
     if t.kind is TypeKind.NUMERIC:
         out = [
-            _q(_CTX.divide(Decimal(x), Decimal(int(k)))) if h else None
+            None if not h else x if _special(x) else _q(_CTX.divide(Decimal(x), Decimal(int(k))))
             for x, k, h in zip(tot.tolist(), cnt.tolist(), has.tolist(), strict=True)
         ]
         return array_of(out, t.arrow)
@@ -359,7 +373,13 @@ def _sum_avg(
     return pa.array(avg, mask=~has).cast(t.arrow)
 
 
+def _special(x: Any) -> bool:
+    return isinstance(x, Decimal) and not x.is_finite()
+
+
 def _q(x: Any) -> Decimal:
+    if _special(x):  # NaN / Infinity (special_sum)
+        return x
     return Decimal(x).quantize(_NUMERIC_Q, rounding=decimal.ROUND_HALF_UP, context=_CTX)
 
 
