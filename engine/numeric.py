@@ -57,10 +57,6 @@ def _word_view(a: pa.Array) -> np.ndarray:
     return w[2 * a.offset : 2 * (a.offset + len(a))].reshape(-1, 2)
 
 
-def is_numeric_arrow(t: pa.DataType) -> bool:
-    return pa.types.is_decimal128(t)
-
-
 def special_masks(a: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(nan, +inf, -inf) boolean masks of a decimal128 array, or None when it has none
     (the common case, one vectorized pass). NULL slots are never special."""
@@ -152,7 +148,7 @@ _RAW_TO_PY = {
 
 def py_values(a: pa.Array | pa.ChunkedArray) -> list[Any]:
     """`a.to_pylist()`, with numeric specials as Decimal('NaN') / ('Infinity') / ('-Infinity')."""
-    values = a.to_pylist()
+    values: list[Any] = a.to_pylist()
     t = a.type
     if pa.types.is_decimal128(t):
         if isinstance(a, pa.ChunkedArray):

@@ -379,7 +379,7 @@ def _special(x: Any) -> bool:
 
 def _q(x: Any) -> Decimal:
     if _special(x):  # NaN / Infinity (special_sum)
-        return x
+        return Decimal(x)
     return Decimal(x).quantize(_NUMERIC_Q, rounding=decimal.ROUND_HALF_UP, context=_CTX)
 
 
