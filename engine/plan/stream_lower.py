@@ -118,6 +118,7 @@ def lower_stream_plan(plan: PlanNode, ids: IdFn, *, materialize: bool = True) ->
                 limit=p.limit,
                 offset=p.offset,
                 input_key=list(src.stream_key or []),
+                append_only=p.limit is not None and derived_append_only(src),
             )
             node.stream_key = list(src.stream_key or []) or list(range(len(src.schema)))
             return add(node)
@@ -259,6 +260,7 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
             input_key=in_key,
             with_rank=True,
             rank_name=p.schema[-1].name,
+            append_only=p.limit is not None and derived_append_only(p.input),
         )
     if isinstance(p, OverWindow):
         return StreamOverWindow(
@@ -315,6 +317,9 @@ def _tables(n: StreamNode) -> list[Spec]:
                 ("expiry_meta", ["_key", "_value"], [0], []),
             ]
         return out
+    if isinstance(n, StreamTopN) and n.append_only:
+        g = [names[c] for c in n.group_keys] or ["_all"]
+        return [("top", [*g, "_rows"], list(range(len(g))), list(range(len(n.group_keys))))]
     if isinstance(n, StreamTopN):
         ident = n.input_key or list(range(len(ins)))
         cols = [*names, "_count"]

@@ -326,10 +326,16 @@ class StreamTopN(StreamNode):
     input_key: list[int] = field(default_factory=list)
     with_rank: bool = False
     rank_name: str = "rn"
+    # the input never retracts: each group keeps only its first offset + limit rows
+    # (AppendOnlyTopNOp); False in plans stored before that operator existed
+    append_only: bool = False
 
     def line(self) -> str:
         s = super().line()
-        return s.replace("StreamTopN", "StreamGroupTopN", 1) if self.with_rank else s
+        name = "StreamGroupTopN" if self.with_rank else "StreamTopN"
+        if self.append_only:
+            name = name.replace("Stream", "StreamAppendOnly", 1)
+        return s.replace("StreamTopN", name, 1)
 
     def details(self) -> list[tuple[str, str]]:
         out = [

@@ -50,6 +50,7 @@ from engine.stream.operators import (
     TopNOp,
     UnionOp,
 )
+from engine.stream.operators.append_only_top_n import AppendOnlyTopNOp
 from engine.stream.operators.collect_agg import CollectAggOp
 from engine.stream.operators.dynamic_filter import DynamicFilterOp
 from engine.stream.operators.eowc import EowcAggOp, EowcSortOp
@@ -191,6 +192,19 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             (n.left_keys, n.right_keys),
             (list(n.left_stream_key), list(n.right_stream_key)),
             alloc,
+        )
+    if isinstance(n, StreamTopN) and n.append_only and n.limit is not None:
+        order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
+        return AppendOnlyTopNOp(
+            ins,
+            order,
+            n.limit,
+            n.offset,
+            list(n.group_keys),
+            alloc,
+            list(n.input_key),
+            with_rank_column=n.with_rank,
+            rank_name=n.rank_name,
         )
     if isinstance(n, StreamTopN):
         order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]

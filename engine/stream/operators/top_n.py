@@ -104,7 +104,7 @@ _NS_DAY = 86_400_000_000_000
 _G, _N, _LOC, _C, _R = "__g", COUNT, "__loc", "__c", "__r"
 
 
-def _sortable(arr: pa.Array, t: SqlType, what: str) -> list[pa.Array]:
+def sortable(arr: pa.Array, t: SqlType, what: str) -> list[pa.Array]:
     """One column as arrays polars sorts and compares in SQL order (NaN above numbers)."""
     k = t.kind
     if k is TypeKind.INTERVAL:  # PostgreSQL compares intervals as 30-day months
@@ -136,7 +136,7 @@ def _sortable(arr: pa.Array, t: SqlType, what: str) -> list[pa.Array]:
     return [arr]
 
 
-def _width(t: SqlType) -> int:
+def sortable_width(t: SqlType) -> int:
     return 2 if t.kind is TypeKind.INTERVAL else 1
 
 
@@ -224,7 +224,7 @@ class TopNOp(Operator):
         return store
 
     def _w(self, c: int) -> int:
-        return _width(self.input_schema[c].type)
+        return sortable_width(self.input_schema[c].type)
 
     def _names(self, prefix: str, cols: list[int]) -> list[str]:
         return [f"{prefix}{j}_{p}" for j, c in enumerate(cols) for p in range(self._w(c))]
@@ -269,7 +269,7 @@ class TopNOp(Operator):
         self, rows: pa.RecordBatch, cols: list[int], names: list[str], what: str
     ) -> pl.DataFrame:
         types = self.input_schema
-        arrays = [a for c in cols for a in _sortable(rows.column(c), types[c].type, what)]
+        arrays = [a for c in cols for a in sortable(rows.column(c), types[c].type, what)]
         df = pl.from_arrow(pa.Table.from_arrays(arrays, names=names))
         assert isinstance(df, pl.DataFrame)
         return df
