@@ -168,7 +168,7 @@ class StateStore:
         return self._db
 
     def get(self, key: bytes) -> bytes | None:
-        return self.db.get(key)  # type: ignore[no-any-return]
+        return self.db.get(key)
 
     def multi_get(self, keys: list[bytes]) -> list[bytes | None]:
         """The value of every key (None where absent): one RocksDB MultiGet."""
@@ -180,7 +180,7 @@ class StateStore:
         # in key order: neighbouring lookups share index and data blocks (a chunk's
         # distinct keys are vnode-random, and random order costs several times more)
         order = sorted(range(len(keys)), key=keys.__getitem__)
-        got: list[bytes | None] = self.db.get([keys[i] for i in order])  # type: ignore[arg-type,assignment]
+        got: list[bytes | None] = self.db.get([keys[i] for i in order])  # type: ignore[assignment]
         res: list[bytes | None] = [None] * len(keys)
         for i, v in zip(order, got, strict=True):
             res[i] = v

@@ -213,7 +213,7 @@ class AppendOnlyTopNOp(Operator):
             pos = dict(zip(first, range(len(first))))
             codes = np.fromiter(map(pos.__getitem__, keys), np.int64, batch.num_rows)
             one = len(self.group_keys) == 1
-            uniq = [(k,) for k in first] if one else list(first)  # type: ignore[misc]
+            uniq = [(k,) for k in first] if one else list(first)
         new = self._frame(batch, codes, None, 0)
         # only a chunk's first `hi` rows per group can reach the window
         new = self._first(
