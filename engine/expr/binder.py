@@ -8,6 +8,7 @@ Errors raised while binding a node get that node's 1-based character position.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -47,7 +48,7 @@ from engine.expr.coerce import (
 )
 from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Param, as_array
 from engine.expr.nul import check_text
-from engine.expr.registry import NODE_BINDERS, call, no_function
+from engine.expr.registry import FUNCTIONS, NODE_BINDERS, call, no_function
 from engine.expr.scope import ParamContext, Scope
 from engine.expr.temporal import parse_interval
 from engine.expr.typmod import literal_scale, numeric_with_scale
@@ -73,6 +74,7 @@ _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _CMP = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
 # typed sqlglot function nodes -> (function name, argument keys); lists expand
+_CALL_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 _FUNCS: dict[type, tuple[str, tuple[str, ...]]] = {
     # calls sqlglot parses into nodes of their own, bound by their PostgreSQL names
     exp.Chr: ("chr", ("expressions",)),
@@ -284,10 +286,19 @@ class ExprBinder:
                     args.append(b(v))
             return call(name, args)
         if isinstance(node, exp.Func):
-            name = node.sql_name().lower()
-            raise no_function(
-                name, [b(a) for a in node.expressions if isinstance(a, exp.Expression)]
-            )
+            # a call sqlglot parses into a node of its own (Sin, RegexpCount, ...): bound
+            # by the name PostgreSQL spells it with, arguments in the node's order
+            m = _CALL_NAME.match(node.sql(dialect="postgres"))
+            name = m.group(1).lower() if m else node.sql_name().lower()
+            args = []
+            for k in node.arg_types:
+                v = node.args.get(k)
+                for x in v if isinstance(v, list) else [v]:
+                    if isinstance(x, exp.Expression):
+                        args.append(b(x))
+            if name in FUNCTIONS:
+                return call(name, args)
+            raise no_function(name, args)
         raise not_supported(f"expression {node.sql(dialect='postgres')}")
 
     # -- leaves -----------------------------------------------------------------------------

@@ -304,3 +304,29 @@ def _random(args: list[Expr]) -> Expr:
 @register("pi")
 def _pi(args: list[Expr]) -> Expr:
     return simple("pi", args, [], DOUBLE, lambda x, n, c: pa.scalar(np.pi))
+
+
+# -- trigonometry: double precision in and out, as PostgreSQL --------------------------------
+def _trig(name: str, fn: object, arity: int = 1) -> None:
+    """Register `name` over float8 arguments; a domain error (asin(2), sin('inf')) is
+    PostgreSQL's 22003 `input is out of range`."""
+
+    def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        try:
+            return fn(*a)  # type: ignore[operator, no-any-return]
+        except pa.ArrowInvalid:
+            raise NumericValueOutOfRange("input is out of range") from None
+
+    @register(name)
+    def resolve(args: list[Expr]) -> Expr:
+        return simple(name, args, [DOUBLE] * arity, DOUBLE, kernel)
+
+
+for _name in ("sin", "cos", "tan", "asin", "acos"):
+    _trig(_name, getattr(pc, _name + "_checked"))
+for _name in ("atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh"):
+    _trig(_name, getattr(pc, _name))
+_trig("atan2", pc.atan2, 2)
+_trig("cot", lambda v: pc.divide(1.0, pc.tan_checked(v)))
+_trig("degrees", lambda v: pc.multiply(v, 180.0 / np.pi))
+_trig("radians", lambda v: pc.multiply(v, np.pi / 180.0))
