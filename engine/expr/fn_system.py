@@ -803,6 +803,19 @@ define(
     NAME,
     lambda e: {0: "SQL_ASCII", 6: "UTF8"}.get(e, ""),
 )
+
+
+@register("pg_typeof")
+def _pg_typeof(args: list[Expr]) -> Expr:
+    """The argument's type name, known at bind time: a constant (PostgreSQL's regtype,
+    here as its text, without a type modifier: `numeric`, `character varying`)."""
+    if len(args) != 1:
+        raise no_function("pg_typeof", args)
+    a = args[0]
+    name = "unknown" if is_untyped(a) else re.sub(r"\(\d+(?:,\s*\d+)?\)", "", a.type.display)
+    return Literal(name, TEXT)
+
+
 define(("quote_ident",), [[TEXT]], TEXT, cat.quote_ident)
 define(
     ("quote_literal",),
