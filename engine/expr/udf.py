@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import itertools
 import sys
 import types
 from collections.abc import Callable, Iterable, Sequence
@@ -239,6 +240,7 @@ class PythonRoutine:
         call and its retracted rows to one `retract` call, as Arrow arrays (accumulated
         first, so a retracted row is always in the state); a failing batch is replayed
         row by row (one-element arrays) to find the failing rows."""
+        assert len(states) == len(groups)
         assert self.retract is not None or bool((weights > 0).all())
         ok = self._counted_mask(args, weights, counted)
         if self.batch:
@@ -289,37 +291,40 @@ class PythonRoutine:
         sink: ErrorSink | None,
         expr: str,
     ) -> tuple[list[Any], list[int]]:
-        out: list[Any] = []
-        fails: list[int] = []
+        out = [self.create_state() if st is None else st for st in states]
+        fails = [0] * len(states)
         failed: dict[tuple[str, str], list[Any]] = {}
-        for st, rows in zip(states, groups, strict=True):
-            state = self.create_state() if st is None else st
-            idx = np.asarray(rows, dtype=np.int64)
-            idx = idx[ok[idx]]
-            bad = 0
-            for add in (True, False):
-                part = idx[(weights[idx] > 0) == add]
-                if not part.size:
-                    continue
-                fn = self.accumulate if add else self.retract
-                assert fn is not None
-                taken = pa.array(part)
-                arrays = [a.take(taken) for a in args]
+        lens = np.fromiter((len(r) for r in groups), dtype=np.int64, count=len(groups))
+        flat = np.fromiter(itertools.chain.from_iterable(groups), np.int64, int(lens.sum()))
+        gid = np.repeat(np.arange(len(groups), dtype=np.int64), lens)
+        keep = ok[flat]
+        flat, gid = flat[keep], gid[keep]
+        add = weights[flat] > 0
+        order = np.lexsort((~add, gid))  # by group, its accumulated rows first
+        flat, gid, add = flat[order], gid[order], add[order]
+        taken = pa.array(flat)
+        arrays = [a.take(taken) for a in args]  # one take per argument, sliced per group
+        seg = gid * 2 + (~add)
+        starts = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]]) if len(seg) else seg
+        ends = np.r_[starts[1:], len(seg)] if len(seg) else seg
+        for a0, b0 in zip(starts.tolist(), ends.tolist(), strict=True):
+            g, is_add = int(gid[a0]), bool(add[a0])
+            fn = self.accumulate if is_add else self.retract
+            assert fn is not None
+            part = [arr.slice(a0, b0 - a0) for arr in arrays]
+            try:
+                out[g] = fn(out[g], *part)
+                continue
+            except Exception as e:
+                if sink is None:
+                    raise self.error(e) from None
+            for j in range(b0 - a0):  # replay row by row: which rows fail
+                one = [arr.slice(j, 1) for arr in part]
                 try:
-                    state = fn(state, *arrays)
-                    continue
+                    out[g] = fn(out[g], *one)
                 except Exception as e:
-                    if sink is None:
-                        raise self.error(e) from None
-                for j in range(len(part)):  # replay row by row: which rows fail
-                    one = [a.slice(j, 1) for a in arrays]
-                    try:
-                        state = fn(state, *one)
-                    except Exception as e:
-                        bad += 1 if add else -1
-                        _note(failed, self.error(e), tuple(a[0].as_py() for a in one))
-            out.append(state)
-            fails.append(bad)
+                    fails[g] += 1 if is_add else -1
+                    _note(failed, self.error(e), tuple(arr[0].as_py() for arr in one))
         _flush_failures(failed, sink, expr)
         return out, fails
 

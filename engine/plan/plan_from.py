@@ -57,7 +57,11 @@ class FromPlannerMixin:
             return udtf
         if is_table_function(item):
             if self.streaming:
-                raise not_supported("set-returning functions in FROM of a materialized view")
+                raise not_supported(
+                    "set-returning functions in FROM of a materialized view",
+                    hint="Join it laterally to a table (FROM t, LATERAL generate_series(1, t.n)), "
+                    "or INSERT its rows into a table and build the view on that.",
+                )
             return plan_table_function(self, item)
         if isinstance(item, exp.Table):
             if isinstance(item.this, (exp.Anonymous, exp.Func)):

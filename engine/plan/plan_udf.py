@@ -283,7 +283,8 @@ def plan_udtf(planner: Any, item: exp.Expression) -> tuple[PlanNode, list[_Col]]
     if planner.streaming:
         raise not_supported(
             "table functions in FROM of a materialized view",
-            hint="Run them in ad-hoc queries.",
+            hint=f"Join it laterally to a table (FROM t, LATERAL {name}(t.col)), or INSERT "
+            "its rows into a table and build the view on that.",
         )
     args = [planner._bind(a, ex.Scope([])) for a in item.this.expressions]
     fn, coerced = resolve(cands, name, args)
