@@ -40,11 +40,33 @@ def _flags(flags: str | None, allowed: str) -> tuple[bool, bool]:
     return "g" in flags, "i" in flags
 
 
+# Python's words for a bad pattern -> PostgreSQL's (its regcomp error strings)
+_PG_REGEX_ERRORS = (
+    ("missing ), unterminated subpattern", "parentheses () not balanced"),
+    ("unbalanced parenthesis", "parentheses () not balanced"),
+    ("unterminated character set", "brackets [] not balanced"),
+    ("nothing to repeat", "quantifier operand invalid"),
+    ("multiple repeat", "quantifier operand invalid"),
+    ("min repeat greater than max repeat", "invalid repetition count(s)"),
+    ("bad escape", "invalid escape \\ sequence"),
+)
+
+
+def regex_error(e: re.error) -> InvalidRegularExpression:
+    """2201B with PostgreSQL's message for the common mistakes, Python's otherwise."""
+    text = str(e)
+    for py, pg in _PG_REGEX_ERRORS:
+        if text.startswith(py):
+            text = pg
+            break
+    return InvalidRegularExpression(f"invalid regular expression: {text}")
+
+
 def _compiled(pattern: str, icase: bool) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.I if icase else 0)
     except re.error as e:
-        raise InvalidRegularExpression(f"invalid regular expression: {e}") from None
+        raise regex_error(e) from None
 
 
 def _py_replacement(rep: str) -> str:

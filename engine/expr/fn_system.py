@@ -34,7 +34,6 @@ from engine.catalog.system import FIRST_USER_OID
 from engine.errors import (
     InvalidParameterName,
     InvalidParameterValue,
-    InvalidRegularExpression,
     SqlSyntaxError,
     UndefinedDatabase,
     UndefinedObject,
@@ -45,6 +44,7 @@ from engine.expr import fn_catalog as cat
 from engine.expr.coerce import cast, common_type, implicit_cast, is_untyped, parse_data_type
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
 from engine.expr.fn_catalog import NAME, OID, REG_TYPES, TEXT, define
+from engine.expr.fn_regex import regex_error
 from engine.expr.nul import check_text
 from engine.expr.registry import NODE_BINDERS, call, no_function
 from engine.types import (
@@ -216,7 +216,7 @@ def bind_regex(left: Expr, right: Expr, *, icase: bool, negate: bool) -> Expr:
         try:
             return match(a, n)
         except re.error as e:
-            raise InvalidRegularExpression(f"invalid regular expression: {e}") from None
+            raise regex_error(e) from None
 
     def match(a: list[Datum], n: int) -> Datum:
         s, p = a
