@@ -320,6 +320,19 @@ def encode_int_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
     return out
 
 
+def encode_timestamp_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
+    """`encode_key((v,))` of each naive timestamp given as int64 microseconds since
+    1970-01-01 (`(None,)` where `nulls`), in bulk."""
+    us = np.asarray(values, np.int64) + _EPOCH_US
+    rows = np.empty((us.size, 9), dtype=np.uint8)
+    rows[:, 0] = T_DT
+    rows[:, 1:] = us.astype(">u8").view(np.uint8).reshape(-1, 8)
+    out: list[bytes] = rows.view("V9").ravel().tolist()
+    for i in np.flatnonzero(nulls).tolist():
+        out[i] = b"\x01"
+    return out
+
+
 # -- decoding ------------------------------------------------------------------------------
 def decode_key(b: bytes) -> Key:
     """The key tuple of `encode_key` bytes."""

@@ -31,6 +31,8 @@ VIEWS = {
     "v_mv_on_mv": "SELECT c, count(*) AS n FROM v_agg GROUP BY c",
     "v_distinct": "SELECT DISTINCT k FROM t WHERE v IS NOT NULL",
     "v_avg": "SELECT k, avg(v) AS a FROM t GROUP BY k",
+    "v_int_keys": "SELECT v, id % 3 AS m, count(*) AS n, sum(id) AS s, avg(v) AS a "
+    "FROM t GROUP BY v, id % 3",
     "v_top": "SELECT id, v FROM t WHERE v IS NOT NULL ORDER BY v DESC, id LIMIT 3",
     "v_join": "SELECT a.id, a.v, b.id AS bid, b.v AS bv FROM t a JOIN t b ON a.k = b.k",
     "v_left": "SELECT a.id, b.id AS bid, b.k AS bk FROM t a LEFT JOIN t b ON a.v = b.id",

@@ -1,16 +1,17 @@
 """The columnar step of `HashAggOp`: merge an epoch's per-group deltas as column arithmetic.
 
-When it applies (`columnar_layout` says, at construction): one integer group key
-(smallint, int, bigint) and only aggregates whose slots have a fixed width: count(*),
+When it applies (`columnar_layout` and `key_kinds` say, at construction): group keys that
+are all integers (smallint, int, bigint) or naive timestamps (window bounds: GROUP BY
+auction, window_start) and only aggregates whose slots have a fixed width: count(*),
 count(x), sum/avg over integers (an exact int128 sum) or floats, bool_and/bool_or, and
 append-only min/max over integers. Everything else (DISTINCT, retractable min/max,
-numeric arguments, several or non-integer keys, global aggregation) keeps the tuple path
+numeric arguments, other key types, global aggregation) keeps the tuple path
 of `hash_agg`.
 
 Per step, after `HashAggOp` has grouped the delta in polars (`part`: one row per changed
 group with each slot's delta):
 
-1. the group keys as an int64 column (+ NULL mask) go to `ColumnarGroups.fetch`, which
+1. the group keys as int64 columns (+ NULL masks) go to `ColumnarGroups.fetch`, which
    returns each group's cache row, reading the groups it misses from the store at once;
 2. old slots are gathered, new = old + delta column by column (int128 sums in uint64
    pairs, extremes with numpy min/max and validity masks), and the changed rows stored;
@@ -82,11 +83,29 @@ def _impl_codes(impl: AggImpl, call: AggCall, arg: SqlType | None) -> str | None
     return None
 
 
+def key_kinds(input_schema: list[Field], group_keys: list[int], dist_len: int) -> str | None:
+    """`ColumnarGroups` key kinds ("i" integer, "t" naive timestamp) of the group keys, or
+    None (the tuple path): other types, no keys, or a distribution key that is a strict
+    prefix of the group key (store keys are hashed over the whole key)."""
+    if not group_keys or dist_len not in (0, len(group_keys)):
+        return None
+    out = ""
+    for g in group_keys:
+        k = input_schema[g].type.kind
+        if k in _INT_KINDS:
+            out += "i"
+        elif k is TypeKind.TIMESTAMP:
+            out += "t"
+        else:
+            return None
+    return out
+
+
 def columnar_layout(
     input_schema: list[Field], group_keys: list[int], aggs: list[AggCall], impls: list[AggImpl]
 ) -> FixedLayout | None:
     """The fixed-width layout of the group state row, or None (use the tuple path)."""
-    if len(group_keys) != 1 or input_schema[group_keys[0]].type.kind not in _INT_KINDS:
+    if not group_keys:
         return None
     codes = "q"  # the row count
     for a, impl in zip(aggs, impls, strict=True):
@@ -130,7 +149,7 @@ class ColumnarAgg:
         impls: list[AggImpl],
         aggs: list[AggCall],
         schema: list[Field],
-        key_name: str,
+        key_names: list[str],
         output_one: OutputOne,
         explain: Callable[[], str],
     ) -> None:
@@ -138,7 +157,7 @@ class ColumnarAgg:
         self.impls = impls
         self.aggs = aggs
         self.schema = schema
-        self.key_name = key_name
+        self.key_names = key_names
         self._output_one = output_one
         self._explain = explain
         self._arrow = arrow_schema(schema)
@@ -195,7 +214,7 @@ class ColumnarAgg:
     # -- outputs ------------------------------------------------------------------------------
     def _outputs(self, cols: Cols, valids: Valids, report: bool) -> list[pa.Array]:
         out = []
-        nk = 1
+        nk = len(self.key_names)
         for i, (impl, (pos, codes)) in enumerate(zip(self.impls, self._slots, strict=True)):
             typ = self._arrow.field(nk + i).type
             slots = cols[pos : pos + len(codes)]
@@ -235,9 +254,11 @@ class ColumnarAgg:
 
     # -- the step -----------------------------------------------------------------------------
     def apply(self, frame: Frame, part: pl.DataFrame) -> StreamChunk | None:
-        keys_arr = arrow_values(frame, part, self.key_name)
-        knull = keys_arr.is_null().to_numpy(zero_copy_only=False)
-        keys = pc.fill_null(keys_arr, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        key_arrs = [arrow_values(frame, part, kn) for kn in self.key_names]
+        knull = np.column_stack([a.is_null().to_numpy(zero_copy_only=False) for a in key_arrs])
+        keys = np.column_stack(
+            [pc.fill_null(a.cast(pa.int64()), 0).to_numpy(zero_copy_only=False) for a in key_arrs]
+        )
         g = self.groups
         pos, existed = g.fetch(keys, knull)
         old, ov = g.gather(pos)
@@ -246,10 +267,11 @@ class ColumnarAgg:
         n = pos.size
         counts = new[0]
         if (counts < 0).any():
-            bad = keys_arr[int(np.flatnonzero(counts < 0)[0])].as_py()
+            at = int(np.flatnonzero(counts < 0)[0])
+            bad = tuple(a[at].as_py() for a in key_arrs)
             raise InternalError(
                 "aggregation group row count became negative",
-                detail=f"Group {(bad,)!r} of {self._explain()} received more deletes than inserts.",
+                detail=f"Group {bad!r} of {self._explain()} received more deletes than inserts.",
             )
         ins = ~existed & (counts > 0)
         dele = existed & (counts == 0)
@@ -285,7 +307,8 @@ class ColumnarAgg:
         idx, ops = emission(ins_i, del_i, upd_i, n)
         arrow = self._arrow
         take_idx = pa.array(idx)
-        arrays = [keys_arr.cast(arrow.field(0).type).take(pa.array(idx % n))]
+        key_idx = pa.array(idx % n)
+        arrays = [a.cast(arrow.field(j).type).take(key_idx) for j, a in enumerate(key_arrs)]
         for o, nw in zip(old_out, new_out, strict=True):
             arrays.append(pa.concat_arrays([o, nw]).take(take_idx))
         return StreamChunk(pa.array(ops), pa.RecordBatch.from_arrays(arrays, schema=arrow))

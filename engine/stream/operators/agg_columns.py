@@ -1,4 +1,4 @@
-"""ColumnarGroups: aggregation group states kept as columns, keyed by an integer group key.
+"""ColumnarGroups: aggregation group states kept as columns, keyed by integer-like group keys.
 
 Why: `HashAggOp`'s tuple path keeps a Python tuple per group (key and state) in the disk
 table's overlay and cache and encodes each with marshal; at 100k groups per epoch that
@@ -21,6 +21,13 @@ Backends (picked from the table the allocator hands out):
   changed ones written back with `put_many`/`delete_many` at the end of every step
   (`end_step`), nothing is cached across steps.
 
+Keys: one or more columns, each an integer (`"i"`) or a naive timestamp (`"t"`, its int64
+microseconds), held as an (n, K) int64 matrix with a NULL mask. One key column is looked
+up by its value; several by a 64-bit hash of the row (`_codes`), each hit verified
+against the stored key, and the rare key whose hash collides with another's kept in a
+small dict (`_extra`). Store keys are the memcomparable bytes of the key tuple, encoded
+column by column, identical to the tuple path's.
+
 Rows: a group is present while `alive`; a deleted group stays in the cache as a dead
 row until its delete is written, so a later step of the epoch does not read the stale
 committed row back. Rows read in the older marshal form (or from the tuple overlay) are
@@ -36,6 +43,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from engine.state import codec, memcmp
 from engine.state.disk_table import DiskStateTable
@@ -52,8 +60,12 @@ _ROW_OVERHEAD = 48
 class ColumnarGroups:
     """The group states of one aggregation in columns (module docstring)."""
 
-    def __init__(self, table: StateTable | DiskStateTable, layout: FixedLayout) -> None:
+    def __init__(
+        self, table: StateTable | DiskStateTable, layout: FixedLayout, kinds: str = "i"
+    ) -> None:
         self.layout = layout
+        self.kinds = kinds
+        self._k = len(kinds)
         self._table = table
         self._disk = table if isinstance(table, DiskStateTable) else None
         if self._disk is not None:
@@ -63,21 +75,22 @@ class ColumnarGroups:
     # -- storage -----------------------------------------------------------------------
     def _reset(self) -> None:
         self._n = 0
-        self._keys = np.empty(0, np.int64)
-        self._knull = np.empty(0, bool)
+        self._keys = np.empty((0, self._k), np.int64)
+        self._knull = np.empty((0, self._k), bool)
         self._cols, self._valids = self.layout.empty(0)
         self._alive = np.empty(0, bool)
         self._dirty = np.empty(0, bool)
         self._stamp = np.empty(0, np.int64)
-        self._sk = np.empty(0, np.int64)  # sorted non-NULL keys
+        self._sk = np.empty(0, np.int64)  # sorted codes (one column: its non-NULL values)
         self._sp = np.empty(0, np.int64)  # their rows
-        self._null_row = -1
+        self._null_row = -1  # one column: the row of the NULL key
+        self._extra: dict[tuple[Any, ...], int] = {}  # keys whose code collides -> row
         self._clock = 0
         self._len_delta = 0
         self._dirty_n = 0
 
     def _grow(self, need: int) -> None:
-        cap = self._keys.size
+        cap = len(self._keys)
         if need <= cap:
             return
         new = max(need, cap * 2, 1024)
@@ -92,10 +105,29 @@ class ColumnarGroups:
         self._cols = [ext(c) for c in self._cols]
         self._valids = [None if v is None else ext(v) for v in self._valids]
 
+    def _codes(self, keys: np.ndarray, knull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(code, indexed) per key row: one column: its value, indexed where not NULL;
+        several: a 64-bit hash of values and NULL flags (every row indexed)."""
+        if self._k == 1:
+            return keys[:, 0], ~knull[:, 0]
+        with np.errstate(over="ignore"):
+            h = np.full(len(keys), 0x9E3779B97F4A7C15, np.uint64)
+            for j in range(self._k):
+                x = keys[:, j].view(np.uint64) ^ (knull[:, j].astype(np.uint64) << np.uint64(63))
+                h = (h ^ x) * np.uint64(0xBF58476D1CE4E5B9)
+                h ^= h >> np.uint64(31)
+                h *= np.uint64(0x94D049BB133111EB)
+                h ^= h >> np.uint64(29)
+        return h.view(np.int64), np.ones(len(keys), bool)
+
+    @staticmethod
+    def _tuple_key(keys: np.ndarray, knull: np.ndarray, i: int) -> tuple[Any, ...]:
+        return (*keys[i].tolist(), *knull[i].tolist())
+
     def _append(self, keys: np.ndarray, knull: np.ndarray, cols: Cols, valids: Valids,
                 alive: np.ndarray) -> np.ndarray:  # fmt: skip
         """Add rows (keys not in the cache yet); their row numbers."""
-        m = keys.size
+        m = len(keys)
         start = self._n
         self._grow(start + m)
         sl = slice(start, start + m)
@@ -108,36 +140,60 @@ class ColumnarGroups:
                 vd[sl] = vs
         self._n = start + m
         rows = np.arange(start, start + m, dtype=np.int64)
-        nn = ~knull
+        codes, nn = self._codes(keys, knull)
         if nn.any():
-            k, r = keys[nn], rows[nn]
+            k, r = codes[nn], rows[nn]
             order = np.argsort(k, kind="stable")
             k, r = k[order], r[order]
             at = np.searchsorted(self._sk, k)
-            self._sk = np.insert(self._sk, at, k)
-            self._sp = np.insert(self._sp, at, r)
-        if knull.any():
-            self._null_row = int(rows[knull][0])
+            clash = np.zeros(len(k), bool)  # a code taken already (several columns only)
+            if self._k > 1:
+                ok = at < self._sk.size
+                clash[ok] = self._sk[at[ok]] == k[ok]
+                clash[1:] |= k[1:] == k[:-1]
+                for i in np.flatnonzero(clash).tolist():
+                    j = int(r[i]) - start
+                    self._extra[self._tuple_key(keys, knull, j)] = int(r[i])
+            keep = ~clash
+            self._sk = np.insert(self._sk, at[keep], k[keep])
+            self._sp = np.insert(self._sp, at[keep], r[keep])
+        if self._k == 1 and knull[:, 0].any():
+            self._null_row = int(rows[knull[:, 0]][0])
         return rows
 
     def _find(self, keys: np.ndarray, knull: np.ndarray) -> np.ndarray:
         """Row of each key in the cache, -1 where absent."""
-        pos = np.full(keys.size, -1, np.int64)
+        m = len(keys)
+        pos = np.full(m, -1, np.int64)
         if self._sk.size:
-            at = np.searchsorted(self._sk, keys)
+            codes, nn = self._codes(keys, knull)
+            at = np.searchsorted(self._sk, codes)
             ok = at < self._sk.size
-            hit = np.zeros(keys.size, bool)
-            hit[ok] = self._sk[at[ok]] == keys[ok]
-            hit &= ~knull
-            pos[hit] = self._sp[at[hit]]
-        if self._null_row >= 0:
-            pos[knull] = self._null_row
+            hit = np.zeros(m, bool)
+            hit[ok] = self._sk[at[ok]] == codes[ok]
+            hit &= nn
+            cand = self._sp[at[hit]]
+            if self._k > 1:  # a hash hit is a match only if the stored key is equal
+                same = (self._keys[cand] == keys[hit]).all(axis=1)
+                same &= (self._knull[cand] == knull[hit]).all(axis=1)
+                idx = np.flatnonzero(hit)
+                hit[idx[~same]] = False
+                cand = cand[same]
+            pos[hit] = cand
+        if self._k == 1 and self._null_row >= 0:
+            pos[knull[:, 0]] = self._null_row
+        if self._extra:
+            for i in np.flatnonzero(pos < 0).tolist():
+                pos[i] = self._extra.get(self._tuple_key(keys, knull, i), -1)
         return pos
 
     # -- one step ------------------------------------------------------------------------
     def fetch(self, keys: np.ndarray, knull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, existed) of distinct group keys: their cache rows (groups the cache
-        misses are read from the store; absent ones start as zeroed, not alive rows)."""
+        """(rows, existed) of distinct group keys ((n, K) int64 values, NULLs as 0, and
+        their NULL mask; one column may come as 1-d arrays): their cache rows (groups the
+        cache misses are read from the store; absent ones start as zeroed, not alive)."""
+        keys = np.asarray(keys, np.int64).reshape(len(keys), -1)
+        knull = np.asarray(knull, bool).reshape(len(knull), -1)
         self._clock += 1
         pos = self._find(keys, knull)
         miss = np.flatnonzero(pos < 0)
@@ -180,13 +236,35 @@ class ColumnarGroups:
 
     # -- store reads ---------------------------------------------------------------------
     def _key_tuples(self, keys: np.ndarray, knull: np.ndarray) -> list[tuple[Any, ...]]:
-        vals: list[Any] = keys.tolist()
-        return [(None,) if n else (v,) for v, n in zip(vals, knull.tolist(), strict=True)]
+        """The tuple path's keys (ints, naive datetimes, None) of key rows."""
+        cols: list[list[Any]] = []
+        for j, kind in enumerate(self.kinds):
+            if kind == "t":
+                arr = pa.array(keys[:, j], pa.timestamp("us"), mask=knull[:, j])
+                cols.append(arr.to_pylist())
+            else:
+                vals: list[Any] = keys[:, j].tolist()
+                nulls = knull[:, j].tolist()
+                cols.append([None if n else v for v, n in zip(vals, nulls, strict=True)])
+        return list(zip(*cols, strict=True)) if cols[0] else []
+
+    def _encoded(self, keys: np.ndarray, knull: np.ndarray) -> list[bytes]:
+        """`memcmp.encode_key` of each key row, column by column."""
+        parts = [
+            (memcmp.encode_timestamp_column if kind == "t" else memcmp.encode_int_column)(
+                keys[:, j], knull[:, j]
+            )
+            for j, kind in enumerate(self.kinds)
+        ]
+        out = parts[0]
+        for p in parts[1:]:
+            out = list(map(bytes.__add__, out, p))
+        return out
 
     def _load(self, keys: np.ndarray, knull: np.ndarray) -> tuple[Cols, Valids, np.ndarray]:
         """Committed (or overlay) states of keys the cache misses; `found` per key."""
         lay = self.layout
-        m = keys.size
+        m = len(keys)
         disk = self._disk
         rows: dict[int, tuple[Any, ...] | None] = {}
         if disk is None:
@@ -194,7 +272,7 @@ class ColumnarGroups:
             raws: list[Any] = [None] * m
             rows = dict(enumerate(got))
         else:
-            fulls = disk.encoded_full_keys(memcmp.encode_int_column(keys, knull))
+            fulls = disk.encoded_full_keys(self._encoded(keys, knull))
             raws = disk.committed_raw(fulls)
             if disk.has_overlay:  # rows the tuple interface wrote this epoch win
                 rows = dict(disk.overlay_lookup(self._key_tuples(keys, knull)))
@@ -248,7 +326,7 @@ class ColumnarGroups:
         d = np.flatnonzero(self._dirty[: self._n])
         if not d.size:
             return 0
-        fulls = disk.encoded_full_keys(memcmp.encode_int_column(self._keys[d], self._knull[d]))
+        fulls = disk.encoded_full_keys(self._encoded(self._keys[d], self._knull[d]))
         # RocksDB inserts a batch's keys into its memtable one at a time; in key order each
         # insert starts where the last one ended (measured 5-10x cheaper than the random
         # order the vnode prefix gives). The keys are distinct: the order changes nothing

@@ -62,7 +62,7 @@ from engine.stream.operators.agg_calls import (
     emission,
     make_impl,
 )
-from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout
+from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout, key_kinds
 from engine.stream.operators.agg_columns import ColumnarGroups
 from engine.stream.operators.agg_udaf import UdafImpl
 from engine.stream.operators.base import StateAllocator
@@ -225,13 +225,14 @@ class HashAggOp(Operator):
             if self._value_tables
             else columnar_layout(input_schema, self.group_keys, self.aggs, self._impls)
         )
-        if layout is not None:
+        kinds = key_kinds(input_schema, self.group_keys, getattr(self._groups, "dist_len", 0))
+        if layout is not None and kinds is not None:
             self._columnar = ColumnarAgg(
-                ColumnarGroups(self._groups, layout),
+                ColumnarGroups(self._groups, layout, kinds),
                 self._impls,
                 self.aggs,
                 self.schema,
-                self._key_names[0],
+                self._key_names,
                 self._output_one,
                 self.explain,
             )
