@@ -245,6 +245,7 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
                 right_time=spec.right_time,
                 lo=spec.lo,
                 hi=spec.hi,
+                append_only=append_only_join(p),
             )
         return StreamHashJoin(ins, schemas, schema, key, **common, append_only=append_only_join(p))
     if isinstance(p, GroupTopN):

@@ -180,7 +180,8 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             alloc,
             list(n.left_stream_key),
             list(n.right_stream_key),
-            append_only=n.append_only,
+            # an interval join's own cleaning sends the join deletes
+            append_only=n.append_only and not isinstance(n, StreamIntervalJoin),
         )
         if not isinstance(n, StreamIntervalJoin):
             return join
@@ -192,6 +193,7 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             (n.left_keys, n.right_keys),
             (list(n.left_stream_key), list(n.right_stream_key)),
             alloc,
+            append_only=n.append_only,
         )
     if isinstance(n, StreamTopN) and n.append_only and n.limit is not None:
         order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]

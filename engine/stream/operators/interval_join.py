@@ -15,6 +15,10 @@ state, every inserted row is also kept in an expiry buffer partitioned by epoch,
 the smallest time it holds: `(min_time, seq) -> (Arrow IPC of the rows,)`; each epoch cuts
 the partitions whose minimum is below the cut. A row the user already deleted is skipped
 (`HashJoinOp.stored_rows` says which expired rows are still stored exactly as buffered).
+When both inputs are append-only (`append_only`, the planner's `StreamIntervalJoin
+[append_only]`) no row is ever deleted by the user, so every buffered row is still stored
+and that check, which compares each expired row with every stored row under its key, is
+skipped. The wrapped join is then an ordinary one: it receives the cleaning deletes.
 
 Cleaning assumes the usual append-mostly event streams: after a row is cleaned, a delete
 of it no longer retracts its pairs (as in RisingWave, state below the watermark is gone).
@@ -60,8 +64,10 @@ class IntervalJoinOp(Operator):
         keys: tuple[list[int], list[int]],
         idents: tuple[list[int], list[int]],
         alloc: StateAllocator,
+        append_only: bool = False,
     ) -> None:
         self.join = join
+        self.append_only = append_only
         self.schema = join.schema
         self.stream_key = join.stream_key
         self.times = times
@@ -135,7 +141,7 @@ class IntervalJoinOp(Operator):
                 table.put((int(t[~old].min()), self._seq()), (_encode(rest),))
             parts.append(batch.filter(pa.array(old)))
         expired = pa.Table.from_batches(parts).combine_chunks()
-        if expired.num_rows:
+        if expired.num_rows and not self.append_only:
             batch = expired.to_batches()[0]
             present = self.join.stored_rows(side, batch)
             expired = expired if present.all() else expired.filter(pa.array(present))
@@ -145,4 +151,5 @@ class IntervalJoinOp(Operator):
         return StreamChunk.deletes(expired)
 
     def explain(self) -> str:
-        return self.join.explain().replace("StreamHashJoin", "StreamIntervalJoin", 1)
+        ao = " [append_only]" if self.append_only else ""
+        return self.join.explain().replace("StreamHashJoin", f"StreamIntervalJoin{ao}", 1)
