@@ -391,8 +391,8 @@ ATTRDEF_OID_BASE = 3_000_000  # pg_attrdef.oid: the table's oid * 1000 + attnum,
 
 
 def _default_sql(v: Any, t: SqlType) -> str | None:
-    """The SQL text psql shows for a stored column default (`ALTER TABLE ... ADD COLUMN
-    ... DEFAULT`, kept as the JSON form of its value): `7`, `'x'::character varying`."""
+    """The SQL text psql shows for a stored constant column default (kept as the JSON form
+    of its value, engine/handlers/column_defaults.py): `7`, `'x'::character varying`."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -408,13 +408,17 @@ def _default_sql(v: Any, t: SqlType) -> str | None:
 
 def _defaults(r: RelInfo) -> dict[int, str]:
     """attnum -> default SQL of a table's columns with a stored default."""
-    stored = (r.rel.extra.get("defaults") or {}) if r.rel is not None and r.relkind == "r" else {}
+    extra = r.rel.extra if r.rel is not None and r.relkind == "r" else {}
+    stored = extra.get("defaults") or {}
+    exprs = extra.get("default_exprs") or {}
     out: dict[int, str] = {}
     for a in r.attrs:
         if a.name in stored:
             text = _default_sql(stored[a.name], a.type)
             if text is not None:
                 out[a.attnum] = text
+        elif a.name in exprs:
+            out[a.attnum] = exprs[a.name]
     return out
 
 

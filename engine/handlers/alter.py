@@ -7,9 +7,10 @@ address relations by id and columns by the names they were planned with,
 
 * `ADD COLUMN c type [DEFAULT expr]` (plain tables): the column is appended; existing rows
   get the default (a constant, evaluated once) or NULL, and so do later INSERTs and COPYs
-  that omit it (`Relation.extra["defaults"]`). The table's rows are rewritten in the new
-  layout once (`Runtime.rebuild_table`, one checkpoint); views and sinks on it keep
-  reading the columns they were planned with, so they need no change.
+  that omit it (`Relation.extra["defaults"]`, engine/handlers/column_defaults.py). The
+  table's rows are rewritten in the new layout once (`Runtime.rebuild_table`, one
+  checkpoint); views and sinks on it keep reading the columns they were planned with, so
+  they need no change.
 * `DROP COLUMN`: refused for key, hidden and watermark columns, and (2BP01) while a
   reader uses the column (`engine.handlers.alter_readers.check_drop`); otherwise the rows
   are rewritten without it and jobs that scanned it read NULLs in its place.
@@ -50,7 +51,7 @@ from engine.errors import (
     WrongObjectType,
     not_supported,
 )
-from engine.expr.codec import value_from_json, value_to_json
+from engine.expr.codec import value_to_json
 from engine.handlers.alter_readers import (
     apply_rename,
     check_drop,
@@ -325,6 +326,7 @@ def _drop_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> No
         if rel.row_id_index is not None and rel.row_id_index > idx:
             rel.row_id_index -= 1
         (rel.extra.get("defaults") or {}).pop(name, None)
+        (rel.extra.get("default_exprs") or {}).pop(name, None)
         comments = rel.extra.get("column_comments") or {}
         comments.pop(name, None)
         return rows.remove_column(idx)
@@ -353,7 +355,7 @@ def _rename_column(cat: Any, rel: Relation, old: str, new: str) -> None:
     retarget_scans(cat, rel.id, {old: new})
     f = rel.fields[idx]
     rel.fields[idx] = Field(new, f.type, f.hidden)
-    for key in ("defaults", "column_comments"):
+    for key in ("defaults", "default_exprs", "column_comments"):
         d = rel.extra.get(key) or {}
         if old in d:
             d[new] = d.pop(old)
@@ -409,15 +411,6 @@ def _edit_columns(text: str, add: str | None = None, drop: str | None = None) ->
         return str(tree.sql(dialect="risingwave"))
     except sqlglot.errors.SqlglotError:
         return text
-
-
-# -- defaults in writes ---------------------------------------------------------------------
-def default_values(rel: Relation) -> dict[int, Any]:
-    """{field index: default value} of columns added with a DEFAULT."""
-    d = rel.extra.get("defaults") or {}
-    if not d:
-        return {}
-    return {i: value_from_json(d[f.name]) for i, f in enumerate(rel.fields) if f.name in d}
 
 
 # -- COMMENT ON -----------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def insert_columns(session: Any, columns: list[pa.Array]) -> QueryResult:
         want = rel.fields[c].type.arrow
         arrays[c] = col if col.type == want else col.cast(want)
     with insert_lock(rt, rel):  # never waits for a barrier: WAL append + queue
-        seq = write_inserts(rt, rel, arrays, n)
+        seq = write_inserts(rt, rel, arrays, n, session.eval_ctx())
         faults.hit("copy_queued")
     # durable (and flushed under implicit_flush) before the client sees COPY n, like INSERT
     result: QueryResult = session._after_dml((QueryResult(f"COPY {n}"), seq))

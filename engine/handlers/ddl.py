@@ -26,6 +26,7 @@ from engine.errors import (
     WrongObjectType,
     not_supported,
 )
+from engine.handlers import column_defaults
 from engine.handlers.column_defs import column_field, key_names
 from engine.handlers.index import index_job
 from engine.handlers.jobs import job_options, wait_for_job
@@ -117,6 +118,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
     pk_names: list[str] = []
     not_null: list[str] = []
     watermarks: list[exp.Expression] = []
+    defaults: list[tuple[Field, exp.Expression]] = []
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
             fields.append(column_field(item, fields))
@@ -128,7 +130,7 @@ def create_table(session: Any, st: Statement) -> QueryResult:
                 elif isinstance(ck, exp.NotNullColumnConstraint):
                     not_null.append(cname)
                 elif isinstance(ck, exp.DefaultColumnConstraint):
-                    raise not_supported("DEFAULT column values are not supported yet")
+                    defaults.append((fields[-1], ck.this))
                 elif ck is not None:
                     raise not_supported(f"column constraint {ck.sql(dialect='postgres')}")
         elif isinstance(item, exp.PrimaryKey):
@@ -210,6 +212,9 @@ def create_table(session: Any, st: Statement) -> QueryResult:
             row_id_index=row_id_index,
             extra={"not_null": [i for i, f in enumerate(fields) if f.name in not_null]},
         )
+        for f, node in defaults:  # checked (42804) and folded once: column_defaults.py
+            column_defaults.define(rel, f, node, session.eval_ctx())
+        column_defaults.check_connector(rel)
         if webhook is not None:
             rel.extra["webhook"] = webhook
         if watermark is not None:

@@ -38,7 +38,7 @@ from engine.errors import (
     WrongObjectType,
 )
 from engine.expr.casts import cast_datum
-from engine.handlers.alter import default_values
+from engine.handlers import column_defaults
 from engine.numeric import array_of
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType, arrow_schema
@@ -153,20 +153,27 @@ def _preset_param(node: exp.Expression, t: Any, params: ex.ParamContext | None) 
 
 
 def _bind_row(
-    items: list[exp.Expression], fields: list[Field], params: ex.ParamContext | None
+    items: list[exp.Expression],
+    fields: list[Field],
+    params: ex.ParamContext | None,
+    defaults: list[ex.Expr | None] | None = None,
 ) -> list[ex.Expr]:
     if len(items) > len(fields):
         raise SqlSyntaxError("INSERT has more expressions than target columns")
     if len(items) < len(fields):
         raise SqlSyntaxError("INSERT has more target columns than expressions")
-    return [_bind_one(node, f, params) for node, f in zip(items, fields, strict=True)]
+    ds = defaults or [None] * len(fields)
+    return [_bind_one(node, f, params, d) for node, f, d in zip(items, fields, ds, strict=True)]
 
 
-def _bind_one(node: exp.Expression, f: Field, params: ex.ParamContext | None) -> ex.Expr:
-    """One VALUES item bound and cast to its column's type (DEFAULT is NULL)."""
+def _bind_one(
+    node: exp.Expression, f: Field, params: ex.ParamContext | None, default: ex.Expr | None = None
+) -> ex.Expr:
+    """One VALUES item bound and cast to its column's type (DEFAULT is the column's
+    default, NULL without one)."""
     _preset_param(node, f.type, params)
     if isinstance(node, exp.Var) and node.name.upper() == "DEFAULT":
-        return ex.Literal(value=None, type=f.type)
+        return default if default is not None else ex.Literal(value=None, type=f.type)
     e = ex.ExprBinder(ex.Scope([]), params).bind(node)
     return ex.assign_cast(e, f.type) if _needs_cast(e.type, f.type) else e
 
@@ -182,9 +189,12 @@ def run_insert(
     fields = [rel.fields[i] for i in cols]
     src = ast.expression
     ctx = session.eval_ctx()
-    if isinstance(src, exp.Values):
+    if src is None and ast.args.get("default"):  # INSERT ... DEFAULT VALUES: one row
+        n, arrays = 1, {}
+    elif isinstance(src, exp.Values):
         n = len(src.expressions)
-        columns = values_columns(src, fields, params, ctx)
+        dflt = column_defaults.default_exprs(rel) if column_defaults.has_defaults(rel) else {}
+        columns = values_columns(src, fields, params, ctx, [dflt.get(i) for i in cols])
         arrays = dict(zip(cols, columns, strict=True))
     else:
         from engine.handlers.query import planner_for, run_plan
@@ -214,12 +224,16 @@ def run_insert(
     if n == 0:
         return QueryResult("INSERT 0 0"), None
     with insert_lock(rt, rel):
-        seq = write_inserts(rt, rel, arrays, n)
+        seq = write_inserts(rt, rel, arrays, n, ctx)
     return QueryResult(f"INSERT 0 {n}"), seq
 
 
 def values_columns(
-    src: exp.Values, fields: list[Field], params: ex.ParamContext | None, ctx: ex.EvalContext
+    src: exp.Values,
+    fields: list[Field],
+    params: ex.ParamContext | None,
+    ctx: ex.EvalContext,
+    defaults: list[ex.Expr | None] | None = None,
 ) -> list[pa.Array]:
     """The rows of a VALUES list as one Arrow array per target column.
 
@@ -236,12 +250,13 @@ def values_columns(
         if any(len(items) != len(fields) for items in tuples):
             raise SqlSyntaxError("INSERT has a wrong number of expressions")
         binder = ex.ExprBinder(ex.Scope([]), params)
+        ds = defaults or [None] * len(fields)
         return [
-            _column_of([items[j] for items in tuples], f, binder, params, ctx)
+            _column_of([items[j] for items in tuples], f, binder, params, ctx, ds[j])
             for j, f in enumerate(fields)
         ]
     except Exception:  # noqa: BLE001 - the exact path below raises the first row's error
-        rows = [_bind_row(items, fields, params) for items in tuples]
+        rows = [_bind_row(items, fields, params, defaults) for items in tuples]
         return _evaluate_rows(rows, fields, ctx)
 
 
@@ -261,12 +276,13 @@ def _column_of(
     binder: ex.ExprBinder,
     params: ex.ParamContext | None,
     ctx: ex.EvalContext,
+    default: ex.Expr | None = None,
 ) -> pa.Array:
     if f.type.mod is None:
         lits = [_plain_literal(node, binder) for node in nodes]
         if all(lit is not None for lit in lits):
             return _cast_literals(lits, f.type, ctx)  # type: ignore[arg-type]
-    return _values_column([_bind_one(node, f, params) for node in nodes], f, ctx)
+    return _values_column([_bind_one(node, f, params, default) for node in nodes], f, ctx)
 
 
 def _cast_literals(lits: list[ex.Literal], target: Any, ctx: ex.EvalContext) -> pa.Array:
@@ -346,19 +362,26 @@ def insert_lock(rt: Any, rel: Relation) -> Any:
     return nullcontext()
 
 
-def write_inserts(rt: Any, rel: Relation, arrays: dict[int, pa.Array], n: int) -> int:
+def write_inserts(
+    rt: Any,
+    rel: Relation,
+    arrays: dict[int, pa.Array],
+    n: int,
+    ctx: ex.EvalContext | None = None,
+) -> int:
     """Log `n` new rows of `rel` given some of its columns (INSERT, COPY FROM STDIN): the
-    hidden row id is drawn, other columns are NULL, NOT NULL is checked. The caller holds
+    hidden row id is drawn, columns left out get their DEFAULT (evaluated in `ctx`, the
+    statement's: one `now()` per statement) or NULL, NOT NULL is checked. The caller holds
     `insert_lock(rt, rel)`; returns the WAL sequence number to wait for."""
     full = []
-    defaults = default_values(rel) if rel.extra.get("defaults") else {}
+    defaults = column_defaults.default_exprs(rel) if column_defaults.has_defaults(rel) else {}
     for i, f in enumerate(rel.fields):
         if i in arrays:
             full.append(arrays[i])
         elif i == rel.row_id_index:
             full.append(pa.array(rt.row_ids.take(n), pa.int64()))
-        elif i in defaults:  # a column added with ALTER TABLE ... ADD COLUMN ... DEFAULT
-            full.append(pa.array([defaults[i]] * n, f.type.arrow))
+        elif i in defaults:  # CREATE TABLE ... DEFAULT / ALTER TABLE ... ADD COLUMN ... DEFAULT
+            full.append(column_defaults.fill(defaults[i], f.type, n, ctx or ex.EvalContext()))
         else:
             full.append(pa.nulls(n, f.type.arrow))
     batch = pa.RecordBatch.from_arrays(full, schema=arrow_schema(rel.fields))
