@@ -62,9 +62,10 @@ def bind_default(node: exp.Expression, t: SqlType, column: str) -> ex.Expr:
 
 def parse_default(text: str) -> exp.Expression:
     try:
-        return sqlglot.parse_one(f"SELECT {text}", read="risingwave").expressions[0]
+        node: exp.Expression = sqlglot.parse_one(f"SELECT {text}", read="risingwave").expressions[0]
     except (sqlglot.errors.ParseError, AttributeError, IndexError) as e:
         raise SqlSyntaxError(f'syntax error at or near "{text}"') from e
+    return node
 
 
 def define(rel: Relation, f: Field, node: exp.Expression, ctx: ex.EvalContext) -> None:
