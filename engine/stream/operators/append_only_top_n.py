@@ -290,9 +290,11 @@ class AppendOnlyTopNOp(Operator):
         is_new = p < 0
         kept = q < self._hi
         lo = self.offset
-        changed = np.unique(g[is_new & kept])
+        mark = np.zeros(len(uniq), bool)
+        mark[g[is_new & kept]] = True
+        changed = np.flatnonzero(mark)
         if len(changed):
-            sel = kept & np.isin(g, changed)
+            sel = kept & mark[g]
             keep_rows = rows.take(pa.array(idx[sel]))
             starts = group_starts(g[sel])
             if self._fixed is not None:
