@@ -115,6 +115,9 @@ def _rank(t: pa.Table, keys: tuple[tuple[int, bool, bool], ...]) -> np.ndarray:
     return rank
 
 
+_PLAIN_KINDS = ("sum", "avg", "min", "max", "bool_and", "bool_or")
+
+
 def _expr(spec: AggSpec, i: int) -> pl.Expr:
     ok = pl.col(f"f{spec.filter}") if spec.filter is not None else pl.col("__one").is_null()
     if spec.kind == "count_star":
@@ -136,6 +139,12 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
         if spec.distinct:
             v = v.unique(maintain_order=True)
         return v.implode().alias(f"a{i}")
+    if spec.kind not in _PLAIN_KINDS:
+        raise not_supported(
+            f"{spec.kind} together with string_agg, array_agg, jsonb_agg or a user-defined "
+            "aggregate",
+            hint="Aggregate it in a separate query or subquery.",
+        )
     v = col.filter(ok_nn)
     if spec.distinct:
         v = v.unique()

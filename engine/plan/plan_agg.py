@@ -46,8 +46,22 @@ AGG_CLASSES: dict[type, str] = {
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
     exp.ArrayAgg: "array_agg",
+    exp.Stddev: "stddev_samp",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    exp.Variance: "var_samp",
+    exp.VariancePop: "var_pop",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
+    exp.BitwiseXorAgg: "bit_xor",
     UdafNode: "udaf",  # user-defined aggregates (engine.plan.plan_udf)
 }
+
+
+_VARIANCE_KINDS = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
+#: aggregates PostgreSQL spells with a name of their own that sqlglot has no class for:
+#: `every(x)` is bool_and(x)
+_ALIASES = {"every": exp.LogicalAnd}
 
 
 def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
@@ -77,6 +91,13 @@ def agg_result_type(kind: str, arg: SqlType | None) -> SqlType:
         return arg
     elif kind in ("bool_and", "bool_or") and k in (TypeKind.BOOLEAN, TypeKind.UNKNOWN):
         return SqlType(TypeKind.BOOLEAN)
+    elif kind in _VARIANCE_KINDS:
+        if arg.is_integer or k is TypeKind.NUMERIC:
+            return NUMERIC  # PostgreSQL: exact over integers and numeric
+        if k in (TypeKind.REAL, TypeKind.DOUBLE):
+            return DOUBLE
+    elif kind in ("bit_and", "bit_or", "bit_xor") and arg.is_integer:
+        return arg
     elif kind in ("string_agg", "array_agg"):
         from engine.batch.agg_batch import ordered_agg_type
 
@@ -141,6 +162,11 @@ class AggPlannerMixin:
                         raise UndefinedFunction("function jsonb_agg does not exist")
                     spec_node = exp.JSONArrayAgg(this=spec_node.expressions[0])
             else:
+                if isinstance(spec_node, exp.Anonymous):  # every(x)
+                    name = str(spec_node.this).lower()
+                    if len(spec_node.expressions) != 1:
+                        raise UndefinedFunction(f"function {name} does not exist")
+                    spec_node = _ALIASES[name](this=spec_node.expressions[0])
                 kind = AGG_CLASSES[type(spec_node)]
             arg = spec_node.this
             if kind == "udaf":
@@ -160,6 +186,10 @@ class AggPlannerMixin:
                 if len(arg.expressions) != 1:
                     raise not_supported("aggregates over several DISTINCT arguments")
                 arg = arg.expressions[0]
+                if kind in ("bit_and", "bit_or"):
+                    distinct = False  # the same answer over the distinct values
+                elif kind in _VARIANCE_KINDS or kind == "bit_xor":
+                    raise not_supported(f"{_sql_name(spec_node)}(DISTINCT ...)")
             if kind == "count" and (arg is None or isinstance(arg, exp.Star)):
                 if distinct:
                     raise SqlSyntaxError("syntax error: count(DISTINCT *)")
@@ -255,6 +285,15 @@ class AggPlannerMixin:
         return g
 
 
+def _sql_name(n: exp.Expression) -> str:
+    return n.sql(dialect="postgres").split("(", 1)[0].lower()
+
+
+def _is_alias_agg(n: exp.Expression) -> bool:
+    """`every(..)` and the other `_ALIASES`."""
+    return isinstance(n, exp.Anonymous) and str(n.this).lower() in _ALIASES
+
+
 def _is_jsonb_agg(n: exp.Expression) -> bool:
     """`jsonb_agg(..)` (sqlglot has no class for it) or `json_agg(..)`."""
     if isinstance(n, exp.JSONArrayAgg):
@@ -276,11 +315,13 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
                 walk(node.args["order"])
             return
         if isinstance(node, exp.Filter) and (
-            isinstance(node.this, tuple(AGG_CLASSES)) or _is_jsonb_agg(node.this)
+            isinstance(node.this, tuple(AGG_CLASSES))
+            or _is_jsonb_agg(node.this)
+            or _is_alias_agg(node.this)
         ):
             out.append(node)
             return
-        if isinstance(node, tuple(AGG_CLASSES)) or _is_jsonb_agg(node):
+        if isinstance(node, tuple(AGG_CLASSES)) or _is_jsonb_agg(node) or _is_alias_agg(node):
             out.append(node)
             return
         if isinstance(node, (exp.Subquery, exp.Select)):
@@ -290,7 +331,8 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
             raise not_supported(
                 f"aggregate function {name} is not supported yet",
                 hint="Aggregates available: count, sum, avg, min, max, string_agg, array_agg, "
-                "jsonb_agg, bool_and, bool_or (with DISTINCT and FILTER).",
+                "jsonb_agg, bool_and, bool_or, every, stddev, stddev_pop, stddev_samp, variance, "
+                "var_pop, var_samp, bit_and, bit_or, bit_xor (with FILTER; most with DISTINCT).",
             )
         for child in node.iter_expressions():
             walk(child)

@@ -15,7 +15,8 @@ processes an epoch in columns, never per input row:
 3. `merge(old_slots, deltas)` returns the new slot columns (a list per slot);
 4. `output(slots)` maps slot columns to the output column values.
 
-Additive kinds (count, sum, avg, bool_and, bool_or) only add deltas, so retractions are
+Additive kinds (count, sum, avg, bool_and, bool_or, the variance family, the bit_*
+aggregates) only add deltas, so retractions are
 exact (floats aside). Extreme kinds (min, max) are not invertible; their single slot is
 the current extreme, maintained by the operator from a per-(group, value) multiset
 (`uses_values`). Adding a kind means adding an `AggImpl` subclass and registering it in
@@ -299,6 +300,192 @@ class AppendOnlyExtremeImpl(AggImpl):
         return list(slots[0])
 
 
+_LIMB = 2**43
+_NAN = Decimal("NaN")
+
+
+def _limbs(u: pl.Expr) -> list[pl.Expr]:
+    """Per-row pieces of u² by limb degree: with u = h·2^86 + m·2^43 + l (h signed,
+    m and l in [0, 2^43)) u² = Σ_d q_d·2^(43d), and every q_d of one row stays below
+    2^88, so int128 sums of them are exact for up to 2^39 rows of a group."""
+    b = pl.lit(_LIMB, pl.Int128)
+    h = u // b // b
+    m = (u // b) % b
+    lo = u % b
+    two = pl.lit(2, pl.Int128)
+    return [lo * lo, two * lo * m, m * m + two * h * lo, two * h * m, h * h]
+
+
+class VarianceImpl(AggImpl):
+    """var_pop / var_samp / stddev_pop / stddev_samp (variance and stddev are the _samp
+    ones). Every slot is a sum over the counted rows, so retractions are exact.
+
+    Integer and numeric arguments (numeric result, exact as PostgreSQL's): slots
+    (n, Σu, q0..q4, specials) over the unscaled value u (x·10^scale in int128); Σu²
+    is kept by limb degree (`_limbs`) so no int128 sum can wrap; `specials` counts numeric
+    NaN / Infinity values, which make the result NaN while they are counted.
+    The result is (n·Σu² - (Σu)²) / (n·(n - 1)) (or n²), computed exactly.
+
+    Float arguments (double precision result): slots (pivot, n, Σ(x - pivot),
+    Σ(x - pivot)², specials). The pivot is the group's first finite value ever seen
+    (it stays fixed), which keeps the sum of squares free of the cancellation a plain
+    Σx² suffers on values far from zero; each step's deltas are taken around the
+    chunk's own first value and shifted onto the pivot in `merge`. Infinity and NaN are
+    counted apart (result NaN while counted), so retracting them restores the finite
+    answer. Like any float sum kept under retractions, retracting a value far larger than
+    the ones that remain leaves a rounding error of that value's magnitude (a view over
+    1.5, 2.5, 1e9 that then deletes 1e9).
+    """
+
+    def __init__(self, kind: str, arg_type: SqlType) -> None:
+        self.kind = kind
+        self.pop = kind.endswith("_pop")
+        self.root = kind.startswith("stddev")
+        self.exact = arg_type.is_integer or arg_type.kind is TypeKind.NUMERIC
+        self.numeric = arg_type.kind is TypeKind.NUMERIC
+        if self.exact:
+            self.init = (0, 0, 0, 0, 0, 0, 0, 0)
+        elif arg_type.is_float:
+            self.init = (None, 0, 0.0, 0.0, 0)
+        else:
+            raise UndefinedFunction(
+                f"function {kind}({arg_type.display}) does not exist",
+                hint="No function matches the given name and argument types. "
+                "You might need to add explicit type casts.",
+            )
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        if self.exact:
+            if self.numeric:
+                sp = pl.col(x.meta.output_name() + SPECIAL_SUFFIX)
+                finite = ok & (sp == FINITE)
+                u = x.cast(pl.Decimal(38, NUMERIC_SCALE)).to_physical()
+            else:
+                finite = ok
+                u = x.cast(pl.Int128)
+            u = pl.when(finite).then(u).otherwise(pl.lit(0, pl.Int128))
+            wi = w.cast(pl.Int128)
+            return [
+                _count_expr(ok, w),
+                (u * wi).sum(),
+                *[(q * wi).sum() for q in _limbs(u)],
+                _count_expr(ok & ~finite, w),
+            ]
+        xv = x.cast(pl.Float64)
+        finite = ok & xv.is_finite()
+        c = xv.filter(finite).first()
+        d = pl.when(finite).then(xv - c).otherwise(0.0)
+        n = _count_expr(ok, w)
+        return [c, n, (d * w).sum(), (d * d * w).sum(), _count_expr(ok & ~finite, w)]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        raise NotImplementedError("the planner refuses DISTINCT for variance aggregates")
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        if self.exact:
+            return super().merge(old, deltas)
+        piv: list[Any] = []
+        n1: list[int] = []
+        s1: list[float] = []
+        s2: list[float] = []
+        sp: list[int] = []
+        for p, n, a, b, k, c, dn, da, db, dk in zip(*old, *deltas, strict=True):
+            nf = dn - dk  # finite rows of the delta
+            if p is None:
+                p = c
+            elif c is not None:
+                t = c - p  # shift the delta's sums from its pivot c onto p
+                db = db + 2.0 * t * da + nf * t * t
+                da = da + nf * t
+            piv.append(p)
+            n1.append(n + dn)
+            s1.append(a + da)
+            s2.append(b + db)
+            sp.append(k + dk)
+        return [piv, n1, s1, s2, sp]
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        if self.exact:
+            return [self._exact(*g) for g in zip(*slots, strict=True)]
+        return [self._float(*g) for g in zip(*slots, strict=True)]
+
+    def _exact(self, n: int, s: int, *rest: int) -> Decimal | None:
+        if n == 0 or (n == 1 and not self.pop):
+            return None
+        if rest[5] > 0:
+            return _NAN
+        q = sum(v << (43 * d) for d, v in enumerate(rest[:5]))
+        den = n * n if self.pop else n * (n - 1)
+        scale = 2 * NUMERIC_SCALE if self.numeric else 0
+        ctx = ACC_CONTEXT
+        var = ctx.divide(Decimal(n * q - s * s), Decimal(den)).scaleb(-scale, ctx)
+        return _to_numeric(ctx.sqrt(var) if self.root else var)
+
+    def _float(self, p: Any, n: int, a: float, b: float, k: int) -> float | None:
+        if n == 0 or (n == 1 and not self.pop):
+            return None
+        if k > 0:
+            return float("nan")
+        m2 = max(b - a * a / n, 0.0)
+        var = m2 / (n if self.pop else n - 1)
+        return var**0.5 if self.root else var
+
+
+#: bits of the integer types bit_and / bit_or / bit_xor accept
+_INT_BITS = {TypeKind.SMALLINT: 16, TypeKind.INT: 32, TypeKind.BIGINT: 64}
+
+
+class BitImpl(AggImpl):
+    """bit_and / bit_or / bit_xor over smallint / int / bigint: slots (n, c_0..c_{B-1}),
+    the number of counted values and, per bit b, how many of them have bit b set (two's
+    complement). Counts add and subtract, so retractions are exact: the AND has bit b
+    where c_b == n, the OR where c_b > 0, the XOR where c_b is odd."""
+
+    def __init__(self, kind: str, arg_type: SqlType) -> None:
+        bits = _INT_BITS.get(arg_type.kind)
+        if bits is None:
+            raise UndefinedFunction(
+                f"function {kind}({arg_type.display}) does not exist",
+                hint="No function matches the given name and argument types. "
+                "You might need to add explicit type casts.",
+            )
+        self.kind = kind
+        self.bits = bits
+        self.init = (0,) * (bits + 1)
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        xi = x.cast(pl.Int64)
+        masks = [1 << b for b in range(self.bits)]
+        if self.bits == 64:
+            masks[63] = -(1 << 63)
+        return [_count_expr(ok, w)] + [
+            _count_expr(ok & ((xi & pl.lit(m, pl.Int64)) != 0), w) for m in masks
+        ]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        raise NotImplementedError("the planner refuses DISTINCT for bit aggregates")
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        n = np.asarray(slots[0], dtype=np.int64)
+        c = np.asarray(slots[1:], dtype=np.int64)  # (bits, groups)
+        if self.kind == "bit_and":
+            on = c == n
+        elif self.kind == "bit_or":
+            on = c > 0
+        else:
+            on = (c % 2) == 1
+        out: list[Any] = []
+        for g in range(n.size):
+            if n[g] == 0:
+                out.append(None)
+                continue
+            v = sum(1 << b for b in np.flatnonzero(on[:, g]).tolist())
+            out.append(v - (1 << self.bits) if v >> (self.bits - 1) else v)
+        return out
+
+
 def _to_numeric(v: Any) -> Decimal:
     d = v if isinstance(v, Decimal) else Decimal(v)
     if not d.is_finite():
@@ -309,7 +496,20 @@ def _to_numeric(v: Any) -> Decimal:
     return d
 
 
-KINDS = ("count_star", "count", "sum", "avg", "min", "max", "bool_and", "bool_or")
+VARIANCE_KINDS = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
+BIT_KINDS = ("bit_and", "bit_or", "bit_xor")
+KINDS = (
+    "count_star",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "bool_and",
+    "bool_or",
+    *VARIANCE_KINDS,
+    *BIT_KINDS,
+)
 
 
 def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
@@ -330,6 +530,10 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
         if arg_type.kind is not TypeKind.BOOLEAN:
             raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")
         return BoolImpl(k == "bool_and")
+    if k in VARIANCE_KINDS:
+        return VarianceImpl(k, arg_type)
+    if k in BIT_KINDS:
+        return BitImpl(k, arg_type)
     raise UndefinedFunction(f"function {k} does not exist")
 
 

@@ -53,6 +53,7 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import (
     ACC_CONTEXT,
+    VARIANCE_KINDS,
     AggCall,
     AggImpl,
     AppendOnlyExtremeImpl,
@@ -279,7 +280,7 @@ class HashAggOp(Operator):
             a.arg
             for a in self.aggs
             if a.arg is not None
-            and a.kind in ("sum", "avg")
+            and a.kind in ("sum", "avg", *VARIANCE_KINDS)
             and self.input_schema[a.arg].type.kind is TypeKind.NUMERIC
         ]
         if not risky:
