@@ -98,6 +98,12 @@ class DatatypeMismatch(EngineError):
     sqlstate = "42804"
 
 
+class IndeterminateDatatype(EngineError):
+    """42P18: a value whose type nothing determines (an empty `ARRAY[]` without a cast)."""
+
+    sqlstate = "42P18"
+
+
 class GroupingError(EngineError):
     sqlstate = "42803"
 

@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from engine.errors import (
     EngineError,
+    IndeterminateDatatype,
     InvalidParameterValue,
     NumericValueOutOfRange,
     SqlSyntaxError,
@@ -488,7 +489,10 @@ class ExprBinder:
 
     def _array(self, items: list[Expr]) -> Expr:
         if not items:
-            raise not_supported("empty ARRAY[] without a type")
+            raise IndeterminateDatatype(
+                "cannot determine type of empty array",
+                hint="Explicitly cast to the desired type, for example ARRAY[]::integer[].",
+            )
         et = common_type([_utype(i) for i in items], "ARRAY")
         cast_items = tuple(_to(i, et, "ARRAY") for i in items)
         lt = list_of(et)

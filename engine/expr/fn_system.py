@@ -126,6 +126,8 @@ def target_type(to: exp.Expression) -> SqlType:
 
 def _bind_cast(b: Any, node: exp.Cast) -> Expr | None:
     target = target_type(node.args["to"])
+    if isinstance(node.this, exp.Array) and not node.this.expressions and target.kind is K.LIST:
+        return Literal([], target)  # ARRAY[]::int[]: the cast gives the empty array its type
     inner = b._bind(node.this)
     src = inner.type
     if target.pg in REG_TYPES:
