@@ -306,11 +306,14 @@ def _numeric_specials(
         A, B = as_array(a, n, NUMERIC), as_array(b, n, NUMERIC)
         ma, mb = special_masks(A) or _no_specials(n), special_masks(B) or _no_specials(n)
         valid = pc.and_(pc.is_valid(A), pc.is_valid(B)).to_numpy(zero_copy_only=False)
-        sp = (ma[0] | ma[1] | ma[2] | mb[0] | mb[1] | mb[2]) & valid
-        spa = pa.array(sp)
+        raw = ma[0] | ma[1] | ma[2] | mb[0] | mb[1] | mb[2]
+        sp = raw & valid  # rows whose result is special (a NULL operand keeps it NULL)
+        # every row with a special operand computes 0 op 1 (NULLs kept) in the finite kernel
+        ra = pa.array(raw & pc.is_valid(A).to_numpy(zero_copy_only=False))
+        rb = pa.array(raw & pc.is_valid(B).to_numpy(zero_copy_only=False))
         zero = pa.scalar(Decimal(0)).cast(NUMERIC.arrow)
         one = pa.scalar(Decimal(1)).cast(NUMERIC.arrow)
-        r = as_array(finite([pc.if_else(spa, zero, A), pc.if_else(spa, one, B)], n, ctx), n)
+        r = as_array(finite([pc.if_else(ra, zero, A), pc.if_else(rb, one, B)], n, ctx), n)
         x, y = as_floats(A), as_floats(B)
         if op in ("/", "%") and (sp & (y == 0) & ~np.isnan(x)).any():
             raise DivisionByZero("division by zero")

@@ -58,15 +58,21 @@ def polars_frame(
     weights: np.ndarray | None = None,
     index: bool = False,
     specials: bool = False,
+    raw_decimals: bool = False,
 ) -> Frame:
     """A polars frame of `batch`'s columns `cols` (named by `col_name`), with the Z-set
     weights and the row index as extra columns when asked; `specials` adds, for each
     numeric column, a companion int8 column `name + SPECIAL_SUFFIX` of the rows'
-    `engine.numeric.special_codes` (sums leave NaN and the infinities out by it)."""
+    `engine.numeric.special_codes` (sums leave NaN and the infinities out by it).
+    `raw_decimals` passes numeric columns as polars Int128 of their unscaled values, for
+    callers that only compare, join and hash them: polars panics when a join or a scalar
+    has to rebuild a decimal column holding NaN / Infinity (beyond 38 digits); those
+    columns cannot be read back with `arrow_values`."""
     names: list[str] = []
     arrays: list[pa.Array] = []
     dictionaries: dict[str, pa.Array] = {}
     list_columns: set[str] = set()
+    raw_decimal_names: list[str] = []
     for i in dict.fromkeys(cols):
         name = col_name(i)
         arr = batch.column(i)
@@ -76,6 +82,11 @@ def polars_frame(
             arr = enc.indices
         elif pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
             list_columns.add(name)
+        if raw_decimals and pa.types.is_decimal128(arr.type):
+            raw_decimal_names.append(name)
+            arr = pa.Array.from_buffers(
+                pa.decimal128(38, 0), len(arr), arr.buffers(), offset=arr.offset
+            )
         names.append(name)
         arrays.append(arr)
         if specials and pa.types.is_decimal128(arr.type):
@@ -90,6 +101,8 @@ def polars_frame(
     table = pa.Table.from_arrays(arrays, names=names)
     df = pl.from_arrow(table)
     assert isinstance(df, pl.DataFrame)
+    if raw_decimal_names:
+        df = df.with_columns(pl.col(n).cast(pl.Int128) for n in raw_decimal_names)
     return Frame(df, dictionaries, list_columns)
 
 

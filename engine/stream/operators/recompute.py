@@ -78,7 +78,7 @@ def _matched(old: pa.Table, probe: pa.Table, ident: Sequence[int]) -> np.ndarray
     if no == 0:
         return np.zeros(0, dtype=bool)
     both = table_batch(pa.concat_tables([old.select(ident), probe.select(ident)]))
-    frame = polars_frame(both, range(len(ident)))
+    frame = polars_frame(both, range(len(ident)), raw_decimals=True)
     names = [col_name(i) for i in range(len(ident))]
     df = frame.df.with_row_index(_ROW)
     hit = df.slice(0, no).join(df.slice(no), on=names, how="semi", nulls_equal=True)
@@ -99,7 +99,7 @@ def changes(
         return _net_changes(old, new, schema)
     no = old.num_rows
     both = table_batch(pa.concat_tables([old, new]))
-    frame = polars_frame(both, range(len(schema)))
+    frame = polars_frame(both, range(len(schema)), raw_decimals=True)
     df = frame.df.with_row_index(_ROW)
     keys = [col_name(i) for i in ident]
     rest = [col_name(i) for i in range(len(schema)) if i not in set(ident)]
