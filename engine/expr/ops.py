@@ -561,9 +561,35 @@ def cmp_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
         a, b = args
         if t.kind is K.INTERVAL:
             a, b = _interval_key(a, n), _interval_key(b, n)
+        if t.is_float and (_has_nan(a) or _has_nan(b)):
+            return _float_nan_compare(op, a, b)
         return fn(a, b)
 
     return kernel
+
+
+def _has_nan(d: Datum) -> bool:
+    m = pc.is_nan(d)
+    return bool(m.as_py()) if is_scalar(m) else bool(pc.any(m).as_py())
+
+
+def _float_nan_compare(op: str, a: Datum, b: Datum) -> Datum:
+    """PostgreSQL's float order: NaN equals NaN and is greater than every other value
+    (IEEE comparisons with NaN are all false)."""
+    an, bn = pc.is_nan(a), pc.is_nan(b)
+    av = pc.if_else(an, pa.scalar(0.0, a.type), a)
+    bv = pc.if_else(bn, pa.scalar(0.0, b.type), b)
+    if op in ("=", "<>"):
+        eq = pc.and_(pc.equal(an, bn), pc.or_(an, pc.equal(av, bv)))
+        return eq if op == "=" else pc.invert(eq)
+    if op in (">", ">="):
+        an, bn, av, bv = bn, an, bv, av
+    if op in ("<", ">"):
+        return pc.or_(
+            pc.and_(pc.invert(an), bn),
+            pc.and_(pc.and_(pc.invert(an), pc.invert(bn)), pc.less(av, bv)),
+        )
+    return pc.or_(bn, pc.and_(pc.invert(an), pc.less_equal(av, bv)))
 
 
 def bind_compare(op: str, left: Expr, right: Expr) -> Expr:
