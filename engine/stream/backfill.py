@@ -64,14 +64,17 @@ RATE_WINDOW = 5.0
 """Seconds of progress the shown rate is computed over."""
 MIN_SLICE_ROWS = 256
 MAX_SLICE_ROWS = 1 << 18
-STEP_ROWS = 1 << 14
+STEP_ROWS = 1 << 16
 """A slice steps a job whose operators run in this process with at most this many rows at
 a time: their bulk calls (dict updates, multi-gets, Arrow conversions) hold the
 interpreter for the length of one call, so smaller steps let the sessions' threads in
-between. Each step has a fixed cost (about 10 ms for a GROUP BY), so 16k-row steps cost
-nothing measurable per row where 4k-row steps doubled it. A job whose operators run as
-actors in worker processes (engine.stream.parallel) takes a slice in one step: its work
-is not on this interpreter, and each step is a round trip to every worker."""
+between. Each step has a fixed cost per operator (about 10 ms for a GROUP BY; a join
+rewrites the stored rows of every key the step touches), so steps are not smaller than
+this: 16k-row steps cost Nexmark q4 a third and q7 a quarter of their rows per
+CPU-second, 64k-row steps cost nothing measurable against whole slices. A job whose
+operators run as actors in worker processes (engine.stream.parallel) takes a slice in
+one step: its work is not on this interpreter, and each step is a round trip to every
+worker."""
 
 NOT_STARTED, RUNNING, DONE = 0, 1, 2
 
