@@ -580,21 +580,29 @@ class HashAggOp(Operator):
         pick = x.min() if impl.is_min else x.max()
         adds = vd.vdf.filter(pl.col("__dw") > 0)
         added: dict[Key, Any] = {}
-        best: pl.DataFrame | None = None
-        if self._global and adds.schema[vd.xname] == pl.Decimal:
-            # in Arrow: polars panics making a scalar of a numeric NaN / Infinity
-            col = adds.get_column(vd.xname).to_arrow()
-            top = pc.min(col) if impl.is_min else pc.max(col)
-            if len(col) and top.is_valid:
-                added[()] = top.as_py()
-        elif self._global:
-            best = adds.select(pick.alias("__best"))
+        if adds.schema[vd.xname] == pl.Decimal:
+            # by row index: polars panics making a decimal scalar or column of a numeric
+            # NaN / Infinity (beyond 38 digits), so only the positions come out of polars
+            at = pl.col("__i").sort_by(x, descending=not impl.is_min).first().alias("__at")
+            indexed = adds.with_row_index("__i")
+            if self._global:
+                best = indexed.select(at)
+            else:
+                best = indexed.group_by(self._uniq_key_names).agg(at)
+            if best.height and adds.height:
+                values = adds.get_column(vd.xname).to_arrow()
+                picked = values.take(best.get_column("__at").to_arrow()).to_pylist()
+                kcols = [py_values(vd.frame, best, kn) for kn in self._key_names]
+                added = dict(zip(key_tuples(kcols, best.height), picked, strict=True))
         else:
-            best = adds.group_by(self._uniq_key_names).agg(pick.alias("__best"))
-        if best is not None and best.height:
-            by_name = {nm: py_values(vd.frame, best, nm) for nm in best.columns}
-            bkeys = key_tuples([by_name[kn] for kn in self._key_names], best.height)
-            added = dict(zip(bkeys, by_name["__best"], strict=True))
+            if self._global:
+                best = adds.select(pick.alias("__best"))
+            else:
+                best = adds.group_by(self._uniq_key_names).agg(pick.alias("__best"))
+            if best.height:
+                by_name = {nm: py_values(vd.frame, best, nm) for nm in best.columns}
+                bkeys = key_tuples([by_name[kn] for kn in self._key_names], best.height)
+                added = dict(zip(bkeys, by_name["__best"], strict=True))
 
         slot = self._start[i]
         is_min = impl.is_min
