@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -64,7 +64,11 @@ rewrites nothing).
 (`engine.stream.job_plan._keyed_join_sides`) writes nothing: each side still in the
 resident segment layout is converted when its job first loads it and rewritten at the
 next checkpoint (a crash before that converts it again), so older Swells refuse the
-directory from then on."""
+directory from then on.
+7: group rows of a numeric sum/avg keep three more slots (the counts of NaN, Infinity and
+-Infinity values); the 6 -> 7 step (`engine.stream.job_plan._numeric_special_slots`)
+writes nothing: the aggregation widens a row of the older layout as it reads it and
+writes it back in the new one."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

@@ -184,6 +184,15 @@ def _keyed_join_sides(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("hash join state converts to the keyed disk layout on first load")
 
 
+@data_format.migration(6)
+def _numeric_special_slots(ctx: data_format.MigrationContext) -> None:
+    """Format 6 -> 7: numeric sum/avg group rows gain the NaN / Infinity / -Infinity
+    counts. `HashAggOp` widens a row of the older layout when it reads it (the counts
+    start at zero: older versions could not store those values), so this step only
+    records the new version, which older Swells then refuse."""
+    ctx.notes.append("numeric sum/avg group rows widen to the new layout as they are read")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

@@ -185,6 +185,7 @@ class HashAggOp(Operator):
             pos += impl.n_slots
             init.extend(impl.init)
         self._init_state: tuple[Any, ...] = tuple(init)
+        self._legacy = _legacy_widths(self._impls)
         # value tables: min/max multisets and DISTINCT dedup tables
         self._value_tables: dict[int, StateTable] = {}
         # min/max calls over the same (argument, FILTER) share one multiset: the first
@@ -258,6 +259,14 @@ class HashAggOp(Operator):
             return f"StreamSimpleAgg {{ aggs: [{aggs}] }}"
         keys = ", ".join(f"${g}" for g in self.group_keys)
         return f"StreamHashAgg {{ group_key: [{keys}], aggs: [{aggs}] }}"
+
+    def _get_groups(self, keys: list[Key]) -> list[tuple[Any, ...] | None]:
+        """The stored states of `keys`, rows of the older slot layout widened to this one."""
+        olds = self._groups.get_many(keys)
+        if self._legacy is None:
+            return olds
+        n = len(self._init_state)
+        return [o if o is None or len(o) == n else _widen(o, self._legacy) for o in olds]
 
     # -- step -------------------------------------------------------------------------
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
@@ -440,7 +449,7 @@ class HashAggOp(Operator):
                 deltas[i] = [part.get_column(f"a{i}_{j}").to_list() for j in range(impl.n_slots)]
 
         # merge old states with the deltas, column-wise
-        olds = self._groups.get_many(keys)
+        olds = self._get_groups(keys)
         init = self._init_state
         old_cols = list(zip(*[init if o is None else o for o in olds], strict=True))
         new_cols: list[Any] = [[a + b for a, b in zip(old_cols[0], dcnt, strict=True)]]
@@ -609,7 +618,7 @@ class HashAggOp(Operator):
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         groups = list(dict.fromkeys(vd.gkeys))
-        for g, st in zip(groups, self._groups.get_many(groups), strict=True):
+        for g, st in zip(groups, self._get_groups(groups), strict=True):
             d = idx[g]
             cur = None if st is None else st[slot]
             if cur is None or cur not in d:
@@ -672,3 +681,40 @@ class HashAggOp(Operator):
             self._indexes[i] = idx
         if self._indexes:
             log.debug("%s: rebuilt min/max indexes", self.explain())
+
+
+_SPECIAL_SLOTS = 3
+"""Slots a numeric sum/avg keeps beyond its sum and count: the NaN, Infinity and
+-Infinity counts. Group rows written before they existed have only the two."""
+
+
+def _legacy_widths(impls: list[AggImpl]) -> list[tuple[int, int]] | None:
+    """(old width, new width) per aggregate when some aggregate's slots grew since an
+    older version (numeric sum/avg), else None: rows of that layout are still stored
+    and are widened as they are read (`_widen`), then written back in this layout."""
+    widths = []
+    grew = False
+    for impl in impls:
+        n = impl.n_slots
+        if isinstance(impl, _SumLike) and impl.special_slots:
+            widths.append((n - _SPECIAL_SLOTS, n))
+            grew = True
+        else:
+            widths.append((n, n))
+    return widths if grew else None
+
+
+def _widen(row: tuple[Any, ...], widths: list[tuple[int, int]]) -> tuple[Any, ...]:
+    """A group row of the older layout in this one: the new slots count nothing yet."""
+    if len(row) != 1 + sum(old for old, _ in widths):
+        raise InternalError(
+            "aggregation state row of an unknown layout",
+            detail=f"{len(row)} slots stored, {1 + sum(new for _, new in widths)} expected",
+        )
+    out: list[Any] = [row[0]]
+    pos = 1
+    for old, new in widths:
+        out.extend(row[pos : pos + old])
+        out.extend([0] * (new - old))
+        pos += old
+    return tuple(out)

@@ -352,3 +352,21 @@ def test_interval_list_and_timestamptz_group_keys() -> None:
         (Op.UPDATE_DELETE, (iv, [1, 2], None, 2, 5, iv)),
         (Op.UPDATE_INSERT, (iv, [1, 2], None, 1, 1, iv)),
     ]
+
+
+def test_numeric_sum_rows_of_the_older_layout_are_widened_as_read() -> None:
+    """Group rows stored before numeric sum/avg counted NaN and the infinities (sum and
+    count only) keep their values, and the group goes on in the wider layout."""
+    fields = [Field("k", INT), Field("n", NUMERIC)]
+    op = agg([CNT, AggCall("sum", 1, NUMERIC), AggCall("avg", 1, NUMERIC)], fields=fields)
+    groups = op.state_tables()[0]
+    # rows count, count(*), then sum's (sum, count) and avg's (sum, count): 6 slots, not 12
+    groups.put((1,), (2, 2, Decimal("3.5"), 2, Decimal("3.5"), 2))
+    assert_chunk(
+        op.step([chunk("+ 1 1.5", fields)]),
+        "U- 1 2 3.5000000000 1.7500000000\nU+ 1 3 5.0000000000 1.6666666667",
+    )
+    assert groups.get_many([(1,)])[0] == (3, 3, Decimal(5), 3, 0, 0, 0, Decimal(5), 3, 0, 0, 0)
+    with pytest.raises(InternalError, match="unknown layout"):
+        groups.put((2,), (1, 1, Decimal(1)))
+        op.step([chunk("+ 2 1", fields)])
