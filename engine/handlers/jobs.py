@@ -82,11 +82,8 @@ def wait_for_job(session: Any, job: Any, tag: str) -> QueryResult:
     notices: list[Notice] = []
     too_late = False
     while True:
-        if rt.backfill.wait(rel.id, POLL_SECONDS):
-            now = rt.catalog.relations.get(rel.id)
-            if now is None or not now.extra.get("creating"):
-                break  # created, or dropped (cancelled, failed)
-            continue  # rebuilt after a rolled-back epoch: still creating
+        # checked before each wait: a cancel sent while the job runs stops it however
+        # soon the job would have finished
         err = None if too_late else _cancelled(session)
         if err is not None:
             if rt.cancel_job(rel.id):
@@ -94,6 +91,11 @@ def wait_for_job(session: Any, job: Any, tag: str) -> QueryResult:
             # the job is already committing its last checkpoint: like PostgreSQL, a
             # cancel that arrives after the work is done has no effect
             too_late = True
+        if rt.backfill.wait(rel.id, POLL_SECONDS):
+            now = rt.catalog.relations.get(rel.id)
+            if now is None or not now.extra.get("creating"):
+                break  # created, or dropped (cancelled, failed)
+            continue  # rebuilt after a rolled-back epoch: still creating
         if time.monotonic() >= next_notice:
             next_notice = time.monotonic() + NOTICE_SECONDS
             text = _progress(rt, rel.id)

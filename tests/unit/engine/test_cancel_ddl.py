@@ -34,6 +34,9 @@ def test_cancel_during_create_materialized_view(db: SwellDatabase) -> None:
         "CREATE TABLE t (a int, b int);"
         "INSERT INTO t SELECT g, g % 5 FROM generate_series(1, 2000) g; FLUSH"
     )
+    # throttled, so the backfill is still running when the cancel arrives however fast
+    # the machine (a cancel that arrives once the view is built has no effect)
+    s.execute_simple("SET backfill_rate_limit = 500")
     errors: list[BaseException] = []
 
     def create() -> None:
@@ -56,5 +59,6 @@ def test_cancel_during_create_materialized_view(db: SwellDatabase) -> None:
     assert str(errors[0]) == "canceling statement due to user request"
     with pytest.raises(Exception, match="mv"):
         s.execute_simple("SELECT count(*) FROM mv")
+    s.execute_simple("RESET backfill_rate_limit")
     s.execute_simple("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n FROM t")
     assert s.execute_simple("SELECT n FROM mv")[-1].rows == [(2000,)]
