@@ -27,6 +27,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr import (  # noqa: F401  (register)
+    fn_array,
     fn_crypto,
     fn_json,
     fn_math,

@@ -20,6 +20,7 @@ from engine.plan.logical import (
     PlanNode,
     Project,
 )
+from engine.sql.parser import WRITTEN_NAME
 from engine.types import Field, SqlType, TypeKind
 
 
@@ -174,12 +175,15 @@ _CAST_NAMES = {
 
 # sqlglot's node names for functions PostgreSQL names otherwise
 _FUNC_NAMES = {
-    "current_timestamp": "now",
+    "current_timestamp": "current_timestamp",
     "current_version": "version",
     "unix_to_time": "to_timestamp",
     "hex": "to_hex",
 }
 
+
+# functions PostgreSQL names otherwise than written (trim(...) is btrim/ltrim/rtrim)
+_RENAMED = frozenset({"trim"})
 
 _CALL_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\(")
 
@@ -225,6 +229,9 @@ def _output_name(it: exp.Expression) -> str:
         return _output_name(items[0]) if len(items) == 1 else "?column?"
     if isinstance(node, exp.Interval):
         return "interval"
+    written = node.meta.get(WRITTEN_NAME)
+    if written is not None and written not in _RENAMED:
+        return written  # PostgreSQL names the column after the function as written
     if (isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary))) or isinstance(
         node, exp.Pow
     ):

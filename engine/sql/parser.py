@@ -39,7 +39,45 @@ def _keep_pg_functions() -> None:
     parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k != "TO_CHAR"}
 
 
+#: meta key of a parsed call's name as written (`variance`, `char_length`): PostgreSQL names
+#: an output column after the function as written, sqlglot merges synonyms into one node
+WRITTEN_NAME = "written_name"
+
+
+def _remember_written_names() -> None:
+    """Wrap each known-function builder so the node it builds records the name the query
+    wrote (`engine.plan.helpers._output_name` reads it)."""
+    from sqlglot.dialects.risingwave import RisingWave
+
+    def wrap(name: str, fn: Any) -> Any:
+        def build(args: list[Any], dialect: Any = None) -> Any:
+            try:
+                node = fn(args)
+            except TypeError:
+                if dialect is None:
+                    raise  # sqlglot retries with the dialect
+                node = fn(args, dialect=dialect)
+            if isinstance(node, exp.Expression):
+                node.meta[WRITTEN_NAME] = name.lower()
+            return node
+
+        return build
+
+    parser = RisingWave.Parser
+    parser.FUNCTIONS = {k: wrap(k, v) for k, v in parser.FUNCTIONS.items()}
+    date_part = parser.FUNCTION_PARSERS["DATE_PART"]  # parsed into an Extract node
+
+    def parse_date_part(self: Any) -> Any:
+        node = date_part(self)
+        if isinstance(node, exp.Expression):
+            node.meta[WRITTEN_NAME] = "date_part"
+        return node
+
+    parser.FUNCTION_PARSERS = {**parser.FUNCTION_PARSERS, "DATE_PART": parse_date_part}
+
+
 _keep_pg_functions()
+_remember_written_names()
 
 
 @dataclass
