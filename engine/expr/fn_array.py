@@ -56,7 +56,8 @@ def _matches(flat: pa.Array, parents: np.ndarray, value: pa.Array) -> np.ndarray
     v = value.take(pa.array(parents, pa.int64()))
     eq = pc.fill_null(pc.equal(flat, v), False)
     both_null = pc.and_(pc.is_null(flat), pc.is_null(v))
-    return pc.or_(eq, both_null).to_numpy(zero_copy_only=False)
+    out: np.ndarray = pc.or_(eq, both_null).to_numpy(zero_copy_only=False)
+    return out
 
 
 def _lists(lengths: np.ndarray, values: pa.Array, valid: pa.Array | None, t: SqlType) -> pa.Array:

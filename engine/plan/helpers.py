@@ -230,7 +230,7 @@ def _output_name(it: exp.Expression) -> str:
     if isinstance(node, exp.Interval):
         return "interval"
     written = node.meta.get(WRITTEN_NAME)
-    if written is not None and written not in _RENAMED:
+    if isinstance(written, str) and written not in _RENAMED:
         return written  # PostgreSQL names the column after the function as written
     if (isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary))) or isinstance(
         node, exp.Pow
