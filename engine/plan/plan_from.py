@@ -45,7 +45,7 @@ from engine.plan.plan_prune import ScanPruning
 from engine.plan.plan_system import plan_system_from
 from engine.plan.plan_tablefunc import is_table_function, plan_table_function
 from engine.plan.plan_udf import plan_udtf
-from engine.types import Field
+from engine.types import BIGINT, Field
 
 
 class FromPlannerMixin:
@@ -56,13 +56,13 @@ class FromPlannerMixin:
         if udtf is not None:
             return udtf
         if is_table_function(item):
-            if self.streaming:
-                raise not_supported(
-                    "set-returning functions in FROM of a materialized view",
-                    hint="Join it laterally to a table (FROM t, LATERAL generate_series(1, t.n)), "
-                    "or INSERT its rows into a table and build the view on that.",
-                )
-            return plan_table_function(self, item)
+            node, cols = plan_table_function(self, item)
+            if self.streaming:  # constant rows in a view (StreamValues): numbered, hidden
+                row = Field("_row", BIGINT, hidden=True)
+                node.schema = [*node.schema, row]
+                node.stream_key = [len(node.schema) - 1]
+                cols = [*cols, _Col(row.name, row.type, cols[0].table if cols else None, True)]
+            return node, cols
         if isinstance(item, exp.Table):
             if isinstance(item.this, (exp.Anonymous, exp.Func)):
                 from engine.plan.plan_time import plan_time_window

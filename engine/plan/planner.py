@@ -68,7 +68,7 @@ from engine.plan.plan_prune import ScanPruning
 from engine.plan.plan_semijoin import SubqueryPlannerMixin
 from engine.plan.plan_udf import bind_scalar, rewrite_udaf_calls, table_function_names
 from engine.plan.plan_window import WindowPlannerMixin, find_windows
-from engine.types import Field, SqlType, TypeKind
+from engine.types import BIGINT, Field, SqlType, TypeKind
 
 __all__ = ["AGG_CLASSES", "Planner", "agg_result_type", "check_unique_names"]
 
@@ -169,6 +169,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             else [f"column{i + 1}" for i in range(width)]
         )
         fields = [Field(n, t) for n, t in zip(names, types, strict=False)]
+        if self.streaming:  # a view's rows need a key: each row's number, hidden
+            fields.append(Field("_row", BIGINT, hidden=True))
+            rows = [[*r, ex.Literal(i, BIGINT)] for i, r in enumerate(rows)]
+            return Values(fields, [width], rows=rows)
         return Values(fields, None, rows=rows)
 
     # -- set operations --------
@@ -235,6 +239,10 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
                 node, cols = self._plan_join(node, cols, j, pending, pruning)
             if pending is not None:  # conjuncts not moved into a join's ON stay here
                 where_ast = rebuild_where(pending)
+        elif self.streaming:  # one constant row in a view: a hidden column carries it
+            one = Field("_row", BIGINT, hidden=True)
+            node = Values([one], [0], rows=[[ex.Literal(0, BIGINT)]])
+            cols = [_Col(one.name, one.type, None, hidden=True)]
         else:
             node, cols = Values([], None, rows=[[]]), []
             node.stream_key = []

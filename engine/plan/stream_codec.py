@@ -147,6 +147,14 @@ _CODECS: dict[str, tuple[Enc, Dec]] = {
         lambda v: [[n, [expr_to_json(a) for a in args]] for n, args in v],
         lambda v, s: [(str(n), [expr_from_json(a, s) for a in args]) for n, args in v],
     ),
+    "rows": (
+        lambda v: [[expr_to_json(e) for e in r] for r in v],
+        lambda v, s: [[expr_from_json(e, s) for e in r] for r in v],
+    ),
+    "func_args": (
+        lambda v: [expr_to_json(e) for e in v],
+        lambda v, s: [expr_from_json(e, s) for e in v],
+    ),
     "udtfs": (
         lambda v: [None if c is None else expr_to_json(c) for c in v],
         lambda v, s: [None if c is None else expr_from_json(c, s) for c in v],
@@ -231,6 +239,8 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
             for e in args:
                 walk(e)
         for e in getattr(n, "udtfs", []) or []:
+            walk(e)
+        for e in [*getattr(n, "func_args", []), *(x for r in getattr(n, "rows", []) for x in r)]:
             walk(e)
 
     return lambda f: known.get(f)

@@ -34,7 +34,9 @@ from engine.plan.logical import (
     ProjectSet,
     Scan,
     Sort,
+    TableFunction,
     UnionAll,
+    Values,
 )
 from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_dynamic import DynamicFilter
@@ -59,6 +61,7 @@ from engine.plan.stream_plan import (
     StreamTimeWindow,
     StreamTopN,
     StreamUnion,
+    StreamValues,
     TableDesc,
 )
 from engine.types import Field
@@ -277,6 +280,18 @@ def _node(p: PlanNode, ins: list[tuple[str, int]], schemas: list[list[Field]]) -
         )
     if isinstance(p, UnionAll):
         return StreamUnion(ins, schemas, schema, key)
+    if isinstance(p, Values) and key is not None:  # constant rows, emitted once
+        return StreamValues(ins, schemas, schema, key, rows=[list(r) for r in p.rows])
+    if isinstance(p, TableFunction) and key is not None and p.udf is None:
+        return StreamValues(
+            ins,
+            schemas,
+            schema,
+            key,
+            func=p.name,
+            func_args=list(p.args),
+            func_ordinality=p.ordinality,
+        )
     raise not_supported(f"{p.describe().split(' ')[0]} in a materialized view is not supported yet")
 
 
@@ -346,6 +361,8 @@ def _tables(n: StreamNode) -> list[Spec]:
             ("buffer", [names[n.wm_col], "_seq", "_chunk"], [0, 1], []),
             ("meta", ["_key", "_value"], [0], []),
         ]
+    if isinstance(n, StreamValues):
+        return [("meta", ["_key", "_value"], [0], [])]
     return []
 
 

@@ -127,6 +127,32 @@ def _identity(n: int) -> Transfer:
 
 
 @dataclass(eq=False)
+class StreamValues(StreamNode):
+    """ValuesOp: constant rows with no upstream (VALUES, a SELECT without FROM, a table
+    function over constants in FROM), emitted once, in the job's first epoch.
+
+    Either `rows` (bound constant expressions, one list per row; the planner adds each
+    row's number as a hidden last column) or the table function `func` over `func_args`
+    (`engine.plan.logical.TableFunction`), whose rows get their number appended as the
+    hidden last column. The operator records in its `meta` table that it has emitted, in
+    the same checkpoint as the rows it sent downstream, so recovery never sends them again.
+    """
+
+    kind: ClassVar[str] = "StreamValues"
+    rows: list[list[Any]] = field(default_factory=list)  # engine.expr.Expr
+    func: str = ""
+    func_args: list[Any] = field(default_factory=list)  # engine.expr.Expr
+    func_ordinality: bool = False
+
+    def details(self) -> list[tuple[str, str]]:
+        if self.func:
+            return [("function", f"{self.func}({', '.join(str(a) for a in self.func_args)})")]
+        shown = ", ".join("(" + ", ".join(str(e) for e in r) + ")" for r in self.rows[:8])
+        more = ", ..." if len(self.rows) > 8 else ""
+        return [("rows", f"[{shown}{more}]")]
+
+
+@dataclass(eq=False)
 class StreamFilter(StreamNode):
     kind: ClassVar[str] = "StreamFilter"
     predicate: Any = None  # engine.expr.Expr
@@ -498,6 +524,7 @@ NODE_TYPES: dict[str, type[StreamNode]] = {
         StreamTemporalFilter,
         StreamDynamicFilter,
         StreamEowcSort,
+        StreamValues,
         StreamMaterialize,
     )
 }

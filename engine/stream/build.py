@@ -34,6 +34,7 @@ from engine.plan.stream_plan import (
     StreamTimeWindow,
     StreamTopN,
     StreamUnion,
+    StreamValues,
     TableDesc,
 )
 from engine.state.disk_table import DiskTables
@@ -59,6 +60,7 @@ from engine.stream.operators.over_window import OverWindowOp
 from engine.stream.operators.project_set import ProjectSetOp
 from engine.stream.operators.temporal_filter import TemporalFilterOp
 from engine.stream.operators.time_window import TimeWindowOp
+from engine.stream.operators.values import ValuesOp
 
 
 class PlannedAllocator:
@@ -246,4 +248,8 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
         return DynamicFilterOp(ins, n.predicate, t, n.right_col, ctx, key, alloc, n.left_expr)
     if isinstance(n, StreamEowcSort):
         return EowcSortOp(list(n.schema), key, alloc, n.wm_col)
+    if isinstance(n, StreamValues):
+        return ValuesOp(
+            list(n.schema), key, n.rows, n.func, n.func_args, n.func_ordinality, ctx, alloc
+        )
     raise InternalError(f"no operator for stream node {n.kind}")

@@ -7,7 +7,7 @@ CREATE MATERIALIZED VIEW mv AS SELECT a.id AS aid, b.id AS bid FROM a CROSS JOIN
 CREATE TABLE t (id INT PRIMARY KEY, tags VARCHAR[]);
 CREATE MATERIALIZED VIEW mv AS SELECT id, unnest(tags) AS tag FROM t;
 
--- case: values_refused
+-- case: values_view
 CREATE MATERIALIZED VIEW mv AS SELECT * FROM (VALUES (1), (2)) AS v(x);
 
 -- case: jsonb_access
@@ -30,5 +30,9 @@ CREATE MATERIALIZED VIEW mv AS SELECT k, count(*) AS c, sum(g) AS s FROM t CROSS
 CREATE TABLE t (id INT PRIMARY KEY, tags VARCHAR[]);
 CREATE MATERIALIZED VIEW mv AS SELECT t.id, u.tag FROM t LEFT JOIN LATERAL unnest(t.tags) AS u(tag) ON true;
 
--- case: constant_table_function_refused
+-- case: constant_table_function_view
 CREATE MATERIALIZED VIEW mv AS SELECT * FROM generate_series(1, 10);
+
+-- case: constant_select_union_table
+CREATE TABLE t (id INT PRIMARY KEY);
+CREATE MATERIALIZED VIEW mv AS SELECT id FROM t UNION ALL SELECT 0;
