@@ -281,15 +281,22 @@ class DiskStateTable:
 
     def _remember(self, keys: list[Key], vals: list[Any], sizes: list[int]) -> None:
         """Cache committed rows (not absent ones, nor values over `CACHE_MAX_VALUE`
-        bytes: the cache is counted in rows)."""
+        bytes: the cache is counted in rows). A row not cached now loses any value the
+        cache held for it: a committed row that grew past the limit would otherwise be
+        read back as its older, smaller value in every later epoch."""
         cache = self._cache
+        big = CACHE_MAX_VALUE
+        fit = [
+            (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
+        ]
+        if len(fit) < len(keys) and cache:
+            for k, v, n in zip(keys, vals, sizes, strict=True):
+                if v is None or n > big:
+                    cache.pop(k, None)
         cap = self._hot.per_table()
         if cap <= 0:
             return
-        big = CACHE_MAX_VALUE
-        cache.update(
-            (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
-        )
+        cache.update(fit)
         over = len(cache) - cap
         if over > 0:  # drop the oldest (insertion order), down to three quarters
             for k in list(islice(cache, over + cap // 4)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.state.budget import MB, StateBudget, default_mb
-from engine.state.disk_table import DiskStateTable, HotCache
+from engine.state.disk_table import CACHE_MAX_VALUE, DiskStateTable, HotCache
 from engine.state.store import StateStore
 from pgwire.cli import build_parser
 
@@ -69,3 +69,29 @@ def test_a_counted_disk_table_keeps_its_length_through_checkpoints(tmp_path: Pat
         assert len(t) == 1
         commit()
         assert len(t) == 1 == len(list(t.items()))
+
+
+def test_a_cached_row_that_outgrows_the_cache_reads_back_new(tmp_path: Path) -> None:
+    """A row cached while small and then overwritten with a value too large to cache
+    (a join key's rows growing past `CACHE_MAX_VALUE` bytes) reads back as written in
+    later epochs, not as the smaller value the cache held before."""
+    with StateStore.open(tmp_path / "state", StateBudget.from_mb(32)) as st:
+        t = DiskStateTable(12, "t", st, dist_len=1, cache=HotCache(0))
+
+        def commit() -> None:
+            batch = st.new_batch()
+            t.write_dirty(batch)
+            st.write(batch)
+
+        small, big = ("x" * 10,), ("y" * (2 * CACHE_MAX_VALUE),)
+        t.put_many([(1,), (2,)], [small, small])
+        commit()
+        assert t.get_many([(1,), (2,)]) == [small, small]  # cached
+        t.put((1,), big)  # grows past the cache's limit in this epoch
+        t.put((2,), big)
+        t.delete((2,))
+        commit()
+        assert t.get_many([(1,), (2,)]) == [big, None]
+        t.put((1,), small)  # and back: cached again
+        commit()
+        assert t.get((1,)) == small

@@ -121,6 +121,23 @@ def test_hot_key_spills_merges_and_deletes(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_key_growing_over_checkpoints_keeps_every_row(tmp_path: Path) -> None:
+    """A key's head outgrows what the table caches (its rows are read back from RocksDB,
+    not the cache) while the same operator runs on across checkpoints: a right row still
+    matches every left row under it."""
+    store = StateStore.open(tmp_path / "state")
+    try:
+        op = join(DiskAllocator(store, {"left": 1, "right": 1}), "inner")
+        for step in range(12):  # 12 checkpointed steps of 5 rows under key 7
+            op.step([chunk(L, [(step * 5 + i, 7, i) for i in range(5)]), None])
+            checkpoint(store, op)
+        assert op.side_rows(0) == 60
+        got = rows_of(op.step([None, chunk(R, [(1, 7, 0)])]))
+        assert sum(w for _, w in got) == 60
+    finally:
+        store.close()
+
+
 def test_resident_side_layout_is_converted(tmp_path: Path) -> None:
     store = StateStore.open(tmp_path / "state")
     try:
