@@ -52,6 +52,7 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr.codec import value_to_json
+from engine.handlers import column_defaults
 from engine.handlers.alter_readers import (
     apply_rename,
     check_drop,
@@ -272,13 +273,23 @@ def _add_column(session: Any, cat: Any, rel: Relation, a: dict[str, Any]) -> Not
     def change(rows: pa.Table) -> pa.Table:
         rel.definition = _edit_columns(rel.definition, add=column_sql)
         rel.fields.append(Field(name, t))
-        if value is not None:
+        if a["default"] is not None and not _constant_default(a["default"], t, name):
+            # now(), random(): existing rows got one value, later writes evaluate it
+            rel.extra.setdefault("default_exprs", {})[name] = column_defaults.default_sql(
+                column_defaults.parse_default(a["default"])
+            )
+        elif value is not None:
             rel.extra.setdefault("defaults", {})[name] = value_to_json(value)
         col = pa.array([value] * rows.num_rows, t.arrow)
         return rows.append_column(name, col)
 
     session.db.runtime.rebuild_table(rel, change)
     return None
+
+
+def _constant_default(text: str, t: Any, column: str) -> bool:
+    node = column_defaults.parse_default(text)
+    return column_defaults.bind_default(node, t, column).is_constant()
 
 
 def _default_value(session: Any, text: str, t: Any) -> Any:
