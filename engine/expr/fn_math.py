@@ -28,7 +28,7 @@ from engine.expr.ops import arith_kernel
 from engine.expr.registry import coerce_to, no_function, register, simple
 from engine.expr.typmod import numeric_with_scale
 from engine.numeric import as_floats, finite_only, has_special, special_masks, with_specials
-from engine.types import DOUBLE, INT, NUMERIC, SqlType, TypeKind
+from engine.types import BIGINT, DOUBLE, INT, NUMERIC, SqlType, TypeKind
 
 K = TypeKind
 NUMERIC_LIMIT = 1e28  # numeric is decimal128(38, 10): 28 digits before the point
@@ -330,3 +330,42 @@ _trig("atan2", pc.atan2, 2)
 _trig("cot", lambda v: pc.divide(1.0, pc.tan_checked(v)))
 _trig("degrees", lambda v: pc.multiply(v, 180.0 / np.pi))
 _trig("radians", lambda v: pc.multiply(v, np.pi / 180.0))
+
+
+def _gcd_lcm(name: str) -> Callable[[list[Expr]], Expr]:
+    """gcd / lcm over integer or bigint (smallint promotes to integer), in numpy over the
+    whole column. As PostgreSQL: results are non-negative, lcm(0, x) is 0, and a result
+    outside the type (gcd(-2147483648, 0), a too large lcm) is 22003."""
+
+    def resolve(args: list[Expr]) -> Expr:
+        if len(args) != 2:
+            raise no_function(name, args)
+        kinds = {a.type.kind for a in args if not is_untyped(a)}
+        t = BIGINT if K.BIGINT in kinds else INT
+        if kinds - {K.SMALLINT, K.INT, K.BIGINT}:
+            raise no_function(name, args)
+        a = coerce_to(name, args, [t, t])
+        label = "bigint" if t is BIGINT else "integer"
+        lo, hi = (-(2**63), 2**63 - 1) if t is BIGINT else (-(2**31), 2**31 - 1)
+
+        def kernel(d: list[Datum], n: int, ctx: EvalContext) -> Datum:
+            x, y = (as_array(v, n, t) for v in d)
+            valid = pc.and_(pc.is_valid(x), pc.is_valid(y)).to_numpy(zero_copy_only=False)
+            xs = pc.fill_null(x, 0).to_numpy(zero_copy_only=False).astype(object)
+            ys = pc.fill_null(y, 0).to_numpy(zero_copy_only=False).astype(object)
+            g = np.gcd(xs, ys)  # exact Python ints: |min| does not wrap
+            if name == "lcm":
+                nz = g != 0
+                g = np.where(nz, np.abs(xs * ys) // np.where(nz, g, 1), 0)
+            g = np.where(valid, g, 0)
+            if g.size and (g.max() > hi or g.min() < lo):
+                raise NumericValueOutOfRange(f"{label} out of range")
+            return pa.array(g.astype(np.int64), t.arrow, mask=~valid)
+
+        return Func(name, tuple(a), t, kernel)
+
+    return resolve
+
+
+register("gcd")(_gcd_lcm("gcd"))
+register("lcm")(_gcd_lcm("lcm"))

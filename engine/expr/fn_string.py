@@ -490,3 +490,20 @@ def implicit_cast_target(args: list[Expr]) -> Any:
     from engine.types import BIGINT
 
     return BIGINT if args and args[0].type.kind is K.BIGINT else INT
+
+
+def _translate_py(s: str, src: str, dst: str) -> str:
+    table: dict[int, int | None] = {}
+    for i, ch in enumerate(src):
+        if ord(ch) not in table:  # the first occurrence of a character wins
+            table[ord(ch)] = ord(dst[i]) if i < len(dst) else None
+    return s.translate(table)
+
+
+@register("translate")
+def _translate(args: list[Expr]) -> Expr:
+    """translate(s, from, to): each character of `from` in s becomes the character at the
+    same position of `to`, or is dropped past its end. One Python pass over the column
+    (pyarrow has no translate kernel)."""
+    a = coerce_to("translate", args, [VARCHAR, VARCHAR, VARCHAR])
+    return Func("translate", tuple(a), VARCHAR, _per_row(_translate_py, pa.string()))
