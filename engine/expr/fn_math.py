@@ -138,7 +138,8 @@ def _keep_specials(kernel: Kernel) -> Kernel:
             return kernel(x, n, c)
         v = as_array(x[0], n)
         m = special_masks(v)
-        assert m is not None
+        if m is None:  # a special constant over no rows
+            return kernel([finite_only(v), *x[1:]], n, c)
         out = as_array(kernel([finite_only(v), *x[1:]], n, c), n)
         return with_specials(out, *m)
 

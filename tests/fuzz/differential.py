@@ -74,7 +74,7 @@ def _norm(v: Any) -> Any:
             return ("num", "NaN")
         return ("num", _approx(float(d)))
     if isinstance(v, float):
-        return ("num", _approx(v))
+        return ("num", "NaN") if v != v else ("num", _approx(v))
     if isinstance(v, dt.datetime | dt.date | dt.time | dt.timedelta):
         return ("time", v.isoformat() if hasattr(v, "isoformat") else str(v))
     return v
