@@ -7,6 +7,8 @@ planner can treat it as a temporal filter. Field extraction returns numeric like
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,7 @@ from engine.types import (
     DATE,
     DOUBLE,
     INT,
+    INTERVAL,
     NUMERIC,
     TIMESTAMPTZ,
     VARCHAR,
@@ -348,3 +351,61 @@ def _make_date(args: list[Expr]) -> Expr:
         )
 
     return Func("make_date", tuple(a), DATE, kernel)
+
+
+_DAY_NS = 86_400 * 10**9
+
+
+def _tdiv(a: np.ndarray, b: int) -> np.ndarray:
+    """C's integer division (toward zero), as PostgreSQL's interval code uses."""
+    q: np.ndarray = np.sign(a) * (np.abs(a) // b)
+    return q
+
+
+def _justify(
+    kind: str, m: np.ndarray, d: np.ndarray, t: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PostgreSQL 15's justify_hours / justify_days / justify_interval on whole columns."""
+    if kind == "justify_days":
+        w = _tdiv(d, 30)
+        d, m = d - w * 30, m + w
+        fix = (m > 0) & (d < 0)
+        d, m = np.where(fix, d + 30, d), np.where(fix, m - 1, m)
+        fix = (m < 0) & (d > 0)
+        return np.where(fix, m + 1, m), np.where(fix, d - 30, d), t
+    if kind == "justify_interval":
+        pre = ((d > 0) & (t > 0)) | ((d < 0) & (t < 0))
+        w = np.where(pre, _tdiv(d, 30), 0)
+        d, m = d - w * 30, m + w
+    w = _tdiv(t, _DAY_NS)
+    t, d = t - w * _DAY_NS, d + w
+    if kind == "justify_interval":
+        w = _tdiv(d, 30)
+        d, m = d - w * 30, m + w
+        fix = (m > 0) & ((d < 0) | ((d == 0) & (t < 0)))
+        d, m = np.where(fix, d + 30, d), np.where(fix, m - 1, m)
+        fix = (m < 0) & ((d > 0) | ((d == 0) & (t > 0)))
+        d, m = np.where(fix, d - 30, d), np.where(fix, m + 1, m)
+    fix = (d > 0) & (t < 0)
+    t, d = np.where(fix, t + _DAY_NS, t), np.where(fix, d - 1, d)
+    fix = (d < 0) & (t > 0)
+    return m, np.where(fix, d + 1, d), np.where(fix, t - _DAY_NS, t)
+
+
+def _justify_fn(kind: str) -> Any:
+    def resolve(args: list[Expr]) -> Expr:
+        a = coerce_to(kind, args, [INTERVAL])
+
+        def kernel(v: list[Datum], n: int, ctx: EvalContext) -> Datum:
+            iv = as_array(v[0], n, INTERVAL)
+            m, d, t = _justify(kind, *temporal.interval_parts(iv))
+            mask = pc.is_null(iv).to_numpy(zero_copy_only=False)
+            return temporal.make_interval_array(m, d, t, mask)
+
+        return Func(kind, tuple(a), INTERVAL, kernel)
+
+    return resolve
+
+
+for _kind in ("justify_days", "justify_hours", "justify_interval"):
+    register(_kind)(_justify_fn(_kind))
