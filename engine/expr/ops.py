@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -563,9 +564,38 @@ def cmp_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext],
             a, b = _interval_key(a, n), _interval_key(b, n)
         if t.is_float and (_has_nan(a) or _has_nan(b)):
             return _float_nan_compare(op, a, b)
+        if t.kind is K.LIST:
+            return _array_compare(op, as_array(a, n), as_array(b, n))
         return fn(a, b)
 
     return kernel
+
+
+_PY_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda x, y: x == y,
+    "<>": lambda x, y: x != y,
+    "<": lambda x, y: x < y,
+    "<=": lambda x, y: x <= y,
+    ">": lambda x, y: x > y,
+    ">=": lambda x, y: x >= y,
+}
+
+
+def _array_key(v: list[Any] | None) -> list[tuple[int, Any]] | None:
+    """PostgreSQL's array order: element by element, a NULL element above every value,
+    then the shorter array first (Python's list order over these pairs)."""
+    return None if v is None else [(1, None) if x is None else (0, x) for x in v]
+
+
+def _array_compare(op: str, a: pa.Array, b: pa.Array) -> pa.Array:
+    """Array comparisons (Arrow has no kernel for lists): per row in Python, as arrays
+    are compared rarely and their elements are Python values anyway."""
+    f = _PY_CMP[op]
+    out = []
+    for x, y in zip(a.to_pylist(), b.to_pylist(), strict=True):
+        kx, ky = _array_key(x), _array_key(y)
+        out.append(None if kx is None or ky is None else f(kx, ky))
+    return pa.array(out, pa.bool_())
 
 
 def _has_nan(d: Datum) -> bool:
