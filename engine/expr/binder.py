@@ -30,6 +30,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_array,
     fn_crypto,
     fn_json,
+    fn_jsonb_edit,
     fn_math,
     fn_parse_time,
     fn_pgtext,
