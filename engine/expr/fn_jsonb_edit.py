@@ -72,9 +72,9 @@ def _set(v: Any, path: list[str | None], new: Any, create: bool, level: int = 0)
         n = len(v)
         j = i + n if i < 0 else i
         if 0 <= j < n:
-            out = list(v)
-            out[j] = new if last else _set(v[j], path, new, create, level + 1)
-            return out
+            items = list(v)
+            items[j] = new if last else _set(v[j], path, new, create, level + 1)
+            return items
         if last and create:
             return [new, *v] if j < 0 else [*v, new]
         return v
