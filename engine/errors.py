@@ -191,6 +191,10 @@ class NullValueNotAllowed(DataError):
     sqlstate = "22004"
 
 
+class SubstringError(DataError):
+    sqlstate = "22011"
+
+
 class InvalidPrecedingOrFollowingSize(DataError):
     sqlstate = "22013"
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InvalidParameterValue, ProgramLimitExceeded
+from engine.errors import InvalidParameterValue, ProgramLimitExceeded, SubstringError
 from engine.expr.coerce import cast, implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar
 from engine.expr.ops import no_operator
@@ -113,7 +113,7 @@ def _octet_length(args: list[Expr]) -> Expr:
 
 def _substr_py(s: str, start: int, length: int | None = None) -> str:
     if length is not None and length < 0:
-        raise InvalidParameterValue("negative substring length not allowed")
+        raise SubstringError("negative substring length not allowed")
     begin = start - 1
     end = None if length is None else begin + length
     b = max(begin, 0)
@@ -136,7 +136,7 @@ def _substr(args: list[Expr]) -> Expr:
             start = a[1].as_py()
             length = a[2].as_py() if len(a) == 3 else None
             if length is not None and length < 0:
-                raise InvalidParameterValue("negative substring length not allowed")
+                raise SubstringError("negative substring length not allowed")
             b = max(start - 1, 0)
             if length is None:
                 return pc.utf8_slice_codeunits(a[0], b)
@@ -507,3 +507,21 @@ def _translate(args: list[Expr]) -> Expr:
     (pyarrow has no translate kernel)."""
     a = coerce_to("translate", args, [VARCHAR, VARCHAR, VARCHAR])
     return Func("translate", tuple(a), VARCHAR, _per_row(_translate_py, pa.string()))
+
+
+def _overlay_py(s: str, r: str, start: int, count: int | None = None) -> str:
+    n = len(r) if count is None else count
+    if start < 1:
+        raise SubstringError("negative substring length not allowed")
+    end = start + n
+    return s[: start - 1] + r + (s[end - 1 :] if end >= 1 else s)
+
+
+@register("overlay")
+def _overlay(args: list[Expr]) -> Expr:
+    """overlay(s PLACING r FROM start [FOR count]): s with `count` characters (default
+    length of r) from `start` replaced by r. One Python pass over the column."""
+    if len(args) not in (3, 4):
+        raise no_function("overlay", args)
+    a = coerce_to("overlay", args, [VARCHAR, VARCHAR, INT, INT][: len(args)])
+    return Func("overlay", tuple(a), VARCHAR, _per_row(_overlay_py, pa.string()))

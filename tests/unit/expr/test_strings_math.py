@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from engine.errors import DataError, InvalidParameterValue, NumericValueOutOfRange
+from engine.errors import DataError, NumericValueOutOfRange, SubstringError
 
 D = Decimal
 
@@ -39,7 +39,7 @@ def test_substring_family(ev) -> None:
     assert ev("left(s, -2)") == ["hel", "Wör", None, ""]
     assert ev("right(s, 2)") == ["lo", "ld", None, ""]
     assert ev("right(s, -2)") == ["llo", "rld", None, ""]
-    with pytest.raises(InvalidParameterValue, match="negative substring length"):
+    with pytest.raises(SubstringError, match="negative substring length"):
         ev("substr(s, 1, -1)")
 
 
