@@ -272,6 +272,12 @@ class ExprBinder:
             if isinstance(base, exp.Literal) and base.this == "10":
                 return call("log10", [b(x)])
             return ops.bind_arith("/", call("ln", [b(x)]), call("ln", [b(base)]))
+        if t is exp.DateBin:  # sqlglot keeps the origin in `unit` (a bare column as a Var)
+            origin = node.args.get("unit")
+            if isinstance(origin, exp.Var):
+                origin = exp.column(origin.name.lower())
+            parts = [node.this, node.expression, origin]
+            return call("date_bin", [b(x) for x in parts if x is not None])
         if t is exp.Lambda:
             return self._lambda_as_json(node)
         if t is exp.Anonymous:

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DatetimeFieldOverflow, InvalidParameterValue
+from engine.errors import DatetimeFieldOverflow, FeatureNotSupported, InvalidParameterValue
 from engine.expr import temporal
 from engine.expr.coerce import implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array
@@ -24,6 +24,7 @@ from engine.types import (
     INT,
     INTERVAL,
     NUMERIC,
+    TIMESTAMP,
     TIMESTAMPTZ,
     VARCHAR,
     SqlType,
@@ -409,3 +410,38 @@ def _justify_fn(kind: str) -> Any:
 
 for _kind in ("justify_days", "justify_hours", "justify_interval"):
     register(_kind)(_justify_fn(_kind))
+
+
+@register("date_bin")
+def _date_bin(args: list[Expr]) -> Expr:
+    """date_bin(stride, source, origin): the start of the stride-wide bin `source` falls in,
+    bins aligned on `origin` (timestamp or timestamptz), in numpy over the columns. As
+    PostgreSQL 15: a stride with months is refused (0A000), a stride must be positive (22008)."""
+    if len(args) != 3:
+        raise no_function("date_bin", args)
+    kinds = {a.type.kind for a in args[1:] if not is_untyped(a)}
+    t = TIMESTAMPTZ if K.TIMESTAMPTZ in kinds else TIMESTAMP
+    a = coerce_to("date_bin", args, [INTERVAL, t, t])
+
+    def kernel(v: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        stride = as_array(v[0], n, INTERVAL)
+        src, org = (as_array(x, n, t) for x in v[1:])
+        mask = pc.or_(pc.or_(pc.is_null(stride), pc.is_null(src)), pc.is_null(org)).to_numpy(
+            zero_copy_only=False
+        )
+        months, days, nanos = temporal.interval_parts(stride)
+        live = ~mask
+        if (months[live] != 0).any():
+            raise FeatureNotSupported(
+                "timestamps cannot be binned into intervals containing months or years"
+            )
+        step = (days * _DAY_NS + nanos) // 1000
+        if (step[live] <= 0).any():
+            raise DatetimeFieldOverflow("stride must be greater than zero")
+        s = pc.fill_null(src.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        o = pc.fill_null(org.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        step = np.where(live, step, 1)
+        out = o + ((s - o) // step) * step
+        return pa.array(out, pa.int64(), mask=mask).cast(t.arrow)
+
+    return Func("date_bin", tuple(a), t, kernel)
