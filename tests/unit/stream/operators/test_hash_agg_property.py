@@ -8,6 +8,8 @@ deltas must equal GROUP BY recomputed from scratch over the integrated input.
 from __future__ import annotations
 
 import decimal
+import functools
+import operator
 from collections import Counter
 from decimal import Decimal
 from typing import Any
@@ -33,6 +35,11 @@ AGGS = [
     AggCall("max", 1, INT, filter=2),
     AggCall("count", 1, BIGINT, distinct=True),
     AggCall("sum", 1, BIGINT, distinct=True),
+    AggCall("var_pop", 1, NUMERIC),
+    AggCall("stddev_samp", 1, NUMERIC),
+    AggCall("bit_and", 1, INT),
+    AggCall("bit_or", 1, INT),
+    AggCall("bit_xor", 1, INT),
 ]
 
 Row = tuple[Any, ...]
@@ -73,6 +80,24 @@ def _avg(s: int | None, n: int) -> Decimal | None:
     return q.quantize(Decimal("1e-10"), rounding=decimal.ROUND_HALF_UP)
 
 
+_CTX = decimal.Context(prec=80)
+
+
+def _var(vals: list[int], pop: bool, root: bool) -> Decimal | None:
+    """var_pop / stddev_samp as PostgreSQL defines them, at numeric's 10 decimals."""
+    n = len(vals)
+    if n == 0 or (n == 1 and not pop):
+        return None
+    num = n * sum(x * x for x in vals) - sum(vals) ** 2
+    q = _CTX.divide(Decimal(num), Decimal(n * n if pop else n * (n - 1)))
+    q = _CTX.sqrt(q) if root else q
+    return q.quantize(Decimal("1e-10"), rounding=decimal.ROUND_HALF_UP, context=_CTX)
+
+
+def _bits(vals: list[int], op: Any) -> int | None:
+    return functools.reduce(op, vals) if vals else None
+
+
 def expected(inp: Counter[Row], grouped: bool) -> Counter[Row]:
     rows = [r for r, n in inp.items() for _ in range(n)]
     df = pl.DataFrame(rows, schema={"k": pl.Int64, "v": pl.Int64, "f": pl.Boolean}, orient="row")
@@ -88,6 +113,7 @@ def expected(inp: Counter[Row], grouped: bool) -> Counter[Row]:
         v.filter(fv).max().alias("mxf"),
         v.drop_nulls().n_unique().alias("cd"),
         v.drop_nulls().unique().sum().alias("sd"),
+        v.drop_nulls().implode().alias("vals"),
     ]
     res = df.group_by("k").agg(aggs) if grouped else df.select(aggs)
     out: Counter[Row] = Counter()
@@ -106,6 +132,14 @@ def expected(inp: Counter[Row], grouped: bool) -> Counter[Row]:
             r["mxf"],
             cd,
             r["sd"] if cd else None,
+        )
+        xs = list(r["vals"] or [])
+        vals += (
+            _var(xs, True, False),
+            _var(xs, False, True),
+            _bits(xs, operator.and_),
+            _bits(xs, operator.or_),
+            _bits(xs, operator.xor),
         )
         out[((r["k"],) if grouped else ()) + vals] += 1
     return out
