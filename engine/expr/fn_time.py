@@ -445,3 +445,40 @@ def _date_bin(args: list[Expr]) -> Expr:
         return pa.array(out, pa.int64(), mask=mask).cast(t.arrow)
 
     return Func("date_bin", tuple(a), t, kernel)
+
+
+@register("make_timestamp")
+def _make_timestamp(args: list[Expr]) -> Expr:
+    """make_timestamp(year, month, day, hour, min, sec) in numpy over the columns; fields
+    out of range are 22008 as PostgreSQL's (`date field value out of range: ...`,
+    `time field value out of range: ...`)."""
+    a = coerce_to("make_timestamp", args, [INT, INT, INT, INT, INT, DOUBLE])
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        cols = [as_array(v, n) for v in x]
+        mask = np.zeros(n, dtype=bool)
+        for col in cols:
+            mask |= pc.is_null(col).to_numpy(zero_copy_only=False)
+        y, m, d, hh, mi = (
+            pc.fill_null(col, 1).to_numpy(zero_copy_only=False).astype(np.int64) for col in cols[:5]
+        )
+        sec = pc.fill_null(cols[5], 0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        days, ok = temporal.days_from_civil(np.where(y < 0, y + 1, y), m, d)
+        bad = ~ok & ~mask
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DatetimeFieldOverflow(
+                f"date field value out of range: {y[i]}-{m[i]:02d}-{d[i]:02d}"
+            )
+        us = np.rint(sec * 1e6).astype(np.int64)
+        tbad = ~mask & ((hh < 0) | (hh > 24) | (mi < 0) | (mi > 59) | (us < 0) | (us > 60_000_000))
+        tbad |= ~mask & (hh == 24) & ((mi > 0) | (us > 0))
+        if tbad.any():
+            i = int(np.argmax(tbad))
+            raise DatetimeFieldOverflow(
+                f"time field value out of range: {hh[i]}:{mi[i]:02d}:{sec[i]:02g}"
+            )
+        out = days * 86_400_000_000 + (hh * 3600 + mi * 60) * 1_000_000 + us
+        return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(TIMESTAMP.arrow)
+
+    return Func("make_timestamp", tuple(a), TIMESTAMP, kernel)
