@@ -15,8 +15,8 @@ import pytest
 
 from harness.server import SwellServer
 
-GCD = """CREATE FUNCTION gcd(a INT, b INT) RETURNS INT LANGUAGE python AS $$
-def gcd(a, b):
+GCD = """CREATE FUNCTION py_gcd(a INT, b INT) RETURNS INT LANGUAGE python AS $$
+def py_gcd(a, b):
     while b != 0:
         a, b = b, a % b
     return a
@@ -79,7 +79,7 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
     with fresh_server.connect() as c:
         for q in (GCD, INV, VSCALE, SERIES, WAVG):
             c.execute(q)
-        assert c.execute("SELECT gcd(12, 18), vscale(3, 4), inv(4)").fetchone() == (6, 12, 0.25)
+        assert c.execute("SELECT py_gcd(12, 18), vscale(3, 4), inv(4)").fetchone() == (6, 12, 0.25)
         assert c.execute("SELECT * FROM series(3)").fetchall() == [(0, ""), (1, "#"), (2, "##")]
         c.execute(REP)
         cur = c.execute("SELECT n, rep('ab', n) FROM (VALUES (1), (0), (2)) v(n) ORDER BY 1, 2")
@@ -100,7 +100,7 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
 
         c.execute(
             "CREATE MATERIALIZED VIEW v_scalar AS "
-            "SELECT id, gcd(a, b) AS g, inv(b) AS i, vscale(a, b) AS v FROM t"
+            "SELECT id, py_gcd(a, b) AS g, inv(b) AS i, vscale(a, b) AS v FROM t"
         )
         c.execute(
             "CREATE MATERIALIZED VIEW v_agg AS "
@@ -154,7 +154,7 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             (4, 3),
             (4, 33),
         ]
-        assert c.execute("SELECT gcd(100, 75)").fetchone() == (25,)
+        assert c.execute("SELECT py_gcd(100, 75)").fetchone() == (25,)
         rows = c.execute(
             "SELECT p.proname, p.prokind, l.lanname FROM pg_proc p "
             "JOIN pg_language l ON l.oid = p.prolang "
@@ -162,8 +162,8 @@ def test_python_functions_in_queries_views_and_restart(fresh_server: SwellServer
             "ORDER BY 1"
         ).fetchall()
         assert rows == [
-            ("gcd", "f", "python"),
             ("inv", "f", "python"),
+            ("py_gcd", "f", "python"),
             ("rep", "f", "python"),
             ("series", "f", "python"),
             ("spread", "f", "python"),
@@ -191,7 +191,7 @@ def test_only_superusers_create_python_functions(fresh_server: SwellServer) -> N
         c.execute("GRANT USAGE ON LANGUAGE python TO alice")
     with fresh_server.connect(user="alice") as a:
         a.execute(GCD)
-        assert a.execute("SELECT gcd(9, 6)").fetchone() == (3,)
+        assert a.execute("SELECT py_gcd(9, 6)").fetchone() == (3,)
     with fresh_server.connect() as c:
         c.execute("REVOKE USAGE ON LANGUAGE python FROM alice")
     with fresh_server.connect(user="alice") as a:
