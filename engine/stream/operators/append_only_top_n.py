@@ -45,7 +45,7 @@ from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.row_blob import RowBlobs, group_starts
 from engine.stream.operators.segments import conform, key_fn, row_keys
-from engine.stream.operators.top_n import OrderSpec, sortable, sortable_width
+from engine.stream.operators.top_n import OrderSpec, explain_top_n, sortable, sortable_width
 from engine.types import BIGINT, Field, arrow_schema
 
 _G, _O, _P, _I = "__g", "__o", "__p", "__i"
@@ -181,17 +181,8 @@ class AppendOnlyTopNOp(Operator):
         return [self._top]
 
     def explain(self) -> str:
-        def one(c: int, d: bool, nf: bool) -> str:
-            return f"${c} {'DESC' if d else 'ASC'}{' NULLS FIRST' if nf else ' NULLS LAST'}"
-
-        order = ", ".join(one(*o) for o in self.order_by)
-        name = "StreamAppendOnlyGroupTopN" if self.group_keys else "StreamAppendOnlyTopN"
-        extra = ""
-        if self.group_keys:
-            extra = ", group_key: [" + ", ".join(f"${g}" for g in self.group_keys) + "]"
-        if self.with_rank_column:
-            extra += ", output_rank"
-        return f"{name} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{extra} }}"
+        grouped = "StreamAppendOnlyGroupTopN" if self.group_keys else "StreamAppendOnlyTopN"
+        return explain_top_n(self, grouped)
 
     # -- step ---------------------------------------------------------------------------
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:

@@ -144,6 +144,22 @@ def _freeze(v: Any) -> Any:
     return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
+def explain_top_n(op: Any, name: str) -> str:
+    """EXPLAIN line of a top-N operator (`TopNOp`, `AppendOnlyTopNOp`): order, limit,
+    offset, group key and rank column, as RisingWave prints them."""
+
+    def one(c: int, d: bool, nf: bool) -> str:
+        return f"${c} {'DESC' if d else 'ASC'}{' NULLS FIRST' if nf else ' NULLS LAST'}"
+
+    order = ", ".join(one(*o) for o in op.order_by)
+    extra = ""
+    if op.group_keys:
+        extra = ", group_key: [" + ", ".join(f"${g}" for g in op.group_keys) + "]"
+    if op.with_rank_column:
+        extra += ", output_rank"
+    return f"{name} {{ order: [{order}], limit: {op.limit}, offset: {op.offset}{extra} }}"
+
+
 class TopNOp(Operator):
     """Incremental top-N, overall or per group; see the module docstring.
 
@@ -233,17 +249,7 @@ class TopNOp(Operator):
         return [self._rows]
 
     def explain(self) -> str:
-        def one(c: int, d: bool, nf: bool) -> str:
-            return f"${c} {'DESC' if d else 'ASC'}{' NULLS FIRST' if nf else ' NULLS LAST'}"
-
-        order = ", ".join(one(*o) for o in self.order_by)
-        name = "StreamGroupTopN" if self.group_keys else "StreamTopN"
-        extra = ""
-        if self.group_keys:
-            extra = ", group_key: [" + ", ".join(f"${g}" for g in self.group_keys) + "]"
-        if self.with_rank_column:
-            extra += ", output_rank"
-        return f"{name} {{ order: [{order}], limit: {self.limit}, offset: {self.offset}{extra} }}"
+        return explain_top_n(self, "StreamGroupTopN" if self.group_keys else "StreamTopN")
 
     # -- frames -------------------------------------------------------------------------
     def _frame(self, rows: pa.RecordBatch, locs: np.ndarray) -> pl.DataFrame:
