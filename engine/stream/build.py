@@ -197,25 +197,14 @@ def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:
             alloc,
             append_only=n.append_only,
         )
-    if isinstance(n, StreamTopN) and n.append_only and n.limit is not None:
-        order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
-        return AppendOnlyTopNOp(
-            ins,
-            order,
-            n.limit,
-            n.offset,
-            list(n.group_keys),
-            alloc,
-            list(n.input_key),
-            with_rank_column=n.with_rank,
-            rank_name=n.rank_name,
-        )
     if isinstance(n, StreamTopN):
         order = [(k.index, k.desc, k.effective_nulls_first) for k in n.order_by]
-        return TopNOp(
+        # over an append-only input a bounded top-N keeps only each group's first rows
+        bounded = n.append_only and n.limit is not None
+        return (AppendOnlyTopNOp if bounded else TopNOp)(
             ins,
             order,
-            n.limit,
+            n.limit,  # type: ignore[arg-type]  # not None where AppendOnlyTopNOp is chosen
             n.offset,
             list(n.group_keys),
             alloc,
