@@ -17,25 +17,27 @@ server's CPU. Here the per-value work is done by C code (about 4x less CPU):
 4. the Arrow string column is built from the joined bytes and their lengths.
 
 Before that, a shape tier with no Python per event: the last few object shapes seen (key
-sets per nesting level, scalars or arrays of scalars below them) are msgspec Structs
-whose fields are declared in jsonb key order, decoded with unknown and missing fields
-forbidden. `map(decode)`, `map(encode)` and `map(format)` then produce every text in C;
-a text whose shape differs fails to decode and takes the path above (and teaches its
-shape). msgspec's string escaping equals `json.dumps(ensure_ascii=False)`, duplicate keys
-keep the last value, and invalid JSON fails as it does elsewhere. Numbers come back from
-the float they parsed to, so the texts are also parsed by a decoder whose float hook
-applies the exact parser's test (`_flag_float`) and flags a batch holding a float that
-does not print back as written (`1.50`, `1e3`, `-0.0`, 17 digits); only the flagged
-texts are redone by the path above. msgspec writes floats as repr's digits, positional
-for the floats that pass the test.
+sets per nesting level) are msgspec Structs whose fields are declared in jsonb key order,
+decoded with unknown and missing fields forbidden. A string, boolean or null value is
+decoded as such (a field may also be null), so it is written back as jsonb writes it
+(msgspec's string escaping equals `json.dumps(ensure_ascii=False)`); a number or an array
+is a `msgspec.Raw`, its token exactly as written (msgspec still checks it is valid JSON),
+so `1.50` keeps its digits without Python per number. `map(decode)`, `map(encode)` and
+`map(format)` then produce every text in C. A copied token is not canonical only when it
+holds an exponent or a negative zero (`1e3` is 1000, `-0.0` is 0.0), an object (in an
+array, or where the shape has a number) or an escape: one regex over the joined tokens
+of each Raw field finds the texts to redo by the path above. A text of another shape
+fails to decode and takes that path too (the first text of a batch teaches its shape).
 
-Any text the fast path cannot vouch for (invalid JSON, lone surrogates, exponents,
-`1.50`, `-0.0`, huge integers) goes through `canonicalize_text`, so results and errors are
+Any text the fast path cannot vouch for (invalid JSON, escapes, lone surrogates,
+exponents, `-0.0`) goes through `canonicalize_text`, so results and errors are
 exactly the exact path's; `tests/unit/expr/test_jsonb_many.py` checks the two agree.
 """
 
 from __future__ import annotations
 
+import operator
+import re
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -82,52 +84,36 @@ def canonical_parts(texts: list[str]) -> list[bytes]:
         return []
     # the shape tier pays for its per-call cost (trying known shapes, learning new ones)
     # over a batch; a lone text takes the path below
-    decode = _shape_decoder(texts[0]) if len(texts) >= SHAPE_MIN_TEXTS else None
-    if decode is not None:
-        try:
-            parts: list[bytes] = list(map(_FORMAT0, map(_ENCODE, map(decode, texts))))
-        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
-            parts = [_by_shape(decode, t) for t in texts]
-        # floats that might not print back as written: the exact parser's float test, in a
-        # decode whose hook only raises a flag (C decode, Python per float only)
-        _flags.inexact = False
-        try:
-            list(map(_CHECK, texts))
-        except msgspec.DecodeError:  # (the texts are JSON by now; check one by one anyway)
-            _flags.inexact = True
-        if _flags.inexact:
-            for i, t in enumerate(texts):
-                _flags.inexact = False
-                try:
-                    _CHECK(t)
-                except msgspec.DecodeError:
-                    _flags.inexact = True
-                if _flags.inexact:
-                    parts[i] = _one(t)
-        return parts
-    return [_one(t) for t in texts]
+    shape = _shape_decoder(texts[0]) if len(texts) >= SHAPE_MIN_TEXTS else None
+    if shape is None:
+        return [_one(t) for t in texts]
+    decode, raw_fields = shape
+    try:
+        objs = list(map(decode, texts))
+        parts: list[bytes] = list(map(_FORMAT0, map(_ENCODE, objs)))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
+        return [_by_shape(decode, raw_fields, t) for t in texts]
+    # tokens copied as written: redo the texts where one of them may not be canonical
+    for get in raw_fields:
+        if _ODD.search(b"\x00".join(map(get, objs))) is not None:
+            for i, o in enumerate(objs):
+                if _ODD.search(get(o)) is not None:
+                    parts[i] = _one(texts[i])
+    return parts
 
 
 # -- the shape tier ----------------------------------------------------------------------------
-_SCALAR = str | int | float | bool | None
 _ENCODE = msgspec.json.encode
 _PLAIN = msgspec.json.Decoder().decode
-_flags = threading.local()  # `inexact`: a float of the texts being checked is not exact
-
-
-def _flag_float(tok: str) -> float:
-    """`float_token`'s test (a float only when it prints back as written), as a flag."""
-    f = float(tok)
-    if not (repr(f) == tok and "e" not in tok and (f or tok[0] != "-")):
-        _flags.inexact = True
-    return f
-
-
-_CHECK = msgspec.json.Decoder(float_hook=_flag_float).decode
+_ODD = re.compile(rb"[0-9][eE]|-0(?:\.0+)?(?![0-9.])|[{\\]")
+"""In a token copied as written, what makes it differ from its jsonb text: a number in
+exponent form (`1e3` is 1000) or negative zero (`-0.0` is 0.0), an object (keys in
+another order), an escape (`\\u00e9` is `é`). Such text inside a string in an array
+matches too: only slower."""
 _MAX_SHAPES = 4
 SHAPE_MIN_TEXTS = 8
 _MAX_DEPTH = 8
-_shapes: tuple[Any, ...] = ()  # Decoder.decode of recent shapes, most recent first
+_shapes: tuple[tuple[Any, tuple[Any, ...]], ...] = ()  # (decode, Raw field getters), recent first
 _shapes_lock = threading.Lock()
 
 
@@ -140,60 +126,74 @@ class _Unsupported(Exception):
     pass
 
 
-def _by_shape(decode: Any, t: str) -> bytes:
+def _by_shape(decode: Any, raw_fields: tuple[Any, ...], t: str) -> bytes:
+    """One text of a batch that could not be done at once: by its shape, else exactly."""
     try:
-        return _FORMAT(_ENCODE(decode(t)), indent=0)
+        o = decode(t)
+        out = _FORMAT(_ENCODE(o), indent=0)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeEncodeError):
         return _one(t)
+    if any(_ODD.search(get(o)) is not None for get in raw_fields):
+        return _one(t)
+    return out
 
 
-def _type_of(v: Any, depth: int) -> Any:
+def _type_of(v: Any, depth: int, path: str, raw: list[str]) -> Any:
+    """The msgspec type of a value's shape (see the module docstring); the dotted paths of
+    its `Raw` fields are added to `raw`."""
     t = type(v)
     if t is dict:
         if depth > _MAX_DEPTH:
             raise _Unsupported
         keys = sorted(v, key=_key_order)
         names = [f"f{i}" for i in range(len(keys))]
-        struct = msgspec.defstruct(
+        fields = [
+            (n, _type_of(v[k], depth + 1, f"{path}{n}.", raw))
+            for n, k in zip(names, keys, strict=True)
+        ]
+        return msgspec.defstruct(
             "JsonbShape",
-            [(n, _type_of(v[k], depth + 1)) for n, k in zip(names, keys, strict=True)],
+            fields,
             rename=dict(zip(names, keys, strict=True)),
             forbid_unknown_fields=True,
         )
-        return struct | None
-    if t is list:
-        if any(type(x) in (dict, list) for x in v):
-            raise _Unsupported
-        return list[_SCALAR] | None
-    return _SCALAR
+    if t is str:
+        return str | None
+    if t is bool:
+        return bool | None
+    if v is None:
+        return str | bool | None
+    raw.append(path[:-1])  # a number or an array: its token as written
+    return msgspec.Raw
 
 
-def _shape_decoder(text: str) -> Any:
-    """The decode function of a known shape that `text` has (learning its shape if it is
-    an object of a supported one), or None."""
+def _shape_decoder(text: str) -> tuple[Any, tuple[Any, ...]] | None:
+    """(decode, getters of its Raw fields) of a known shape that `text` has (learning its
+    shape if it is an object), or None."""
     global _shapes
     shapes = _shapes
-    for i, decode in enumerate(shapes):
+    for i, shape in enumerate(shapes):
         try:
-            decode(text)
+            shape[0](text)
         except (msgspec.DecodeError, msgspec.ValidationError):
             continue
         if i:
             with _shapes_lock:
-                _shapes = (decode, *(d for d in _shapes if d is not decode))
-        return decode
+                _shapes = (shape, *(d for d in _shapes if d is not shape))
+        return shape
     try:
         v = _PLAIN(text)
         if type(v) is not dict:
             return None
-        typ = _type_of(v, 0).__args__[0]  # the struct itself, not Optional
-        decode = msgspec.json.Decoder(typ).decode
+        raw: list[str] = []
+        decode = msgspec.json.Decoder(_type_of(v, 0, "", raw)).decode
         decode(text)
     except (_Unsupported, msgspec.DecodeError, msgspec.ValidationError, TypeError, ValueError):
         return None
+    shape = (decode, tuple(operator.attrgetter(p) for p in raw))
     with _shapes_lock:
-        _shapes = (decode, *_shapes[: _MAX_SHAPES - 1])
-    return decode
+        _shapes = (shape, *_shapes[: _MAX_SHAPES - 1])
+    return shape
 
 
 def utf8_column(parts: list[bytes]) -> pa.StringArray:
