@@ -89,6 +89,13 @@ def run(conn: psycopg.Connection[Any], sql: str) -> Outcome:
     return Outcome(Counter(tuple(_norm(v) for v in row) for row in rows))
 
 
+def _data_error(o: Outcome) -> bool:
+    """A data exception (class 22), or PostgreSQL's 0A000 for a numeric NaN/Infinity that
+    cannot be converted to an integer type: an error of one row's value either way."""
+    state = o.sqlstate or ""
+    return state.startswith("22") or (state == "0A000" and o.message.startswith("cannot convert"))
+
+
 def compare(sql: str, swell: Outcome, pg: Outcome, report: Report) -> None:
     report.queries += 1
     if swell.sqlstate == "0A000":
@@ -101,11 +108,7 @@ def compare(sql: str, swell: Outcome, pg: Outcome, report: Report) -> None:
         report.agreed += 1
         return
     failed = swell if swell.rows is None else pg if pg.rows is None else None
-    if (
-        failed is not None
-        and (failed.sqlstate or "").startswith("22")
-        and (swell.sqlstate != "XX000")
-    ):
+    if failed is not None and _data_error(failed) and swell.sqlstate != "XX000":
         # a data error (overflow, division by zero) on a row only one side evaluated:
         # PostgreSQL short-circuits AND/OR/CASE and folds strict calls on NULL constants,
         # Swell evaluates whole columns; which rows raise is plan-dependent in both
