@@ -39,7 +39,9 @@ are gone and before the checkpoint is read (at startup and after a failed epoch)
 (before the WAL fsync is awaited; a table with a primary key still holds its DML lock);
 `backfill_sliced`, after each slice of a creating job's backfill (between barriers,
 `engine.stream.backfill`); `source_backfill_read`, after a creating job's one-shot read of
-a source upstream returned, before its rows are stepped (without the epoch lock).
+a source upstream returned, before its rows are stepped (without the epoch lock);
+`checkpoint_pieces`, in a checkpoint large enough to be written in pieces, once its commit
+batch is durable and before the pieces are written to their keys (`engine.state.checkpoint`).
 
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
@@ -69,7 +71,13 @@ POINTS = (
     "post_committed",
 )
 
-OTHER_POINTS = ("recovery", "copy_queued", "backfill_sliced", "source_backfill_read")
+OTHER_POINTS = (
+    "recovery",
+    "copy_queued",
+    "backfill_sliced",
+    "source_backfill_read",
+    "checkpoint_pieces",
+)
 
 
 class InjectedFailure(RuntimeError):

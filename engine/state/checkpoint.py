@@ -1,6 +1,6 @@
-"""Checkpoints: one atomic RocksDB WriteBatch per epoch, and the metadata recovery starts from.
+"""Checkpoints: one atomic commit per epoch, and the metadata recovery starts from.
 
-Checkpoint order (`Checkpointer.commit`), everything in ONE WriteBatch:
+Checkpoint order (`Checkpointer.commit`):
 
 1. Wait until the WAL records the epoch consumed (seq <= wal_seq) are durable, so the
    truncation below never races the WAL writer and the checkpoint never covers a record
@@ -8,22 +8,43 @@ Checkpoint order (`Checkpointer.commit`), everything in ONE WriteBatch:
 2. Drops: `StateTable.drop(batch)` of every table whose owner was dropped this epoch
    (a delete_range over the table's 4-byte id prefix).
 3. State: `StateTable.write_dirty(batch)` of every live table (puts and deletes of the
-   keys changed since the previous checkpoint).
+   keys changed since the previous checkpoint). `batch` here is an `EpochChanges`: it
+   only records the operations, in order.
 4. Metadata under `META_PREFIX`: the extras (catalog blob, source offsets, ...) replace the
    previous checkpoint's set (delete_range of the extras range, then one put per extra;
    operations in a batch apply in order), then the checkpoint record (epoch, wal_seq).
 5. `Wal.truncate_through(wal_seq, batch)`: delete the WAL records now covered by state.
-6. `store.write(batch, sync=True)`.
+6. Written durably, in one of two ways:
+   * small changes (at most `PIECE_OPS` operations and `PIECE_BYTES` bytes): steps 2-5 in
+     ONE WriteBatch, `store.write(batch, sync=True)`;
+   * larger ones: the changes are cut into pieces of that size, each piece is staged as
+     an immutable blob under `STAGE_PREFIX` (marshal of its keys and values, written in
+     parts of at most `PIECE_BYTES`, several small writes, no sync); then ONE small
+     WriteBatch holds steps 4-5 and `PENDING_KEY` (how many pieces), written with
+     sync=True: that is the commit; then each piece is written to its real keys as a
+     WriteBatch of its own, and a last batch deletes the staged blobs and `PENDING_KEY`.
+
+Why pieces: rocksdict holds the interpreter lock for the whole of a `db.write` (about 1 to
+2 ms per MB or per 4k keys, more when RocksDB stalls the write for a memtable flush), so
+one WriteBatch of a 1M-row epoch stopped every session's thread for hundreds of ms.
+Between pieces the lock is free for a moment and the sessions answer.
 
 Why it is atomic: RocksDB applies a WriteBatch all-or-nothing, including after a crash
 (the batch is one record in RocksDB's own log, fsynced by sync=True before `commit`
-returns). So after any crash the store holds either the previous checkpoint with its WAL
-records, or this checkpoint with those records removed: state, catalog, source offsets and
-the WAL cut always agree.
+returns). The commit batch is the single point: before it lands, the store holds the
+previous checkpoint, its WAL records and perhaps staged blobs nothing references (removed
+at the next open); after it, the new checkpoint's metadata and WAL cut with `PENDING_KEY`
+naming staged pieces that hold every change. Recovery (`Checkpointer.__init__`, `reset`)
+first writes the pieces named by `PENDING_KEY` to their keys again (puts, deletes and range
+deletes in their order, so writing a piece twice gives the same result; nothing else
+writes state keys meanwhile) and then clears them. So after any crash the store holds
+either the previous checkpoint with its WAL records, or this checkpoint with those records
+removed: state, catalog, source offsets and the WAL cut always agree.
 
 Recovery order (the runtime, at startup):
 
-1. `Checkpointer.load()` -> `CheckpointMeta` or None (fresh database);
+1. `Checkpointer(store, wal)` finishes a checkpoint whose pieces were not all written;
+   `Checkpointer.load()` -> `CheckpointMeta` or None (fresh database);
 2. rebuild the catalog from `meta.extra` and create the StateTables it names;
 3. `StateTable.load(store)` for every table (prefix scan);
 4. seek sources to the offsets in `meta.extra`;
@@ -32,19 +53,23 @@ Recovery order (the runtime, at startup):
 
 If `commit` raises, the tables have already handed their dirty keys to the lost batch, so
 in-memory state is ahead of the store: the Checkpointer refuses further commits until the
-runtime has rebuilt its state from the store (`Runtime.recover`) and called `reset()`.
+runtime has rebuilt its state from the store (`Runtime.recover`) and called `reset()`
+(which also finishes the pieces of a commit that failed after its commit batch landed:
+that epoch is then the recovered checkpoint).
 
 Fault points (`engine.faults`, for the crash tests): `checkpoint_batch` once the batch is
-built, before it is written.
+built, before it is written; `checkpoint_pieces` after the commit batch of a checkpoint
+written in pieces, before its pieces are written to their keys.
 """
 
 from __future__ import annotations
 
+import marshal
 import struct
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine import faults
 from engine.latency import Histogram
@@ -52,7 +77,7 @@ from engine.state.codec import RESERVED_PREFIX
 from engine.state.store import StorageError
 
 if TYPE_CHECKING:
-    from engine.state.store import StateStore
+    from engine.state.store import StateStore, WriteBatchLike
     from engine.state.table import StateTable
     from engine.state.wal import Wal
 
@@ -62,8 +87,78 @@ CHECKPOINT_KEY = META_PREFIX + b"checkpoint"
 EXTRA_PREFIX = META_PREFIX + b"x/"
 EXTRA_END = META_PREFIX + b"x0"  # b"/" + 1
 
+STAGE_PREFIX = META_PREFIX + b"s/"
+"""Staged pieces of a checkpoint being written: `STAGE_PREFIX | piece (4 bytes BE) | part
+(4 bytes BE)` -> part of `marshal.dumps((keys, values))` (module docstring)."""
+STAGE_END = META_PREFIX + b"s0"  # b"/" + 1
+PENDING_KEY = META_PREFIX + b"pending"
+"""Present while a committed checkpoint's pieces are not all written: 4-byte BE count."""
+PIECE_OPS = 4096
+PIECE_BYTES = 1 << 20
+"""A checkpoint larger than this (operations, bytes of values) is written in pieces of at
+most this size (module docstring): each is one `db.write` of about 2 ms."""
+
 _FORMAT_VERSION = 1
 _RECORD = struct.Struct(">BQQ")
+_U32 = struct.Struct(">I")
+
+
+class EpochChanges:
+    """The operations of one checkpoint, recorded in order (a `WriteBatchLike`).
+
+    A value is the bytes of a put, None for a delete, or `(end,)` for a range delete
+    starting at the key: the form a staged piece keeps (marshal reads it back as is)."""
+
+    __slots__ = ("keys", "values", "nbytes")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.values: list[bytes | tuple[bytes] | None] = []
+        self.nbytes = 0
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.nbytes += len(value)
+
+    def delete(self, key: bytes) -> None:
+        self.keys.append(key)
+        self.values.append(None)
+
+    def delete_range(self, begin: bytes, end: bytes) -> None:
+        self.keys.append(begin)
+        self.values.append((end,))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """[start, end) ranges of at most `PIECE_OPS` operations and about `PIECE_BYTES`."""
+        n = len(self.keys)
+        if n <= PIECE_OPS and self.nbytes <= PIECE_BYTES:
+            return [(0, n)] if n else []
+        out: list[tuple[int, int]] = []
+        start = size = 0
+        for i, v in enumerate(self.values):
+            if i - start >= PIECE_OPS or (size >= PIECE_BYTES and i > start):
+                out.append((start, i))
+                start, size = i, 0
+            if v is not None and v.__class__ is not tuple:
+                size += len(v)
+        out.append((start, n))
+        return out
+
+
+def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:
+    """Replay recorded operations (`EpochChanges`) into a WriteBatch."""
+    put, delete, delete_range = batch.put, batch.delete, batch.delete_range
+    for k, v in zip(keys, values, strict=True):
+        if v is None:
+            delete(k)
+        elif v.__class__ is tuple:
+            delete_range(k, v[0])
+        else:
+            put(k, v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +178,7 @@ class Checkpointer:
         self._store = store
         self._wal = wal
         self._failed: BaseException | None = None
+        self._finish_pieces()
         meta = self.load()
         self._last_epoch = meta.epoch if meta else -1
         self._last_wal_seq = meta.wal_seq if meta else 0
@@ -119,21 +215,29 @@ class Checkpointer:
         t0 = time.perf_counter()
         if wal_seq > 0:
             self._wal.wait_durable(wal_seq)  # 1
-        batch = self._store.new_batch()
+        changes = EpochChanges()
         try:
             for t in dropped:  # 2
-                t.drop(batch)
+                t.drop(changes)
             keys = 0
             for t in tables:  # 3
-                keys += t.write_dirty(batch)
-            batch.delete_range(EXTRA_PREFIX, EXTRA_END)  # 4
+                keys += t.write_dirty(changes)
+            meta = EpochChanges()
+            meta.delete_range(EXTRA_PREFIX, EXTRA_END)  # 4
             for name, blob in extra.items():
-                batch.put(EXTRA_PREFIX + name.encode(), blob)
-            batch.put(CHECKPOINT_KEY, _RECORD.pack(_FORMAT_VERSION, epoch, wal_seq))
-            self._wal.truncate_through(wal_seq, batch)  # 5
+                meta.put(EXTRA_PREFIX + name.encode(), blob)
+            meta.put(CHECKPOINT_KEY, _RECORD.pack(_FORMAT_VERSION, epoch, wal_seq))
+            self._wal.truncate_through(wal_seq, meta)  # 5
             faults.hit("checkpoint_batch")
             t1 = time.perf_counter()
-            size = self._store.write(batch, sync=True)  # 6
+            pieces = changes.pieces()
+            if len(pieces) <= 1:  # 6: one batch
+                batch = self._store.new_batch()
+                _fill(batch, changes.keys, changes.values)
+                _fill(batch, meta.keys, meta.values)
+                size = self._store.write(batch, sync=True)
+            else:
+                size = self._write_pieces(changes, pieces, meta)
         except BaseException as e:
             self._failed = e
             raise
@@ -148,9 +252,68 @@ class Checkpointer:
         self.last_keys = keys
         self.total_bytes += size
 
+    def _write_pieces(
+        self, changes: EpochChanges, pieces: list[tuple[int, int]], meta: EpochChanges
+    ) -> int:
+        """Step 6 for a large checkpoint (module docstring): stage, commit, write, clear."""
+        store = self._store
+        size = 0
+        for i, (a, b) in enumerate(pieces):
+            blob = marshal.dumps((changes.keys[a:b], changes.values[a:b]))
+            for part, off in enumerate(range(0, len(blob), PIECE_BYTES)):
+                staged = store.new_batch()
+                staged.put(_stage_key(i, part), blob[off : off + PIECE_BYTES])
+                size += store.write(staged, sync=False)
+            del blob
+        meta.put(PENDING_KEY, _U32.pack(len(pieces)))
+        commit = store.new_batch()
+        _fill(commit, meta.keys, meta.values)
+        size += store.write(commit, sync=True)  # the commit
+        faults.hit("checkpoint_pieces")
+        for a, b in pieces:
+            batch = store.new_batch()
+            _fill(batch, changes.keys[a:b], changes.values[a:b])
+            size += store.write(batch, sync=False)
+        self._clear_pieces()
+        return size
+
+    def _clear_pieces(self) -> None:
+        """Drop the staged pieces and the pending mark; not synced: if a crash loses this
+        write, the next open writes the pieces again, which changes nothing."""
+        batch = self._store.new_batch()
+        batch.delete_range(STAGE_PREFIX, STAGE_END)
+        batch.delete(PENDING_KEY)
+        self._store.write(batch, sync=False)
+
+    def _finish_pieces(self) -> None:
+        """Write the pieces of a committed checkpoint again (a crash or a failure may have
+        stopped their writing), then clear them; staged blobs nothing references (a crash
+        before the commit batch) are cleared too."""
+        raw = self._store.get(PENDING_KEY)
+        if raw is None:
+            if self._store.last_key_in(STAGE_PREFIX, STAGE_END) is not None:
+                self._clear_pieces()
+            return
+        (count,) = _U32.unpack(raw)
+        for i in range(count):
+            prefix = STAGE_PREFIX + _U32.pack(i)
+            parts = [v for _, v in self._store.scan_range(prefix, _stage_key(i + 1, 0))]
+            if not parts:
+                raise StorageError(
+                    "a committed checkpoint's staged changes are missing",
+                    detail=f"piece {i} of {count}",
+                )
+            keys, values = marshal.loads(b"".join(parts))
+            batch = self._store.new_batch()
+            _fill(batch, keys, values)
+            self._store.write(batch, sync=False)
+        self._clear_pieces()
+        self._store.write(self._store.new_batch(), sync=True)
+
     def reset(self) -> CheckpointMeta | None:
         """Forget an earlier failed commit and re-read what the store holds (the runtime
         calls it when it rebuilds its state from the store); returns that checkpoint."""
+        self._finish_pieces()
         meta = self.load()
         self._failed = None
         self._last_epoch = meta.epoch if meta else -1
@@ -175,3 +338,7 @@ class Checkpointer:
     def records_to_replay(self, meta: CheckpointMeta | None) -> Iterator[tuple[int, bytes]]:
         """The WAL records recovery must replay after loading `meta`'s state."""
         return self._wal.records_after(meta.wal_seq if meta is not None else 0)
+
+
+def _stage_key(piece: int, part: int) -> bytes:
+    return STAGE_PREFIX + _U32.pack(piece) + _U32.pack(part)

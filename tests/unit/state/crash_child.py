@@ -1,6 +1,7 @@
 """Child processes for the crash tests: they work and acknowledge on stdout until killed.
 
 Run as `python crash_child.py wal <dir>` or `python crash_child.py checkpoint <dir>`
+(`checkpoint-keyed`: a key per row, so every checkpoint is written in pieces)
 with the repository root on PYTHONPATH. Not a test module (no `test_` prefix).
 """
 
@@ -55,15 +56,18 @@ def expected_table(epoch: int) -> dict[tuple[int], tuple[int, int]]:
     return rows
 
 
-def run_checkpoint(path: Path) -> None:
+def run_checkpoint(path: Path, keyed: bool = False) -> None:
     """Each epoch overwrites and deletes many keys, then commits; acks the epoch after.
 
     Resumes after the last checkpoint, so the test can kill and restart it repeatedly.
+    `keyed`: the table stores a key per row, so each checkpoint is written in pieces.
     """
     store = StateStore.open(path)
     wal = Wal(store)
     cp = Checkpointer(store, wal)
     table = StateTable(9, "t")
+    if keyed:
+        table.prefer_keyed()
     meta = cp.load()  # recover and continue, so one test can crash the same store repeatedly
     epoch = meta.epoch if meta is not None else 0
     table.load(store)
@@ -80,4 +84,7 @@ def run_checkpoint(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    {"wal": run_wal, "checkpoint": run_checkpoint}[sys.argv[1]](Path(sys.argv[2]))
+    if sys.argv[1] == "checkpoint-keyed":
+        run_checkpoint(Path(sys.argv[2]), keyed=True)
+    else:
+        {"wal": run_wal, "checkpoint": run_checkpoint}[sys.argv[1]](Path(sys.argv[2]))
