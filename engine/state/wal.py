@@ -7,10 +7,11 @@ Records are keys `WAL_PREFIX + seq` (8-byte big-endian, so RocksDB order is sequ
 whose values are the caller's payload bytes; the log does not interpret payloads.
 
 Group commit: `append` only assigns the next sequence number and queues the record. One
-background writer thread repeatedly takes everything queued, writes it as one WriteBatch
-with sync=True and then wakes every waiter whose record is now durable. While one fsync is
-in flight, new appends pile up and share the next one, so N concurrent writers cost far
-fewer than N fsyncs. Records become durable strictly in sequence order.
+background writer thread repeatedly takes everything queued, writes it (in batches of about
+`GROUP_BYTES`, the last with sync=True) and then wakes every waiter whose record is now
+durable. While one fsync is in flight, new appends pile up and share the next one, so N
+concurrent writers cost far fewer than N fsyncs. Records become durable strictly in
+sequence order.
 
 Lifecycle:
 1. `Wal(store)` resumes numbering after max(highest record, truncation floor) and starts
@@ -201,12 +202,15 @@ class Wal:
                 if not self._queue:
                     return  # closing and drained
                 records, self._queue = self._queue, []
-            batch = store.new_batch()
-            for seq, payload in records:
-                batch.put(wal_key(seq), payload)
             t0 = time.perf_counter()
             try:
-                size = store.write(batch, sync=True)
+                size = 0
+                groups = _groups(records)
+                for i, group in enumerate(groups):
+                    batch = store.new_batch()
+                    for seq, payload in group:
+                        batch.put(wal_key(seq), payload)
+                    size += store.write(batch, sync=i == len(groups) - 1)
             except BaseException as e:  # noqa: BLE001 - every waiter must learn of it
                 self._fail(e)
                 return
@@ -253,6 +257,28 @@ class Wal:
 
     def __repr__(self) -> str:
         return f"Wal(last_seq={self._last_seq}, durable_seq={self._durable_seq})"
+
+
+GROUP_BYTES = 1 << 20
+"""The writer writes what is queued in batches of about this many bytes (one record each at
+least), fsyncing once after the last: rocksdict holds the interpreter lock for a whole
+`db.write` (about 2 ms per MB), so a queue of big records (a COPY's) written as one batch
+stopped every other thread for tens of ms. Records are independent (each is acknowledged
+only once every record up to it is durable), and a crash loses a suffix of the batches
+written without fsync, so durability stays in sequence order."""
+
+
+def _groups(records: list[tuple[int, bytes]]) -> list[list[tuple[int, bytes]]]:
+    """`records` cut into consecutive runs of about `GROUP_BYTES`."""
+    out: list[list[tuple[int, bytes]]] = [[]]
+    size = 0
+    for rec in records:
+        if size >= GROUP_BYTES and out[-1]:
+            out.append([])
+            size = 0
+        out[-1].append(rec)
+        size += len(rec[1])
+    return out
 
 
 def _resolve(futs: list[tuple[asyncio.Future[int], int]], error: BaseException | None) -> None:

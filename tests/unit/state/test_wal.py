@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.state.store import StateStore, StorageError
-from engine.state.wal import Wal
+from engine.state.wal import GROUP_BYTES, Wal, _groups
 
 REPO = Path(__file__).resolve().parents[3]
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -172,3 +172,21 @@ def test_acked_records_survive_kill_9(tmp_path: Path) -> None:
         assert sorted(stored) == list(range(1, len(stored) + 1))  # no holes
     finally:
         store.close()
+
+
+def test_big_queued_records_are_cut_into_batches_and_read_back_in_order(
+    store: StateStore,
+) -> None:
+    """Records bigger than a write group go out in several batches, fsynced once: all of
+    them read back, in order, and the durable mark covers the last."""
+    assert _groups([(1, b"a" * GROUP_BYTES), (2, b"b"), (3, b"c" * GROUP_BYTES), (4, b"d")]) == [
+        [(1, b"a" * GROUP_BYTES)],
+        [(2, b"b"), (3, b"c" * GROUP_BYTES)],
+        [(4, b"d")],
+    ]
+    wal = Wal(store)
+    payloads = [bytes([i]) * (GROUP_BYTES // 2 + i) for i in range(7)]
+    seqs = [wal.append(p) for p in payloads]
+    wal.wait_durable(seqs[-1], timeout=30)
+    assert [p for _, p in wal.records_after(0)] == payloads
+    wal.close()
