@@ -205,6 +205,12 @@ class DiskStateTable:
         table's share of the operator-cache budget."""
         return self._hot.per_table() * self._hot.entry_bytes // max(row_bytes, 1)
 
+    def committed_empty(self) -> bool:
+        """Whether RocksDB holds no row of this table (one seek; a columnar cache that
+        saw the table empty and kept every row since needs no store reads)."""
+        end = self._prefix + _LEGACY_START
+        return self._store.last_key_in(self._prefix + b"\x00", end) is None
+
     @property
     def has_overlay(self) -> bool:
         """Whether the tuple overlay holds changes of this epoch."""

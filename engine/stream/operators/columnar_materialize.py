@@ -144,6 +144,10 @@ class ColumnarMaterializeOp(Operator):
         batch = conform(chunk.data, self._arrow_schema)
         w = chunk.weights()
         if not (w > 0).all():
+            arr = self._store.int_keys(batch)
+            paired = None if arr is None else _paired_int_changes(batch, arr, w)
+            if paired is not None:
+                return self._apply_int(batch, *paired)
             return self._apply(batch, *self._consolidate(batch, w))
         arr = self._store.int_keys(batch)
         if arr is not None and _distinct(arr) and not self._store.has_any(arr):
@@ -248,6 +252,62 @@ class ColumnarMaterializeOp(Operator):
         self._store.finish(touched)
         return StreamChunk(ops, out)
 
+    def _apply_int(
+        self,
+        batch: pa.RecordBatch,
+        del_keys: np.ndarray,
+        ins_pos: np.ndarray,
+        ins_keys: np.ndarray,
+        pair: np.ndarray,
+    ) -> StreamChunk | None:
+        """`_apply` for int64 pks given as arrays (`_paired_int_changes`): the same rows,
+        order and state, with numpy calls per chunk instead of Python lists of keys.
+        `pair[i]` is the position in `ins_keys` of the insert re-adding `del_keys[i]`, or
+        -1; a re-inserted key is looked up once, through its insert."""
+        store = self._store
+        ilocs = store.lookup(ins_keys)
+        reins = pair >= 0
+        dlocs = np.empty(len(del_keys), np.int64)
+        dlocs[reins] = ilocs[pair[reins]]
+        if not reins.all():
+            dlocs[~reins] = store.lookup(del_keys[~reins])
+        missing = dlocs < 0
+        if missing.any():
+            self._missing(del_keys[missing].tolist())
+        keep = ~missing & ~reins
+        del_locs = dlocs[keep]
+        gone: list[Any] = del_keys[keep].tolist()
+        exists = ilocs >= 0
+        kept = ~exists
+        old_rows: pa.RecordBatch | None = None
+        old_locs = np.empty(0, np.int64)
+        ins_batch = batch.take(pa.array(ins_pos)) if len(ins_pos) < batch.num_rows else batch
+        if exists.any():
+            ex_locs = ilocs[exists]
+            ex_old = store.gather(ex_locs)
+            changed = ~rows_equal(ex_old, ins_batch.filter(pa.array(exists)))
+            kept[exists] = changed
+            old_locs = ex_locs[changed]
+            old_rows = ex_old.filter(pa.array(changed)) if not changed.all() else ex_old
+        n_del, n_upd = len(del_locs), len(old_locs)
+        if not n_del and not kept.any():
+            return None
+        parts: list[pa.RecordBatch] = []
+        if n_del:
+            parts.append(store.gather(del_locs))
+        if n_upd:
+            assert old_rows is not None
+            parts.append(old_rows)
+        every = bool(kept.all())
+        new_rows = ins_batch if every else ins_batch.filter(pa.array(kept))
+        parts.append(new_rows)
+        out, ops = _interleave(parts, n_del, n_upd, exists[kept])
+        touched = store.kill(np.concatenate([del_locs, old_locs]), gone)
+        if len(new_rows):
+            store.append(new_rows, ins_keys if every else ins_keys[kept])
+        store.finish(touched)
+        return StreamChunk(ops, out)
+
     def _missing(self, pks: list[Any]) -> None:
         if self.strict:
             raise InternalError(
@@ -300,6 +360,48 @@ def _paired_changes(
         pos_at[keep_pos],
         list(compress(ins_keys, keep_pos)),
     )
+
+
+def _paired_int_changes(
+    batch: pa.RecordBatch, keys: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_paired_changes` for int64 pks given as an array: (delete keys, insert positions,
+    insert keys, and per delete key the position in the insert keys of the insert that
+    re-adds it, or -1). Sorts and searches instead of Python lists and dicts; None when
+    the chunk has another shape (the general path then consolidates it)."""
+    neg = w < 0
+    neg_at = np.flatnonzero(neg)
+    pos_at = np.flatnonzero(~neg)
+    dk, ik = keys[neg_at], keys[pos_at]
+    if not _distinct(dk) or not _distinct(ik):
+        return None
+    pair = np.full(len(dk), -1, np.int64)
+    if not len(dk) or not len(ik):
+        return dk, pos_at, ik, pair
+    order = np.argsort(dk, kind="stable")
+    sdk = dk[order]
+    at = np.minimum(np.searchsorted(sdk, ik), len(sdk) - 1)
+    hit = sdk[at] == ik
+    paired = np.flatnonzero(hit)  # positions in ik (and pos_at)
+    dpos = order[at[paired]]  # their delete's position in dk (and neg_at)
+    if (neg_at[dpos] > pos_at[paired]).any():
+        return None  # an insert followed by a delete of the same pk: consolidate
+    if len(paired) and any(pa.types.is_nested(t) for t in batch.schema.types):
+        return None
+    keep_neg = np.ones(len(dk), bool)
+    keep_pos = np.ones(len(ik), bool)
+    if len(paired):
+        # equal as a group-by sees them: NULL equal to NULL and NaN to NaN
+        old, new = batch.take(pa.array(neg_at[dpos])), batch.take(pa.array(pos_at[paired]))
+        same = rows_equal(old, new, nan_equal=True)
+        keep_neg[dpos[same]] = False
+        keep_pos[paired[same]] = False
+        live = ~same
+        pair[dpos[live]] = paired[live]
+    if not keep_pos.all():
+        remap = np.cumsum(keep_pos) - 1  # old insert position -> position among the kept
+        pair = np.where(pair >= 0, remap[np.maximum(pair, 0)], -1)
+    return dk[keep_neg], pos_at[keep_pos], ik[keep_pos], pair[keep_neg]
 
 
 def _distinct(arr: np.ndarray) -> bool:

@@ -173,6 +173,11 @@ class KeyedSegments:
             return None
         return np.asarray(a.to_numpy(zero_copy_only=False), np.int64)
 
+    def _keys_fast(self, batch: pa.RecordBatch) -> list[Any] | np.ndarray:
+        """`int_keys` where it applies (no Python object per row), else `keys`."""
+        arr = self.int_keys(batch)
+        return self.keys(batch) if arr is None else arr
+
     def key_of(self, values: Row) -> Any:
         """The index key of one row's key column values (Python values)."""
         arrays = [
@@ -317,7 +322,7 @@ class KeyedSegments:
         if not parts:
             return EMPTY, EMPTY
         merged = pa.concat_batches(parts) if len(parts) > 1 else parts[0]
-        new = self.append(merged, self.keys(merged))
+        new = self.append(merged, self._keys_fast(merged))
         return np.concatenate(old), new
 
     def _drop(self, sid: int) -> None:

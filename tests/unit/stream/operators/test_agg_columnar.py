@@ -227,6 +227,38 @@ def test_many_groups_past_the_cache_and_append_only_extremes() -> None:
     assert got == Counter({(k, len(v), min(v), 3 * max(v)): 1 for k, v in want.items()})
 
 
+@pytest.mark.parametrize("restart", [False, True])
+def test_fresh_groups_skip_store_reads_until_rows_leave_the_cache(restart: bool) -> None:
+    """A table seen empty is answered from the cache alone (no multi-get for new groups)
+    until the 1024-row cache evicts live rows; from then on misses read the store, and
+    the results stay exact with or without a restart in between."""
+    aggs = [AggCall("count_star", None, BIGINT), AggCall("sum", 1, BIGINT)]
+    rng = np.random.default_rng(11)
+    want: dict[int, list[int]] = {}
+    got: Counter[Row] = Counter()
+    with tempfile.TemporaryDirectory() as d, StateStore.open(Path(d)) as store:
+        reads: list[int] = []
+        real = store.multi_get
+        store.multi_get = lambda keys: (reads.append(len(keys)), real(keys))[1]  # type: ignore[method-assign]
+        op = disk_op(store, aggs)
+        for step, (n_keys, n_rows) in enumerate(
+            [(500, 800), (900, 800), (5000, 3000), (5000, 3000)]
+        ):
+            ks = rng.integers(0, n_keys, n_rows).tolist()
+            vs = rng.integers(-100, 100, n_rows).tolist()
+            rows = [(k, v, None, v) for k, v in zip(ks, vs, strict=True)]
+            for k, v, _, _ in rows:
+                want.setdefault(k, []).append(v)
+            integrate(got, op.step([make_chunk(F, [Op.INSERT] * len(rows), rows)]))
+            if step < 2 and not restart:  # under the cache's 1024 rows: nothing evicted
+                assert not reads, f"step {step}"
+            checkpoint(store, op)
+            if restart:
+                op = disk_op(store, aggs)
+        assert reads  # past the cache (or restarted): the committed rows were read
+    assert got == Counter({(k, len(v), sum(v)): 1 for k, v in want.items()})
+
+
 def test_rows_of_the_older_marshal_form_are_read_and_rewritten() -> None:
     aggs = [AggCall("count_star", None, BIGINT), AggCall("sum", 1, BIGINT)]
     with tempfile.TemporaryDirectory() as d, StateStore.open(Path(d)) as store:
