@@ -51,7 +51,7 @@ class DictIndex:
     def get(self, key: Any) -> int | None:
         return self._d.get(key)
 
-    def lookup(self, keys: list[Any]) -> np.ndarray:
+    def lookup(self, keys: list[Any] | np.ndarray) -> np.ndarray:
         return np.fromiter(map(self._d.get, keys, repeat(-1)), np.int64, len(keys))
 
     def has_any(self, keys: Iterable[Any]) -> bool:

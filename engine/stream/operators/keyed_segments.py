@@ -187,7 +187,7 @@ class KeyedSegments:
         cols = [fn(a)[0] for fn, a in zip(self.key_fns, arrays, strict=True)]
         return cols[0] if len(cols) == 1 else tuple(cols)
 
-    def lookup(self, keys: list[Any]) -> np.ndarray:
+    def lookup(self, keys: list[Any] | np.ndarray) -> np.ndarray:
         """Locations of `keys` (-1 where not stored)."""
         return self.index.lookup(keys)
 
