@@ -67,9 +67,14 @@ from __future__ import annotations
 import marshal
 import struct
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import is_not
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from engine import faults
 from engine.latency import Histogram
@@ -121,6 +126,13 @@ class EpochChanges:
         self.values.append(value)
         self.nbytes += len(value)
 
+    def put_many(self, keys: list[bytes], values: list[bytes]) -> None:
+        """Puts of `keys[i]` -> `values[i]` in that order (a table's changed rows at C
+        speed: no Python call per row)."""
+        self.keys.extend(keys)
+        self.values.extend(values)
+        self.nbytes += sum(map(len, values))
+
     def delete(self, key: bytes) -> None:
         self.keys.append(key)
         self.values.append(None)
@@ -137,28 +149,48 @@ class EpochChanges:
         n = len(self.keys)
         if n <= PIECE_OPS and self.nbytes <= PIECE_BYTES:
             return [(0, n)] if n else []
+        # a piece ends at the first operation past PIECE_OPS ones, or after the one whose
+        # value brought its bytes to PIECE_BYTES: found with the running byte total
+        sizes = np.fromiter(map(_op_bytes, self.values), np.int64, n)
+        total = np.concatenate([[0], np.cumsum(sizes)])
         out: list[tuple[int, int]] = []
-        start = size = 0
-        for i, v in enumerate(self.values):
-            if i - start >= PIECE_OPS or (size >= PIECE_BYTES and i > start):
-                out.append((start, i))
-                start, size = i, 0
-            if v is not None and v.__class__ is not tuple:
-                size += len(v)
-        out.append((start, n))
-        return out
+        start = 0
+        while True:
+            by_bytes = int(np.searchsorted(total, total[start] + PIECE_BYTES, "left"))
+            end = min(start + PIECE_OPS, max(by_bytes, start + 1))
+            if end >= n:
+                out.append((start, n))
+                return out
+            out.append((start, end))
+            start = end
+
+
+def _op_bytes(v: bytes | tuple[bytes] | None) -> int:
+    return 0 if v is None or v.__class__ is tuple else len(v)  # type: ignore[arg-type]
 
 
 def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:
-    """Replay recorded operations (`EpochChanges`) into a WriteBatch."""
+    """Replay recorded operations (`EpochChanges`) into a WriteBatch: runs of puts (a
+    table's rows) at C speed, deletes and range deletes one by one, all in order."""
     put, delete, delete_range = batch.put, batch.delete, batch.delete_range
-    for k, v in zip(keys, values, strict=True):
+    n = len(keys)
+    if len(values) != n:
+        raise ValueError("keys and values differ in length")
+    other = list(compress(range(n), map(is_not, map(type, values), repeat(bytes))))
+    start = 0
+    for i in other:
+        if i > start:
+            deque(map(put, keys[start:i], values[start:i]), 0)
+        v = values[i]
         if v is None:
-            delete(k)
+            delete(keys[i])
         elif v.__class__ is tuple:
-            delete_range(k, v[0])
+            delete_range(keys[i], v[0])
         else:
-            put(k, v)
+            put(keys[i], v)
+        start = i + 1
+    if start < n:
+        deque(map(put, keys[start:], values[start:]), 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -364,7 +364,12 @@ class ColumnarGroups:
         live, dead = order[alive], order[~alive]
         cols, valids = self.gather(d[live])
         at = fulls.__getitem__
-        deque(map(batch.put, map(at, live.tolist()), self.layout.encode(cols, valids)), 0)
+        live_keys = list(map(at, live.tolist()))
+        put_many = getattr(batch, "put_many", None)  # the checkpoint's `EpochChanges`
+        if put_many is not None:
+            put_many(live_keys, self.layout.encode(cols, valids))
+        else:
+            deque(map(batch.put, live_keys, self.layout.encode(cols, valids)), 0)
         deque(map(batch.delete, map(at, dead.tolist())), 0)
         self._dirty[d] = False
         self._dirty_n = 0
