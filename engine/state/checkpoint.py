@@ -166,7 +166,7 @@ class EpochChanges:
 
 
 def _op_bytes(v: bytes | tuple[bytes] | None) -> int:
-    return 0 if v is None or v.__class__ is tuple else len(v)  # type: ignore[arg-type]
+    return 0 if v is None or v.__class__ is tuple else len(v)
 
 
 def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:
