@@ -96,7 +96,7 @@ from engine.stream.graph import (
 from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
-from engine.stream.parallel.flow import build_parallel_plan
+from engine.stream.parallel.flow import build_parallel_plan, holding_outputs
 from engine.stream.parallel.fragment import PARALLEL_NODES, PARALLELISM, choose
 from engine.stream.parallel.pool import WorkerPool
 from engine.stream.parallel.transport import WorkerLauncher, config_of
@@ -918,7 +918,11 @@ class Runtime:
         def step(d: dict[int, StreamChunk | None], f: ViewFlow | SinkFlow = flow) -> None:
             if isinstance(f, SinkFlow):
                 f.step(d, self.epoch + 1)  # its output goes to the writer with this epoch
-            else:
+                return
+            # parallel aggregations keep a slice's output in their actors until the
+            # barrier's step; not while a checkpoint of the stepped epoch is pending (it
+            # would commit the actors' state without the view's rows)
+            with holding_outputs(f.nodes, on=self._commit_cut is None):
                 f.step(d)
 
         job = BackfillJob(

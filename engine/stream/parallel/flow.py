@@ -124,6 +124,18 @@ class ParallelOp(Operator):
         # actors stepped (or built) since their writes were last collected: only they can
         # have dirty writes, so an idle view's checkpoint sends its workers nothing
         self.dirty: set[int] = set(range(p))
+        # backfill slices of an aggregation hold their output in the actors (`hold`, set
+        # by `holding_outputs`); `held`: the actors holding some, released at the next
+        # step without hold, which the barrier makes (`time_driven`)
+        self.holds = sn.kind == "StreamHashAgg"
+        self.hold = False
+        self.held: set[int] = set()
+
+    @property
+    def time_driven(self) -> bool:
+        """Step me at the barrier even without input while actors hold output: the epoch's
+        checkpoint must not commit their state without the view's rows."""
+        return bool(self.held)
 
     def actors_on(self) -> dict[int, list[int]]:
         """worker -> the actor indexes it runs."""
@@ -158,7 +170,11 @@ class ParallelOp(Operator):
             self.pool.call(reqs)
 
     def step(self, inputs: list[StreamChunk | None]) -> StreamChunk | None:
-        force = all(c is None or len(c) == 0 for c in inputs)
+        hold = self.hold and self.holds
+        release = set() if hold else self.held  # actors to step for their held output
+        # no input: every actor is stepped (a forced step), unless it is the barrier's
+        # call to release held output (then only the holders, without stepping them)
+        force = all(c is None or len(c) == 0 for c in inputs) and not release
         parts = [split(c, self.keys[k], self.p) for k, c in enumerate(inputs)]
         self.rows_in += sum(len(c) for c in inputs if c is not None)
         reqs: dict[int, bytes] = {}
@@ -169,7 +185,8 @@ class ParallelOp(Operator):
             bodies: list[bytes] = []
             for i in actors:
                 mine = [parts[k][i] for k in range(len(inputs))]
-                if not force and all(c is None for c in mine):
+                idle = all(c is None for c in mine)
+                if not force and idle and i not in release:
                     continue
                 refs: list[int] = []
                 for c in mine:
@@ -179,11 +196,13 @@ class ParallelOp(Operator):
                         self.actor_rows_in[i] += len(c)
                         refs.append(len(bodies))
                         bodies.append(protocol.chunk_body(c))
-                steps.append({"actor": self.actor_keys[i], "inputs": refs})
+                run = force or not idle  # else only its held output is wanted
+                steps.append({"actor": self.actor_keys[i], "inputs": refs, "run": run})
                 order.setdefault(w, []).append(i)
                 self.dirty.add(i)
             if steps:
-                req = protocol.encode({"cmd": "step", "steps": steps, "now": now}, bodies)
+                header = {"cmd": "step", "steps": steps, "now": now, "hold": hold}
+                req = protocol.encode(header, bodies)
                 self.exchange_bytes += len(req)
                 reqs[w] = req
         if not reqs:
@@ -194,6 +213,10 @@ class ParallelOp(Operator):
             for i, s in zip(order[w], header["steps"], strict=True):
                 for expr, sqlstate, message, count, sample in s["errors"]:
                     self._report(expr, sqlstate, message, count, sample)
+                if s.get("held"):
+                    self.held.add(i)
+                else:
+                    self.held.discard(i)
                 if s["out"] >= 0:
                     c = protocol.chunk_from(bodies[s["out"]])
                     if c is not None:
@@ -326,3 +349,19 @@ def build_parallel_plan(
         tables.extend(alloc.made.values())
         nodes.append(Node(built, list(sn.inputs), sn.watermark_transfer()))
     return nodes, tables
+
+
+@contextlib.contextmanager
+def holding_outputs(nodes: list[Node], on: bool = True) -> Iterator[None]:
+    """Within the block, the flow's parallel aggregations keep their actors' outputs in the
+    workers (`ParallelOp.hold`): for the backfill's slices of a creating view, whose rows
+    nobody reads before its checkpoint. The barrier's step releases them; `on=False`
+    (a checkpoint of stepped state is pending) holds nothing."""
+    ops = [n.op for n in nodes if isinstance(n.op, ParallelOp)]
+    for op in ops:
+        op.hold = on
+    try:
+        yield
+    finally:
+        for op in ops:
+            op.hold = False

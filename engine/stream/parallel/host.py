@@ -16,7 +16,12 @@ Commands (header `"cmd"`):
   by `engine.stream.build.build_op`, like the coordinator's.
 * `step`   per actor: its input chunks for this epoch (and `force`); returns each
   actor's output chunk and the expression errors its rows raised (reported by the
-  coordinator into the job's event log).
+  coordinator into the job's event log). With `"hold"` (a backfill slice of a creating
+  view) the actor keeps its output instead (`Actor.held`, consolidated once it grows
+  past `HOLD_ROWS`) and says so (`"held"`); the next step without it (the barrier's)
+  returns everything held and its own output as one consolidated chunk. An aggregation
+  stepped slice after slice rewrites the same groups each time; held, the view gets
+  each group's net change once per epoch instead of once per slice.
 * `collect` per actor: its tables' `write_dirty` into a recording batch, also applied to
   the scratch store (the tables read committed rows from there); returns the write logs
   the coordinator applies into its checkpoint WriteBatch.
@@ -39,8 +44,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from rocksdict import WriteOptions
 
+from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError
 from engine.expr.core import EvalContext, JobEvalContext
 from engine.plan.stream_codec import decode_node
@@ -50,9 +58,34 @@ from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
 from engine.stream.build import PlannedAllocator, build_op
 from engine.stream.operator import Operator
+from engine.stream.operators.frames import consolidate
 from engine.stream.parallel import protocol
 
 log = logging.getLogger("swell.worker")
+
+HOLD_ROWS = 1 << 19
+"""Output rows an actor holds (see `step` above) before consolidating them; still this
+many after consolidation, they are returned with the step (bounds the worker's memory
+and the barrier step that takes them)."""
+
+
+def merge_changes(chunks: list[StreamChunk]) -> StreamChunk | None:
+    """Several steps' outputs as one chunk of their net changes (Z-set consolidation by
+    full row: a group rewritten three times leaves its first old row's delete and its
+    last new row's insert). A single chunk is returned as it is."""
+    if len(chunks) < 2:
+        return chunks[0] if chunks else None
+    joined = StreamChunk.concat(chunks)
+    if joined is None:
+        return None
+    batch, w = consolidate(joined)
+    if not len(w):
+        return None
+    if (abs(w) != 1).any():  # a row net twice or more: repeated that many times
+        idx = np.repeat(np.arange(len(w)), np.abs(w))
+        batch, w = batch.take(pa.array(idx)), np.sign(w[idx])
+    ops = np.where(w > 0, Op.INSERT, Op.DELETE).astype(np.int8)
+    return StreamChunk(pa.array(ops), batch)
 
 
 class _Errors:
@@ -82,6 +115,25 @@ class Actor:
     clock: EvalContext
     rows_in: int = 0
     rows_out: int = 0
+    held: list[StreamChunk] = dataclasses.field(default_factory=list)  # `step` with hold
+    held_rows: int = 0
+
+    def keep(self, out: StreamChunk | None, hold: bool) -> StreamChunk | None:
+        """`out` of a step with or without `hold`: None while it is held, else the
+        output to return (with everything held before it, consolidated)."""
+        if out is not None and len(out):
+            self.held.append(out)
+            self.held_rows += len(out)
+        if hold and self.held_rows >= HOLD_ROWS:
+            merged = merge_changes(self.held)
+            self.held = [merged] if merged is not None else []
+            self.held_rows = len(merged) if merged is not None else 0
+            hold = self.held_rows < HOLD_ROWS // 2
+        if hold:
+            return None
+        merged = merge_changes(self.held)
+        self.held, self.held_rows = [], 0
+        return merged
 
 
 class WorkerHost:
@@ -197,6 +249,7 @@ class WorkerHost:
 
     def _cmd_step(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         now = header.get("now")
+        hold = bool(header.get("hold"))
         out_bodies: list[bytes] = []
         outs: list[dict[str, Any]] = []
         for s in header["steps"]:
@@ -205,13 +258,14 @@ class WorkerHost:
             ins = [protocol.chunk_from(bodies[i]) if i >= 0 else None for i in s["inputs"]]
             a.rows_in += sum(len(c) for c in ins if c is not None)
             a.errors.items = []
-            out = a.op.step(ins)
+            stepped = a.op.step(ins) if s.get("run", True) else None
+            out = a.keep(stepped, hold)
+            step: dict[str, Any] = {"out": -1, "errors": a.errors.items, "held": bool(a.held)}
             if out is not None and len(out):
                 a.rows_out += len(out)
-                outs.append({"out": len(out_bodies), "errors": a.errors.items})
+                step["out"] = len(out_bodies)
                 out_bodies.append(protocol.chunk_body(out))
-            else:
-                outs.append({"out": -1, "errors": a.errors.items})
+            outs.append(step)
         return protocol.encode({"ok": True, "steps": outs}, out_bodies)
 
     def _cmd_collect(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:

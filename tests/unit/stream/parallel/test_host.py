@@ -12,6 +12,7 @@ import pytest
 from engine.chunk import StreamChunk
 from engine.database import Config, SwellDatabase
 from engine.plan.stream_codec import decode_node
+from engine.stream.parallel import host as host_module
 from engine.stream.parallel import protocol
 from engine.stream.parallel.host import WorkerHost
 
@@ -126,3 +127,36 @@ def test_errors_are_responses_and_drop_forgets_the_actor(
     assert "a" not in host.actors
     stats, _ = call(host, {"cmd": "stats"})
     assert stats["actors"] == {}
+
+
+def held_step(host: WorkerHost, text: str | None, node: dict[str, Any], hold: bool) -> Any:
+    """One step with or without hold; no text: only the held output is asked for."""
+    bodies = []
+    s: dict[str, Any] = {"actor": "a", "inputs": [-1], "run": False}
+    if text is not None:
+        chunk = StreamChunk.from_pretty(text, decode_node(node).input_schemas[0])
+        bodies, s = [protocol.chunk_body(chunk)], {"actor": "a", "inputs": [0]}
+    h, b = call(host, {"cmd": "step", "steps": [s], "now": None, "hold": hold}, bodies)
+    st = h["steps"][0]
+    out = protocol.chunk_from(b[st["out"]]) if st["out"] >= 0 else None
+    got = None if out is None else sorted(zip(out.ops.to_pylist(), *out.data.to_pydict().values()))
+    return st["held"], got
+
+
+def test_held_outputs_come_back_as_their_net_change(
+    host: WorkerHost, agg_node: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build(host, agg_node, None)
+    assert step(host, "+ a 1", agg_node) == [(1, "a", 1)]
+    # backfill slices: nothing comes back while the actor holds its outputs
+    assert held_step(host, "+ a 2\n+ b 1", agg_node, True) == (True, None)
+    assert held_step(host, "+ a 3\n+ c 4\n- c 4", agg_node, True) == (True, None)
+    # the barrier's step: a's first value goes, its last one comes, b once, c not at all
+    held, out = held_step(host, None, agg_node, False)
+    assert not held and out == [(1, "a", 6), (1, "b", 1), (2, "a", 1)]
+    assert held_step(host, None, agg_node, False) == (False, None)  # nothing left
+    # past HOLD_ROWS the held rows are consolidated, and returned if still that many
+    monkeypatch.setattr(host_module, "HOLD_ROWS", 4)
+    assert held_step(host, "+ a 1\n+ d 1", agg_node, True) == (True, None)  # 3 rows held
+    held, out = held_step(host, "+ e 1\n+ f 1", agg_node, True)
+    assert not held and out == [(1, "a", 7), (1, "d", 1), (1, "e", 1), (1, "f", 1), (2, "a", 6)]
