@@ -25,6 +25,7 @@ import select
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -70,11 +71,18 @@ def write_frame(f: IO[bytes], payload: bytes) -> None:
     f.flush()
 
 
-def read_exact(f: IO[bytes], n: int) -> bytes | None:
-    """`n` bytes from `f`, or None at end of file (the other side went away)."""
+def read_exact(f: IO[bytes], n: int, deadline: float | None = None) -> bytes | None:
+    """`n` bytes from `f`, or None at end of file (the other side went away). With
+    `deadline` (`time.monotonic()`), `f` must be unbuffered (each read returns what the
+    pipe has): it raises TimeoutError when the bytes have not all come by then, so a
+    worker stopped half-way through a response cannot hold its reader forever."""
     parts: list[bytes] = []
     left = n
     while left:
+        if deadline is not None:
+            ready, _, _ = select.select([f], [], [], max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                raise TimeoutError
         b = f.read(left)
         if not b:
             return None
@@ -83,12 +91,12 @@ def read_exact(f: IO[bytes], n: int) -> bytes | None:
     return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
-def read_frame(f: IO[bytes]) -> bytes | None:
-    head = read_exact(f, _FRAME.size)
+def read_frame(f: IO[bytes], deadline: float | None = None) -> bytes | None:
+    head = read_exact(f, _FRAME.size, deadline)
     if head is None:
         return None
     (n,) = _FRAME.unpack(head)
-    return read_exact(f, n) if n else b""
+    return read_exact(f, n, deadline) if n else b""
 
 
 class ProcessWorker:
@@ -131,24 +139,28 @@ class ProcessWorker:
             raise WorkerLost(self._lost)
         out = self.proc.stdout
         assert out is not None
+        # read unbuffered (no other reader of this pipe): `select` then sees every byte
+        # not read yet, and a response that stops coming half-way times out too
+        raw: Any = getattr(out, "raw", out)
+        deadline = None
         if timeout is not None:
             if not self._started:  # the first answer waits for the engine's imports too
                 timeout = max(timeout, START_TIMEOUT)
-            ready, _, _ = select.select([out], [], [], max(timeout, 0.0))
-            if not ready:
-                # hung (e.g. stopped), not dead: killed, since a late answer would be
-                # read as the response to the next request
-                self._lost = (
-                    f"worker {self.worker_id} (pid {self.proc.pid}) was lost: "
-                    f"no answer within {timeout:g} s"
-                )
-                log.error("%s; killing it", self._lost)
-                self.kill()
-                err = WorkerLost(self._lost)
-                err.timed_out = True
-                raise err
+            deadline = time.monotonic() + max(timeout, 0.0)
         try:
-            msg = read_frame(out)
+            msg = read_frame(raw, deadline)
+        except TimeoutError:
+            # hung (e.g. stopped), not dead: killed, since a late answer would be read
+            # as the response to the next request
+            self._lost = (
+                f"worker {self.worker_id} (pid {self.proc.pid}) was lost: "
+                f"no answer within {timeout:g} s"
+            )
+            log.error("%s; killing it", self._lost)
+            self.kill()
+            err = WorkerLost(self._lost)
+            err.timed_out = True
+            raise err from None
         except (OSError, ValueError) as e:
             raise self._gone("reading a response") from e
         if msg is None:
