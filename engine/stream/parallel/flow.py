@@ -201,8 +201,8 @@ class ParallelOp(Operator):
                 order.setdefault(w, []).append(i)
                 self.dirty.add(i)
             if steps:
-                header = {"cmd": "step", "steps": steps, "now": now, "hold": hold}
-                req = protocol.encode(header, bodies)
+                head = {"cmd": "step", "steps": steps, "now": now, "hold": hold}
+                req = protocol.encode(head, bodies)
                 self.exchange_bytes += len(req)
                 reqs[w] = req
         if not reqs:
