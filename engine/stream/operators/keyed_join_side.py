@@ -45,6 +45,7 @@ into its overlay, is converted here and rewritten at the next checkpoint).
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,10 @@ from engine.stream.operators.segments import SHIFT, by_segment, gather, rows_equ
 from engine.types import Field, arrow_schema
 
 TAIL_ROWS = 64
-"""A key's newest rows live in its head; beyond this many they become a fragment."""
+"""A key's first rows live in its head (new rows join them there while they fit);
+beyond this many, new rows become fragments."""
+TAIL_BYTES = 4096
+"""Nor does a tail grow beyond this many encoded bytes (it is rewritten with its head)."""
 FANOUT = 4
 """This many fragments of one size tier are merged into one."""
 _TAIL = 0  # the fid of a key's tail (fragments are numbered from 1)
@@ -143,7 +147,9 @@ class KeyedJoinSide:
         self.tot = np.zeros(0, np.int64)
         self._pieces: dict[int, list[Piece]] = {}  # key id -> loaded pieces
         self._frags: dict[int, dict[int, int]] = {}  # key id -> fid -> rows (all fragments)
-        self._unloaded: dict[int, set[int]] = {}  # key id -> fids not read yet
+        self._decoded: set[int] = set()  # key ids whose rows are all in `_pieces`
+        self._tails: dict[int, bytes] = {}  # key id -> its tail blob (keys not decoded)
+        self._raw: dict[tuple[int, int], bytes] = {}  # (key id, fid) -> blob known this step
 
     def __len__(self) -> int:
         """Stored entries (diagnostics: reads every head of the table)."""
@@ -186,18 +192,13 @@ class KeyedJoinSide:
         kids = need[present]
         vals = [v for v in got if v is not None]
         self.tot[kids] = np.fromiter((v[0] for v in vals), np.int64, len(vals))
-        tails: list[int] = []
-        blobs: list[bytes] = []
-        for kid, (_, frags, tail) in zip(kids.tolist(), vals, strict=True):
-            if frags:
-                fr = np.frombuffer(frags, np.int64)
-                self._frags[kid] = dict(zip(fr[0::2].tolist(), fr[1::2].tolist(), strict=True))
-                self._unloaded[kid] = set(self._frags[kid])
-            if tail:
-                tails.append(kid)
-                blobs.append(tail)
-        if blobs:
-            self._add_pieces(tails, [_TAIL] * len(tails), blobs)
+        kl = kids.tolist()
+        self._tails.update((k, v[2]) for k, v in zip(kl, vals, strict=True) if v[2])
+        all_frags = self._frags
+        for k, v in zip(kl, vals, strict=True):
+            if v[1]:
+                fr = np.frombuffer(v[1], np.int64)
+                all_frags[k] = dict(zip(fr[0::2].tolist(), fr[1::2].tolist(), strict=True))
 
     def _store_keys(self, kids: np.ndarray | list[int]) -> list[tuple[Any, ...]]:
         vals = self._values
@@ -228,19 +229,41 @@ class KeyedJoinSide:
             if n:
                 pieces.setdefault(kid, []).append((fid, sid, st, n))
 
-    def _load_frags(self, want: dict[int, set[int]]) -> None:
-        """Read the given unread fragments (key id -> fids) with one multi-get."""
-        kids: list[int] = []
+    def _load_all(self, kids: list[int]) -> None:
+        """Decode every row of `kids` not decoded yet (tail and fragments), reading the
+        fragments not known this step with one multi-get."""
+        decoded, tails, raw, frags = self._decoded, self._tails, self._raw, self._frags
+        ks: list[int] = []
         fids: list[int] = []
-        for kid, fs in want.items():
-            todo = self._unloaded.get(kid, set()) & fs
-            if todo:
-                self._unloaded[kid] -= todo
-                for f in sorted(todo):
-                    kids.append(kid)
+        blobs: list[bytes | None] = []
+        miss: list[int] = []
+        for kid in kids:
+            if kid in decoded:
+                continue
+            decoded.add(kid)
+            t = tails.pop(kid, None)
+            if t is not None:
+                ks.append(kid)
+                fids.append(_TAIL)
+                blobs.append(t)
+            fr = frags.get(kid)
+            if fr:
+                for f in sorted(fr):
+                    b = raw.pop((kid, f), None)
+                    if b is None:
+                        miss.append(len(ks))
+                    ks.append(kid)
                     fids.append(f)
-        if not kids:
+                    blobs.append(b)
+        if not ks:
             return
+        if miss:
+            for i, b in zip(miss, self._fetch([ks[i] for i in miss], [fids[i] for i in miss])):
+                blobs[i] = b
+        self._add_pieces(ks, fids, blobs)  # type: ignore[arg-type]
+
+    def _fetch(self, kids: list[int], fids: list[int]) -> list[bytes]:
+        """The stored blobs of fragments `fids[i]` of keys `kids[i]` (one multi-get)."""
         heads = self._store_keys(kids)
         got = self.table.get_many([(*h, f) for h, f in zip(heads, fids, strict=True)])
         if any(g is None for g in got):
@@ -248,10 +271,7 @@ class KeyedJoinSide:
                 "join state fragment missing",
                 detail=f"A {self.name} key of {self.what} names a fragment the store lacks.",
             )
-        self._add_pieces(kids, fids, [g[0] for g in got])  # type: ignore[index]
-
-    def _load_all(self, kids: list[int]) -> None:
-        self._load_frags({k: self._unloaded[k] for k in kids if self._unloaded.get(k)})
+        return [g[0] for g in got]  # type: ignore[index]
 
     # -- reads ----------------------------------------------------------------------------
     def probe(self, ujk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -331,31 +351,35 @@ class KeyedJoinSide:
         `w`; `deg` is each row's degree (with_degree)."""
         if not batch.num_rows:
             return
+        d = deg if deg is not None and self.with_degree else np.zeros(len(w), np.int64)
         uk = np.unique(jk)
+        # keys that hold rows, none decoded this step, and get only inserts: appended to
+        # without reading their rows
+        app = self.tot[uk] > 0
+        if app.any():
+            bad = w <= 0
+            if bad.any():
+                app &= ~np.isin(uk, jk[bad])
+            dec = self._decoded
+            if dec:
+                app &= np.fromiter((k not in dec for k in uk.tolist()), bool, len(uk))
+        if app.any():
+            sel = np.isin(jk, uk[app])
+            mask = pa.array(sel)
+            self._append(uk[app], batch.filter(mask), w[sel], d[sel], jk[sel])
+            if sel.all():
+                return
+            rest = pa.array(~sel)
+            batch, w, d, jk = batch.filter(rest), w[~sel], d[~sel], jk[~sel]
+            uk = uk[~app]
         ukl = uk.tolist()
         dels = w < 0
         whole = np.unique(jk[dels]) if dels.any() else _EMPTY
-        wl = set(whole.tolist())
-        self._load_all(list(wl))
-        ks, kc = np.unique(jk, return_counts=True)
-        added = dict(zip(ks.tolist(), kc.tolist(), strict=True))
-        want: dict[int, set[int]] = {}
-        for kid in ukl:  # merges a spilling tail causes need those fragments' rows
-            if kid in wl or kid not in self._frags:
-                continue
-            tail = sum(p[3] for p in self._pieces.get(kid, ()) if p[0] == _TAIL)
-            if tail + added[kid] > TAIL_ROWS:  # as `_rewrite` will plan it
-                sizes = dict(self._frags[kid])
-                spill = max(sizes, default=0) + 1
-                sizes[spill] = tail + added[kid]
-                merges, _ = plan_merges(sizes, spill + 1)
-                want[kid] = {f for m in merges for f in m[:-1]} - {spill}
-        self._load_frags(want)
+        self._load_all(ukl)  # keys with deletes (the others are absent or decoded)
         # every loaded row of the touched keys, then the delta
         _, sids, starts, lens = self._piece_arrays(ukl)
         pfid = np.array([p[0] for kid in ukl for p in self._pieces.get(kid, ())], np.int64)
         piece, locs = self._expand(sids, starts, lens)
-        d = deg if deg is not None and self.with_degree else np.zeros(len(w), np.int64)
         if len(locs):
             rows = pa.concat_batches([self.rows_at(locs), batch])
             cnt = np.concatenate([self.counts_at(locs), w])
@@ -379,6 +403,88 @@ class KeyedJoinSide:
         changed[:old_n] = (new[:old_n] != cnt[:old_n]) | dirty[:old_n]
         tot_add = np.bincount(np.searchsorted(uk, jk), weights=w, minlength=len(uk))
         self._rewrite(uk, tot_add.astype(np.int64), rows, new, dg, kj, fid, changed)
+
+    def _append(
+        self, ka: np.ndarray, rows: pa.RecordBatch, cnt: np.ndarray, dg: np.ndarray, kj: np.ndarray
+    ) -> None:
+        """Insert `rows` under the keys `ka` (sorted; each holds rows, none decoded), in
+        O(new rows): a key's new rows become one new fragment, and while the fragment
+        before it (in age order: the tail, then fragments by fid) holds at most as many
+        rows, the two are merged at the blob level into the older one's place (the tail
+        only while it stays within `TAIL_ROWS`). Sizes so form a binary counter: a key of
+        n rows has O(log n) pieces and a row is rewritten O(log n) times. Only the head
+        (count and fragment list, the tail's bytes as they are) and the merged fragment
+        are written; merges read their sources with one multi-get."""
+        order = np.argsort(kj, kind="stable")
+        skj = kj[order]
+        cut = np.flatnonzero(np.r_[True, skj[1:] != skj[:-1]])
+        sizes = np.diff(np.r_[cut, len(skj)]).tolist()
+        sub = rows.take(pa.array(order))
+        c, g = cnt[order], dg[order]
+        counts = None if (c == 1).all() else c
+        degrees = g if self.with_degree and g.any() else None
+        kids = ka.tolist()
+        self.tot[ka] += np.add.reduceat(c, cut)
+        blobs = self._blobs.encode(sub, cut.tolist(), [counts, degrees])
+        raw, frags_of, tails_of = self._raw, self._frags, self._tails
+        join = self._blobs.join
+        plans: list[tuple[int, list[int], int, bool]] = []
+        need_k: list[int] = []
+        need_f: list[int] = []
+        for kid, n, blob in zip(kids, sizes, blobs, strict=True):
+            fr = frags_of.get(kid)
+            if fr is None:
+                fr = frags_of[kid] = {}
+            t = tails_of.get(kid)
+            if t is not None and len(t) + len(blob) <= TAIL_BYTES:  # joins the tail
+                plans.append((kid, [], n, True))
+                continue
+            fids = sorted(fr)
+            i, size = len(fids), n
+            while i and fr[fids[i - 1]] <= size:
+                i -= 1
+                size += fr[fids[i]]
+            members = [*fids[i:], (fids[-1] if fids else 0) + 1]  # merged, oldest first
+            for f in members[:-1]:
+                if (kid, f) not in raw:
+                    need_k.append(kid)
+                    need_f.append(f)
+            plans.append((kid, members, size, False))
+        if need_k:
+            for k, f, b in zip(need_k, need_f, self._fetch(need_k, need_f), strict=True):
+                raw[(k, f)] = b
+        keys: list[tuple[Any, ...]] = []
+        vals: list[tuple[Any, ...]] = []
+        gone: list[tuple[Any, ...]] = []
+        tots = self.tot[ka].tolist()
+        heads = self._store_keys(ka)
+        for (kid, members, size, into_tail), blob, head, tot in zip(
+            plans, blobs, heads, tots, strict=True
+        ):
+            fr = frags_of[kid]
+            if into_tail:
+                blob = tails_of[kid] = join([tails_of[kid], blob])
+                keys.append(head)
+                vals.append((tot, _frag_bytes(fr) if fr else b"", blob))
+                continue
+            old = members[:-1]
+            parts = [raw.pop((kid, f)) for f in old]
+            parts.append(blob)
+            for f in old:
+                del fr[f]
+            dst = members[0]
+            merged = join(parts)
+            fr[dst] = size
+            raw[(kid, dst)] = merged
+            keys.append((*head, dst))
+            vals.append((merged,))
+            gone.extend((*head, f) for f in old[1:])
+            tail = tails_of.get(kid, b"")
+            keys.append(head)
+            vals.append((tot, _frag_bytes(fr), tail))
+        if gone:
+            self.table.delete_many(gone)
+        self.table.put_many(keys, vals)
 
     def _rewrite(
         self,
@@ -576,12 +682,7 @@ class KeyedJoinSide:
                 vals.append((blob,))
                 continue
             frags = self._frags.get(kid)
-            fr = (
-                np.array([x for f in sorted(frags) for x in (f, frags[f])], np.int64).tobytes()
-                if frags
-                else b""
-            )
-            vals.append((tots[kid], fr, blob if n else b""))
+            vals.append((tots[kid], _frag_bytes(frags) if frags else b"", blob if n else b""))
         self.table.put_many(keys, vals)
 
     def flush(self) -> None:
@@ -696,6 +797,11 @@ class KeyedJoinSide:
             "join state row count became negative",
             detail=f"A {self.name} row of {self.what} {what}.",
         )
+
+
+def _frag_bytes(frags: dict[int, int]) -> bytes:
+    """A head's fragment list: int64 pairs `(fid, rows)` in fid order."""
+    return array("q", [x for f in sorted(frags) for x in (f, frags[f])]).tobytes()
 
 
 def _net_index(batch: pa.RecordBatch, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -14,12 +14,19 @@ a tuple of owner-defined int lists (counts, degrees; None where every entry is t
 default). Decoding many groups extends one list per column (C-level `list.extend`) and
 builds each Arrow column with one `pa.array` call and a zero-copy `view`.
 
+Groups appended to one another (`join`) form a *framed* blob: a 0x00 byte, then per
+group its 4-byte little-endian length and its marshal record (a marshal record starts
+with a type code, never 0x00). Appending rows to a stored group therefore copies bytes
+and never decodes it; decoding reads the frames in order. A single group stays a bare
+record.
+
 Lifecycle: stateless apart from the schema; one `RowBlobs` per operator side.
 """
 
 from __future__ import annotations
 
 import marshal
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +37,8 @@ from engine.state import codec
 
 _VERSION = 2
 _B16 = pa.binary(16)
+_FRAMED = b"\x00"  # first byte of a framed blob (a marshal record never starts so)
+_LEN = struct.Struct("<I")
 
 
 def _plan(t: pa.DataType) -> tuple[pa.DataType | None, bool]:
@@ -92,6 +101,22 @@ class RowBlobs:
             out.append(dumps((b - a, group, extra), _VERSION))
         return out
 
+    @staticmethod
+    def join(blobs: Sequence[bytes]) -> bytes:
+        """One blob holding the rows of `blobs` in order, by copying bytes only: the
+        result is framed (module docstring), so appending a group to a stored one costs
+        its own bytes and a copy, never a decode."""
+        if len(blobs) == 1:
+            return blobs[0]
+        out = [_FRAMED]
+        for b in blobs:
+            if b[:1] == _FRAMED:
+                out.append(b[1:])
+            else:
+                out.append(_LEN.pack(len(b)))
+                out.append(b)
+        return b"".join(out)
+
     # -- decoding ------------------------------------------------------------------------
     def decode(
         self, blobs: Sequence[bytes], defaults: Sequence[int]
@@ -106,14 +131,17 @@ class RowBlobs:
         loads = marshal.loads
         dec = codec.decode_value
         for g, raw in enumerate(blobs):
-            n, group, extra = loads(raw)
-            sizes[g] = n
-            for i in blob_cols:
-                group[i] = list(dec(group[i]))
-            for a, c in zip(acc, group, strict=True):
-                a.extend(c)
-            for j, e in enumerate(extra):
-                ext[j].extend(e if e is not None else [defaults[j]] * n)
+            total = 0
+            for rec in _records(raw):
+                n, group, extra = loads(rec)
+                total += n
+                for i in blob_cols:
+                    group[i] = list(dec(group[i]))
+                for a, c in zip(acc, group, strict=True):
+                    a.extend(c)
+                for j, e in enumerate(extra):
+                    ext[j].extend(e if e is not None else [defaults[j]] * n)
+            sizes[g] = total
         arrays = [
             self._array(vals, f.type, plan)
             for vals, f, plan in zip(acc, self.schema, self._plans, strict=True)
@@ -127,6 +155,22 @@ class RowBlobs:
         if view is None:
             return pa.array(vals, type=t)
         return pa.array(vals, type=view).view(t)
+
+
+def _records(raw: bytes) -> Sequence[bytes | memoryview]:
+    """The marshal records of a blob: itself, or the frames of a framed one."""
+    if raw[:1] != _FRAMED:
+        return (raw,)
+    view = memoryview(raw)
+    out: list[bytes | memoryview] = []
+    at, end = 1, len(raw)
+    unpack = _LEN.unpack_from
+    while at < end:
+        (n,) = unpack(raw, at)
+        at += 4
+        out.append(view[at : at + n])
+        at += n
+    return out
 
 
 def group_starts(sorted_ids: np.ndarray) -> np.ndarray:
