@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -68,7 +68,11 @@ directory from then on.
 7: group rows of a numeric sum/avg keep three more slots (the counts of NaN, Infinity and
 -Infinity values); the 6 -> 7 step (`engine.stream.job_plan._numeric_special_slots`)
 writes nothing: the aggregation widens a row of the older layout as it reads it and
-writes it back in the new one."""
+writes it back in the new one.
+8: hash join side row blobs may be framed (several groups appended as bytes, first byte
+0x00; `engine.stream.operators.row_blob`), which older versions cannot decode; the 7 -> 8
+step (`engine.stream.job_plan._framed_join_rows`) writes nothing: single-group blobs of
+the older layout stay readable as they are."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

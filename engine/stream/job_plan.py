@@ -193,6 +193,15 @@ def _numeric_special_slots(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("numeric sum/avg group rows widen to the new layout as they are read")
 
 
+@data_format.migration(7)
+def _framed_join_rows(ctx: data_format.MigrationContext) -> None:
+    """Format 7 -> 8: a hash join side appends a key's new rows to its stored blob at the
+    bytes level (a framed blob), which older versions cannot decode. Stored blobs of the
+    older layout are single groups, which this version reads as they are, so this step
+    only records the new version, which older Swells then refuse."""
+    ctx.notes.append("hash join rows stay readable; new rows are appended as framed blobs")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

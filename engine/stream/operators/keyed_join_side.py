@@ -13,28 +13,37 @@ entries share one vnode, the hash of the join key, as in RisingWave):
   key with multiplicity (without a residual condition: the degree of every row of the
   other side under that key), `fragments` the int64 pairs `(fid, rows)` of the key's
   fragments as bytes, `tail` a `RowBlobs` blob (engine/stream/operators/row_blob.py) of
-  the key's newest rows (at most `TAIL_ROWS`; most keys have only a tail);
-* fragment `(*join key, fid)` -> `(blob,)`: an immutable group of older rows.
+  the key's first rows (most keys have only a tail);
+* fragment `(*join key, fid)` -> `(blob,)`: a group of later rows.
 
 Every row carries two ints in its blob: the count (multiplicity: identical rows of a side
 without a stream key; default 1) and the degree (only for a preserved side of a join
 with a residual condition). A key with no rows has no entries.
 
-Writes are per key, never per row, and proportional to what changed: inserts rewrite
-the head (tail included); a tail that outgrows `TAIL_ROWS` becomes a fragment, and
-`FANOUT` fragments of one size tier are merged into one (so a key holds O(log rows)
-fragments and a row is rewritten O(log rows) times); a delete or a degree change
-rewrites only the fragments holding the rows it changes.
+Writes are per key, never per row, and proportional to what changed:
+
+* inserts under a key whose rows the step has not decoded (the common case: nobody
+  probed it) never read those rows (`_append`): the new rows are joined to the tail's
+  bytes while it stays within `TAIL_BYTES` (a framed blob, see row_blob.py), else they
+  become a fragment, and fragments are joined into their older neighbour while it holds
+  at most as many rows (a binary counter: O(log rows) fragments per key, each row copied
+  O(log rows) times, all at the bytes level). So a key gaining rows over many steps
+  costs O(new rows) per step, not O(rows under the key);
+* a key with deletes, or decoded this step, is rewritten from its decoded rows
+  (`_rewrite`): consolidated by full row, the tail refilled up to `TAIL_ROWS` rows, a
+  tail that outgrows it spilled into a fragment, and `FANOUT` fragments of one size
+  tier merged into one; only the changed fragments are written.
 
 Per step (driven by `HashJoinOp`, which gives every step a fresh `JoinKeyIds`):
 
 1. `prefetch(ids, ujk)`: the heads of the keys of both inputs' deltas, with ONE multi-get
-   per side; fragments are read (one more multi-get) only for keys a probe or a delete
-   needs whole, and for fragments a merge needs;
+   per side (tails kept as bytes, not decoded); rows are decoded, and fragments read
+   with one more multi-get, only for keys a probe or a delete needs whole, and for the
+   fragments an append joins;
 2. the probes, degree reads and writes go through locations `segment << 32 | row` into
    the step's working set (decoded Arrow batches), as on `JoinSide`;
-3. `apply` of the side's delta: the touched keys' changed pieces are consolidated by full
-   row (only keys whose delta deletes) and rewritten; `flush` writes pieces whose degrees
+3. `apply` of the side's delta (appended, or the touched keys' changed pieces consolidated by full
+   row and rewritten, as above); `flush` writes pieces whose degrees
    changed without a row change and drops the working set. Nothing outlives the step but
    the table.
 
@@ -407,81 +416,86 @@ class KeyedJoinSide:
     def _append(
         self, ka: np.ndarray, rows: pa.RecordBatch, cnt: np.ndarray, dg: np.ndarray, kj: np.ndarray
     ) -> None:
-        """Insert `rows` under the keys `ka` (sorted; each holds rows, none decoded), in
-        O(new rows): a key's new rows become one new fragment, and while the fragment
-        before it (in age order: the tail, then fragments by fid) holds at most as many
-        rows, the two are merged at the blob level into the older one's place (the tail
-        only while it stays within `TAIL_ROWS`). Sizes so form a binary counter: a key of
-        n rows has O(log n) pieces and a row is rewritten O(log n) times. Only the head
-        (count and fragment list, the tail's bytes as they are) and the merged fragment
-        are written; merges read their sources with one multi-get."""
+        """Insert `rows` under the keys `ka` (sorted; each holds rows, none decoded) in
+        O(new rows), without reading or decoding the rows stored under them.
+
+        A key's new rows are encoded as one group. While its tail stays within
+        `TAIL_BYTES` they are joined to the tail at the bytes level (`RowBlobs.join`);
+        else they become a new fragment, and while the fragment before it (by fid, i.e.
+        by age) holds at most as many rows the two are joined into the older one's
+        place: fragment sizes form a binary counter, so a key of n rows has O(log n)
+        fragments and a row is copied O(log n) times. Written: the head (count, fragment
+        list, tail) and at most one fragment per key; the fragments a merge joins that
+        this step has not seen are read with one multi-get."""
         order = np.argsort(kj, kind="stable")
         skj = kj[order]
         cut = np.flatnonzero(np.r_[True, skj[1:] != skj[:-1]])
-        sizes = np.diff(np.r_[cut, len(skj)]).tolist()
         sub = rows.take(pa.array(order))
         c, g = cnt[order], dg[order]
         counts = None if (c == 1).all() else c
         degrees = g if self.with_degree and g.any() else None
-        kids = ka.tolist()
         self.tot[ka] += np.add.reduceat(c, cut)
         blobs = self._blobs.encode(sub, cut.tolist(), [counts, degrees])
+        kids = ka.tolist()
+        tots = self.tot[ka].tolist()
+        heads = self._store_keys(kids)
         raw, frags_of, tails_of = self._raw, self._frags, self._tails
         join = self._blobs.join
-        plans: list[tuple[int, list[int], int, bool]] = []
+        tl = [tails_of.get(k) for k in kids]
+        big = TAIL_BYTES
+        fits = [t is not None and len(t) + len(b) <= big for t, b in zip(tl, blobs, strict=True)]
+        keys: list[tuple[Any, ...]] = []
+        vals: list[tuple[Any, ...]] = []
+        # the common case: the new rows join the key's tail
+        for kid, head, tot, t, b, ok in zip(kids, heads, tots, tl, blobs, fits, strict=True):
+            if ok:
+                nt = tails_of[kid] = join([t, b])  # type: ignore[list-item]
+                fr = frags_of.get(kid)
+                keys.append(head)
+                vals.append((tot, _frag_bytes(fr) if fr else b"", nt))
+        if all(fits):
+            self.table.put_many(keys, vals)
+            return
+        sizes = np.diff(np.r_[cut, len(skj)]).tolist()
+        plans: list[tuple[int, list[int], int, bytes, tuple[Any, ...], int]] = []
         need_k: list[int] = []
         need_f: list[int] = []
-        for kid, n, blob in zip(kids, sizes, blobs, strict=True):
+        for kid, n, b, head, tot, ok in zip(kids, sizes, blobs, heads, tots, fits, strict=True):
+            if ok:
+                continue
             fr = frags_of.get(kid)
             if fr is None:
                 fr = frags_of[kid] = {}
-            t = tails_of.get(kid)
-            if t is not None and len(t) + len(blob) <= TAIL_BYTES:  # joins the tail
-                plans.append((kid, [], n, True))
-                continue
             fids = sorted(fr)
             i, size = len(fids), n
             while i and fr[fids[i - 1]] <= size:
                 i -= 1
                 size += fr[fids[i]]
-            members = [*fids[i:], (fids[-1] if fids else 0) + 1]  # merged, oldest first
+            members = [*fids[i:], (fids[-1] if fids else 0) + 1]  # joined, oldest first
             for f in members[:-1]:
                 if (kid, f) not in raw:
                     need_k.append(kid)
                     need_f.append(f)
-            plans.append((kid, members, size, False))
+            plans.append((kid, members, size, b, head, tot))
         if need_k:
-            for k, f, b in zip(need_k, need_f, self._fetch(need_k, need_f), strict=True):
-                raw[(k, f)] = b
-        keys: list[tuple[Any, ...]] = []
-        vals: list[tuple[Any, ...]] = []
+            for k, f, got in zip(need_k, need_f, self._fetch(need_k, need_f), strict=True):
+                raw[(k, f)] = got
         gone: list[tuple[Any, ...]] = []
-        tots = self.tot[ka].tolist()
-        heads = self._store_keys(ka)
-        for (kid, members, size, into_tail), blob, head, tot in zip(
-            plans, blobs, heads, tots, strict=True
-        ):
+        for kid, members, size, b, head, tot in plans:
             fr = frags_of[kid]
-            if into_tail:
-                blob = tails_of[kid] = join([tails_of[kid], blob])
-                keys.append(head)
-                vals.append((tot, _frag_bytes(fr) if fr else b"", blob))
-                continue
             old = members[:-1]
             parts = [raw.pop((kid, f)) for f in old]
-            parts.append(blob)
+            parts.append(b)
             for f in old:
                 del fr[f]
             dst = members[0]
-            merged = join(parts)
+            merged = raw[(kid, dst)] = join(parts)
             fr[dst] = size
-            raw[(kid, dst)] = merged
             keys.append((*head, dst))
             vals.append((merged,))
             gone.extend((*head, f) for f in old[1:])
-            tail = tails_of.get(kid, b"")
             keys.append(head)
-            vals.append((tot, _frag_bytes(fr), tail))
+            vals.append((tot, _frag_bytes(fr), tails_of.get(kid, b"")))
         if gone:
             self.table.delete_many(gone)
         self.table.put_many(keys, vals)

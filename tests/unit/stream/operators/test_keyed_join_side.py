@@ -20,7 +20,7 @@ from engine.stream.operators.hash_join import HashJoinOp
 from engine.stream.operators.keyed_join_side import TAIL_ROWS, KeyedJoinSide, plan_merges
 from engine.stream.operators.row_blob import RowBlobs
 from engine.stream.operators.segments import rows_equal
-from engine.types import INT, Field
+from engine.types import INT, VARCHAR, Field
 
 L = [Field("id", INT), Field("k", INT), Field("v", INT)]
 R = [Field("rid", INT), Field("rk", INT), Field("w", INT)]
@@ -152,5 +152,58 @@ def test_resident_side_layout_is_converted(tmp_path: Path) -> None:
         checkpoint(store, new)
         again = restart(store, lambda: join(DiskAllocator(store, {"left": 1, "right": 1}), "inner"))
         assert again.side_rows(0) == 100 and again.side_rows(1) == 2
+    finally:
+        store.close()
+
+
+def test_keys_growing_over_many_epochs_keep_every_row(tmp_path: Path) -> None:
+    """Keys gain a row or two per epoch for many epochs (their new rows are appended to
+    the stored ones without reading them), some rows over 1 KB (not cached: read back
+    from RocksDB), with restarts in between; then every row still pairs, a delete finds
+    its row, and a restart still holds what remains."""
+    big = [Field("id", INT), Field("k", INT), Field("s", VARCHAR)]
+    store = StateStore.open(tmp_path / "state")
+    try:
+
+        def make() -> HashJoinOp:
+            alloc = DiskAllocator(store, {"left": 1, "right": 1})
+            return HashJoinOp(big, R, "inner", [1], [1], None, None, alloc, [0], [0])  # type: ignore[arg-type]
+
+        op = make()
+        want: dict[int, set[int]] = {k: set() for k in range(5)}
+        n = 0
+        for epoch in range(90):
+            rows = []
+            for k in range(5):
+                for _ in range(1 + (epoch + k) % 2):
+                    size = 1500 if (n % 7 == 0 or k == 4) else 10
+                    rows.append((n, k, f"{n}:" + "x" * size))
+                    want[k].add(n)
+                    n += 1
+            op.step([StreamChunk.inserts(batch_from_rows(big, rows)), None])
+            checkpoint(store, op)
+            if epoch % 30 == 29:
+                op = restart(store, make)
+        side = op._left
+        assert isinstance(side, KeyedJoinSide)
+        heads = {k: v for k, v in side.table.items() if len(k) == 1}
+        nfrags = [len(np.frombuffer(heads[(k,)][1], np.int64)) // 2 for k in range(5)]
+        assert nfrags[4] >= 2 and max(nfrags) <= 12  # a binary counter of fragments
+        assert op.side_rows(0) == n
+        got = op.step([None, chunk(R, [(100 + k, k, 0) for k in range(5)])])
+        pairs = [r for r, w in rows_of(got) if w > 0]
+        assert {k: {r[0] for r in pairs if r[1] == k} for k in range(5)} == want
+        assert all(r[2].startswith(f"{r[0]}:") for r in pairs)
+        checkpoint(store, op)
+        # delete every third row of key 4 (rows over 1 KB): each delete finds its row
+        gone = sorted(want[4])[::3]
+        dels = [(i, 4, f"{i}:" + "x" * 1500) for i in gone]
+        out = op.step([StreamChunk.deletes(batch_from_rows(big, dels)), None])
+        assert sorted(r[0] for r, w in rows_of(out) if w < 0) == gone
+        checkpoint(store, op)
+        op = restart(store, make)
+        assert op.side_rows(0) == n - len(gone)
+        out = op.step([None, chunk(R, [(100 + k, k, 0) for k in range(5)], -1)])
+        assert {r[0] for r, w in rows_of(out) if w < 0} == set().union(*want.values()) - set(gone)
     finally:
         store.close()
