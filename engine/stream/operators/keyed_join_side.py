@@ -449,7 +449,7 @@ class KeyedJoinSide:
         # the common case: the new rows join the key's tail
         for kid, head, tot, t, b, ok in zip(kids, heads, tots, tl, blobs, fits, strict=True):
             if ok:
-                nt = tails_of[kid] = join([t, b])  # type: ignore[list-item]
+                nt = tails_of[kid] = join([t, b])
                 fr = frags_of.get(kid)
                 keys.append(head)
                 vals.append((tot, _frag_bytes(fr) if fr else b"", nt))
