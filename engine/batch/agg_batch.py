@@ -27,6 +27,8 @@ from engine.errors import FeatureNotSupported, NumericValueOutOfRange, not_suppo
 from engine.expr.nonstrict import ErrorSink
 from engine.numeric import has_special
 from engine.plan.logical import Agg, AggSpec
+from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
+from engine.stream.operators.agg_calls import REGR_KINDS, RegrImpl
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
 TEXT = pg_alias(VARCHAR, "text")
@@ -139,6 +141,14 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
         if spec.distinct:
             v = v.unique(maintain_order=True)
         return v.implode().alias(f"a{i}")
+    if spec.kind in REGR_KINDS:  # the incremental slots, over the group at once
+        assert spec.arg2 is not None
+        ok2 = ok_nn & pl.col(f"c{spec.arg2}").is_not_null()
+        impl = RegrImpl(spec.kind, f"c{spec.arg2}")
+        slots = impl.delta_exprs(ok2, col, pl.lit(1, pl.Int64))
+        return pl.struct([e.alias(f"s{j}") for j, e in enumerate(slots)]).alias(f"a{i}")
+    if spec.kind in ORDERED_SET_KINDS:
+        return _ordered_set_expr(spec, col.filter(ok_nn)).alias(f"a{i}")
     if spec.kind not in _PLAIN_KINDS:
         raise not_supported(
             f"{spec.kind} together with string_agg, array_agg, jsonb_agg or a user-defined "
@@ -148,6 +158,9 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     v = col.filter(ok_nn)
     if spec.distinct:
         v = v.unique()
+    if spec.kind == "sum":  # integers summed wide (run_agg_batch): polars wraps in 32/64 bits
+        v = pl.col(f"w{spec.arg}").filter(ok_nn)
+        v = v.unique() if spec.distinct else v
     fn = {
         "sum": v.sum(),
         "avg": v.mean(),
@@ -157,6 +170,40 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
         "bool_or": v.any(),
     }[spec.kind]
     return pl.when(ok_nn.any()).then(fn).otherwise(None).alias(f"a{i}")
+
+
+def _ordered_set_expr(spec: AggSpec, v: pl.Expr) -> pl.Expr:
+    """percentile_cont / percentile_disc / mode over a group's counted values `v`, as
+    PostgreSQL's orderedsetaggs.c computes them over the values sorted in the WITHIN
+    GROUP direction (`spec.order`): NULL for a group without values."""
+    desc = spec.order[0][1]
+    if spec.kind == "mode":  # the first of the most frequent values in that order
+        m = v.mode()
+        return m.max() if desc else m.min()
+    s = v.sort(descending=desc)
+    n = v.len().cast(pl.Int64)
+    d = spec.direct
+    fractions = list(d) if isinstance(d, tuple) else [d]
+    parts: list[pl.Expr] = []
+    for f in fractions:
+        if f is None:
+            parts.append(pl.lit(None, pl.Float64 if spec.kind == "percentile_cont" else None))
+        elif spec.kind == "percentile_disc":
+            row = (n.cast(pl.Float64) * f).ceil().cast(pl.Int64)
+            parts.append(s.get(pl.max_horizontal(row, pl.lit(1)) - 1, null_on_oob=True))
+        else:
+            pos = (n - 1).cast(pl.Float64) * f
+            lo = pos.floor().cast(pl.Int64)
+            hi = pos.ceil().cast(pl.Int64)
+            a = s.get(lo, null_on_oob=True)
+            b = s.get(hi, null_on_oob=True)
+            frac = pos - lo.cast(pl.Float64)
+            parts.append(pl.when(lo == hi).then(a).otherwise(a + (b - a) * frac))
+    if not isinstance(d, tuple):
+        return parts[0]
+    if not parts:
+        return pl.when(n > 0).then(pl.lit([], pl.List(pl.Float64))).otherwise(None)
+    return pl.when(n > 0).then(pl.concat_list(parts)).otherwise(None)
 
 
 def _check_numeric_sums(p: Agg, t: pa.Table) -> None:
@@ -201,9 +248,17 @@ def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Ta
     for i, spec in enumerate(p.aggs):
         if spec.arg is not None:
             cols[f"c{spec.arg}"] = t.column(spec.arg)
+        if spec.arg2 is not None:
+            cols[f"c{spec.arg2}"] = t.column(spec.arg2)
+        if spec.kind == "sum" and spec.arg is not None:
+            c = t.column(spec.arg)
+            if pa.types.is_integer(c.type):  # sum(int) is bigint, sum(bigint) numeric
+                wide = pa.int64() if spec.type.kind is TypeKind.BIGINT else pa.decimal128(38, 0)
+                c = c.cast(wide)
+            cols[f"w{spec.arg}"] = c
         if spec.filter is not None:
             cols[f"f{spec.filter}"] = t.column(spec.filter)
-        if spec.order:
+        if spec.order and spec.kind not in ORDERED_SET_KINDS:
             cols[f"r{i}"] = pa.array(_rank(t, spec.order))
     cols["__one"] = pa.nulls(t.num_rows, pa.bool_())
     cols["__row"] = pa.array(np.arange(t.num_rows, dtype=np.int64))
@@ -229,7 +284,14 @@ def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Ta
                 )
             )
             continue
-        if spec.kind == "string_agg":
+        if spec.kind in REGR_KINDS:
+            assert spec.arg2 is not None
+            impl = RegrImpl(spec.kind, f"c{spec.arg2}")
+            deltas = [a.field(j).to_pylist() for j in range(impl.n_slots)]
+            old = [[v] * len(a) for v in impl.init]
+            values = impl.output(impl.merge(old, deltas))
+            a = pa.array(values, schema.field(len(p.group_keys) + i).type)
+        elif spec.kind == "string_agg":
             sep = spec.separator or ""
             a = pa.array(
                 [None if not v else sep.join(v) for v in a.to_pylist()],

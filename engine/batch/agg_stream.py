@@ -32,7 +32,7 @@ GROUP_STATE_BYTES = 600
 
 
 def aggregate_stream(p: Agg, parts: Iterator[pa.Table], budget: MemoryBudget) -> pa.Table:
-    calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter) for a in p.aggs]
+    calls = [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter, arg2=a.arg2) for a in p.aggs]
     op = HashAggOp(
         p.input.schema, p.group_keys, calls, LocalStateAllocator(), [f.name for f in p.schema]
     )

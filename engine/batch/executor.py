@@ -31,8 +31,13 @@ from engine.plan.logical import (
     WorkTable,
 )
 from engine.plan.logical_window import OverWindow
+from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
 from engine.stream.operators.window_kernel import compute_windows
 from engine.types import arrow_schema
+
+#: aggregates computed by the polars kernel of `engine.batch.agg_batch` (with every other
+#: aggregate of their GROUP BY), not by `HashAggOp`
+BATCH_KERNEL_KINDS = ("string_agg", "array_agg", "jsonb_agg", "udaf", *ORDERED_SET_KINDS)
 
 Snapshot = Callable[[int], pa.Table]
 
@@ -219,7 +224,7 @@ class _Exec:
         )
 
     def _agg(self, p: Agg) -> pa.Table:
-        if any(a.kind in ("string_agg", "array_agg", "jsonb_agg", "udaf") for a in p.aggs):
+        if any(a.kind in BATCH_KERNEL_KINDS for a in p.aggs):
             from engine.batch.agg_batch import run_agg_batch
 
             return run_agg_batch(p, self.run(p.input))

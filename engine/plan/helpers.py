@@ -212,7 +212,7 @@ def _output_name(it: exp.Expression) -> str:
         return _CAST_NAMES.get(name, name)
     if isinstance(node, exp.Count):
         return "count"
-    if isinstance(node, (exp.Filter, exp.Window)):
+    if isinstance(node, (exp.Filter, exp.Window, exp.WithinGroup)):
         return _output_name(node.this)
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
@@ -232,9 +232,10 @@ def _output_name(it: exp.Expression) -> str:
     written = node.meta.get(WRITTEN_NAME)
     if isinstance(written, str) and written not in _RENAMED:
         return written  # PostgreSQL names the column after the function as written
-    if (isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Unary))) or isinstance(
-        node, exp.Pow
-    ):
+    if (
+        isinstance(node, exp.Func)
+        and (isinstance(node, exp.AggFunc) or not isinstance(node, (exp.Binary, exp.Unary)))
+    ) or isinstance(node, exp.Pow):
         name = node.sql_name().lower()
         if name in _FUNC_NAMES:
             return _FUNC_NAMES[name]

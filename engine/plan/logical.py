@@ -36,14 +36,24 @@ class AggSpec:
     # kind "udaf": the user-defined aggregate's call (engine.expr.udf.UdfCall) over the
     # input columns holding its arguments
     udf: Any = None
+    # two-argument aggregates (corr, covar_*, regr_*: `kind(arg, arg2)`, arg the dependent Y)
+    arg2: int | None = None
+    # ordered-set aggregates (percentile_cont / percentile_disc): the constant fraction
+    # (a float, or None for NULL) or a tuple of them for the array form
+    direct: Any = None
 
     def __str__(self) -> str:
         inner = "*" if self.arg is None else f"${self.arg}"
+        if self.arg2 is not None:
+            inner += f", ${self.arg2}"
         if self.distinct:
             inner = "distinct " + inner
         name = "count" if self.kind == "count_star" else self.kind
         if self.udf is not None:
             name, inner = self.udf.name, ", ".join(str(a) for a in self.udf.args)
+        if self.direct is not None or self.kind.startswith("percentile"):
+            d = self.direct
+            inner = f"{list(d) if isinstance(d, tuple) else d}) within group (order by {inner}"
         s = f"{name}({inner})"
         if self.filter is not None:
             s += f" filter(${self.filter})"

@@ -15,6 +15,7 @@ from sqlglot import exp
 from engine import expr as ex
 from engine.errors import (
     EngineError,
+    FeatureNotSupported,
     GroupingError,
     InvalidColumnReference,
     SqlSyntaxError,
@@ -33,6 +34,7 @@ from engine.plan.logical import (
     PlanNode,
     Project,
 )
+from engine.plan.plan_ordered_set import ORDERED_SET_CLASSES, is_ordered_set, plan_ordered_set
 from engine.plan.plan_udf import UdafNode, plan_udaf
 from engine.types import BIGINT, DOUBLE, NUMERIC, Field, SqlType, TypeKind
 
@@ -54,11 +56,47 @@ AGG_CLASSES: dict[type, str] = {
     exp.BitwiseAndAgg: "bit_and",
     exp.BitwiseOrAgg: "bit_or",
     exp.BitwiseXorAgg: "bit_xor",
+    exp.Corr: "corr",
+    exp.CovarPop: "covar_pop",
+    exp.CovarSamp: "covar_samp",
+    exp.RegrAvgx: "regr_avgx",
+    exp.RegrAvgy: "regr_avgy",
+    exp.RegrCount: "regr_count",
+    exp.RegrIntercept: "regr_intercept",
+    exp.RegrR2: "regr_r2",
+    exp.RegrSlope: "regr_slope",
+    exp.RegrSxx: "regr_sxx",
+    exp.RegrSxy: "regr_sxy",
+    exp.RegrSyy: "regr_syy",
     UdafNode: "udaf",  # user-defined aggregates (engine.plan.plan_udf)
 }
 
 
 _VARIANCE_KINDS = ("var_pop", "var_samp", "stddev_pop", "stddev_samp")
+#: two-argument statistics kind(Y, X) over double precision (agg_calls.RegrImpl)
+_REGR_KINDS = (
+    "corr",
+    "covar_pop",
+    "covar_samp",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_count",
+    "regr_intercept",
+    "regr_r2",
+    "regr_slope",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+)
+_REGR_ARGS = (
+    TypeKind.SMALLINT,
+    TypeKind.INT,
+    TypeKind.BIGINT,
+    TypeKind.NUMERIC,
+    TypeKind.REAL,
+    TypeKind.DOUBLE,
+    TypeKind.UNKNOWN,
+)
 #: aggregates PostgreSQL spells with a name of their own that sqlglot has no class for:
 #: `every(x)` is bool_and(x)
 _ALIASES = {"every": exp.LogicalAnd}
@@ -155,6 +193,10 @@ class AggPlannerMixin:
             if isinstance(a, exp.Filter):
                 filt = a.expression.this if isinstance(a.expression, exp.Where) else a.expression
                 spec_node = a.this
+            if is_ordered_set(spec_node):
+                specs.append(plan_ordered_set(self, spec_node, scope, pre, filt))
+                agg_index[_norm_sql(a)] = ng + len(specs) - 1
+                continue
             if _is_jsonb_agg(spec_node):
                 kind = "jsonb_agg"
                 if isinstance(spec_node, exp.Anonymous):
@@ -178,6 +220,10 @@ class AggPlannerMixin:
 
                 spec = plan_ordered_agg(self, kind, spec_node, scope, pre, filt)
                 specs.append(spec)
+                agg_index[_norm_sql(a)] = ng + len(specs) - 1
+                continue
+            if kind in _REGR_KINDS:
+                specs.append(self._plan_regr(kind, spec_node, scope, pre, filt))
                 agg_index[_norm_sql(a)] = ng + len(specs) - 1
                 continue
             distinct = False
@@ -265,6 +311,47 @@ class AggPlannerMixin:
 
         return agg, hook
 
+    def _plan_regr(
+        self,
+        kind: str,
+        node: exp.Expression,
+        scope: ex.Scope,
+        pre: list[ex.Expr],
+        filt: exp.Expression | None,
+    ) -> AggSpec:
+        """corr / covar_* / regr_*(Y, X): both arguments cast to double precision (the only
+        signature PostgreSQL has) into the pre-projection."""
+        y_node, x_node = node.this, node.args.get("expression")
+        if isinstance(y_node, exp.Distinct):
+            raise not_supported(f"{kind}(DISTINCT ...)")
+        args = [self._bind(y_node, scope)]
+        if x_node is not None:
+            args.append(self._bind(x_node, scope))
+        if len(args) != 2 or any(a.type.kind not in _REGR_ARGS for a in args):
+            shown = ", ".join(
+                "unknown" if a.type.kind is TypeKind.UNKNOWN else a.type.display for a in args
+            )
+            raise UndefinedFunction(
+                f"function {kind}({shown}) does not exist",
+                hint="No function matches the given name and argument types. "
+                "You might need to add explicit type casts.",
+            )
+        for n in (y_node, x_node):
+            if any(_find_aggs(n)):
+                raise GroupingError("aggregate function calls cannot be nested")
+        idx = []
+        for a in args:
+            pre.append(a if a.type.kind is TypeKind.DOUBLE else ex.cast(a, DOUBLE))
+            idx.append(len(pre) - 1)
+        filt_idx = None
+        if filt is not None:
+            fb = self._bind(filt, scope)
+            self._check_bool(fb, "FILTER")
+            pre.append(fb)
+            filt_idx = len(pre) - 1
+        rtype = BIGINT if kind == "regr_count" else DOUBLE
+        return AggSpec(kind, idx[0], rtype, False, filt_idx, arg2=idx[1])
+
     def _resolve_group_item(
         self, g: exp.Expression, select_items: list[tuple[str, exp.Expression]], scope: ex.Scope
     ) -> exp.Expression:
@@ -307,6 +394,9 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
     def walk(node: exp.Expression) -> None:
         if isinstance(node, exp.Window):  # the call itself is a window function
             fn = node.this.this if isinstance(node.this, exp.Filter) else node.this
+            if is_ordered_set(fn):
+                name = ORDERED_SET_CLASSES[type(fn.this if isinstance(fn, exp.WithinGroup) else fn)]
+                raise FeatureNotSupported(f"OVER is not supported for ordered-set aggregate {name}")
             for child in fn.iter_expressions():
                 walk(child)
             for p in node.args.get("partition_by") or []:
@@ -318,10 +408,16 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
             isinstance(node.this, tuple(AGG_CLASSES))
             or _is_jsonb_agg(node.this)
             or _is_alias_agg(node.this)
+            or is_ordered_set(node.this)
         ):
             out.append(node)
             return
-        if isinstance(node, tuple(AGG_CLASSES)) or _is_jsonb_agg(node) or _is_alias_agg(node):
+        if (
+            isinstance(node, tuple(AGG_CLASSES))
+            or _is_jsonb_agg(node)
+            or _is_alias_agg(node)
+            or is_ordered_set(node)
+        ):
             out.append(node)
             return
         if isinstance(node, (exp.Subquery, exp.Select)):
@@ -332,7 +428,8 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
                 f"aggregate function {name} is not supported yet",
                 hint="Aggregates available: count, sum, avg, min, max, string_agg, array_agg, "
                 "jsonb_agg, bool_and, bool_or, every, stddev, stddev_pop, stddev_samp, variance, "
-                "var_pop, var_samp, bit_and, bit_or, bit_xor (with FILTER; most with DISTINCT).",
+                "var_pop, var_samp, bit_and, bit_or, bit_xor, corr, covar_pop, covar_samp, regr_*, "
+                "percentile_cont, percentile_disc, mode (with FILTER; most with DISTINCT).",
             )
         for child in node.iter_expressions():
             walk(child)

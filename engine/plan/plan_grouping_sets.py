@@ -91,7 +91,7 @@ def _key(e: exp.Expression) -> str:
     return e.sql(dialect="risingwave")
 
 
-_AGGS = (exp.AggFunc,)
+_AGGS = (exp.AggFunc, exp.WithinGroup)  # WITHIN GROUP: an ordered-set aggregate
 
 
 def _substitute(

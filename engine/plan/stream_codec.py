@@ -58,6 +58,10 @@ def _agg_enc(a: AggSpec) -> dict[str, Any]:
     }
     if a.udf is not None:
         out["udf"] = expr_to_json(a.udf)
+    if a.arg2 is not None:
+        out["arg2"] = a.arg2
+    if a.direct is not None:
+        out["direct"] = list(a.direct) if isinstance(a.direct, tuple) else a.direct
     return out
 
 
@@ -72,6 +76,8 @@ def _agg_dec(d: dict[str, Any], source: FuncSource | None = None) -> AggSpec:
         d.get("separator"),
         tuple((int(c), bool(x), bool(n)) for c, x, n in d.get("order", [])),
         expr_from_json(udf, source) if udf is not None else None,
+        d.get("arg2"),
+        tuple(direct) if isinstance(direct := d.get("direct"), list) else direct,
     )
 
 

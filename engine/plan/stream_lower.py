@@ -40,6 +40,7 @@ from engine.plan.logical import (
 )
 from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_dynamic import DynamicFilter
+from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
 from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow, interval_spec
 from engine.plan.plan_udf import udtf_calls
 from engine.plan.stream_plan import (
@@ -68,7 +69,7 @@ from engine.types import Field
 
 # recomputed per touched group from the group's rows (CollectAggOp); "udaf": user-defined
 # aggregates (engine.plan.plan_udf) that cannot be kept incrementally (`recomputes`)
-COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg", "udaf")
+COLLECT_KINDS = ("string_agg", "array_agg", "jsonb_agg", "udaf", *ORDERED_SET_KINDS)
 
 
 def recomputes(a: AggSpec, append_only_input: bool) -> bool:

@@ -75,6 +75,8 @@ def _norm(v: Any) -> Any:
         return ("num", _approx(float(d)))
     if isinstance(v, float):
         return ("num", "NaN") if v != v else ("num", _approx(v))
+    if isinstance(v, list):  # an array (percentile_cont(ARRAY[..]))
+        return tuple(_norm(x) for x in v)
     if isinstance(v, dt.datetime | dt.date | dt.time | dt.timedelta):
         return ("time", v.isoformat() if hasattr(v, "isoformat") else str(v))
     return v

@@ -354,6 +354,8 @@ class QueryGen:
                     "count_distinct",
                     "bool_and",
                     "string_agg",
+                    "regr",
+                    "percentile",
                 ]
             )
             if fn == "count(*)":
@@ -368,6 +370,21 @@ class QueryGen:
                 out.append(f"min({self.expr('text', scope, 2)}) AS a{i}")
             elif fn == "avg":
                 out.append(f"round(avg({self.expr('int', scope, 2)}), 4) AS a{i}")
+            elif fn == "regr":
+                name = r.choice(
+                    ["corr", "covar_pop", "covar_samp", "regr_count", "regr_intercept"]
+                    + ["regr_r2", "regr_slope", "regr_sxx", "regr_sxy", "regr_avgy"]
+                )
+                y, x = self.expr("int", scope, 2), self.expr(r.choice(["int", "float"]), scope, 1)
+                out.append(f"{name}({y}, {x}) AS a{i}")
+            elif fn == "percentile":
+                desc = r.choice(["", " DESC"])
+                frac = r.choice(["0", "0.25", "0.5", "0.9", "1", "ARRAY[0.1, 0.5]"])
+                form = r.choice(["percentile_cont", "percentile_disc", "mode"])
+                kind = "int" if form == "percentile_cont" else r.choice(["int", "text", "date"])
+                arg = "" if form == "mode" else frac
+                order = f"ORDER BY {self.expr(kind, scope, 1)}{desc}"
+                out.append(f"{form}({arg}) WITHIN GROUP ({order}) AS a{i}")
             else:
                 out.append(f"{fn}({self.expr('int', scope, 2)}) AS a{i}")
         return out

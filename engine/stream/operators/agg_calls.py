@@ -38,7 +38,7 @@ import polars as pl
 from engine.chunk import Op
 from engine.errors import NumericValueOutOfRange, UndefinedFunction
 from engine.numeric import FINITE, NAN, NINF, PINF, special_sum
-from engine.stream.operators.frames import SPECIAL_SUFFIX
+from engine.stream.operators.frames import SPECIAL_SUFFIX, col_name
 from engine.types import NUMERIC_SCALE, SqlType, TypeKind
 
 _BIGINT_MIN = -(2**63)
@@ -69,12 +69,16 @@ class AggCall:
     filter: int | None = None
     #: kind "udaf": the bound call of the user-defined aggregate (engine.expr.udf.UdfCall)
     udf: Any = field(default=None, compare=False)
+    #: the second argument of corr / covar_* / regr_* (`kind(arg, arg2)`: Y, X)
+    arg2: int | None = None
 
     def __str__(self) -> str:
         if self.udf is not None:
             s = f"{self.udf.name}({', '.join(f'${r.index}' for r in self.udf.args)})"
         elif self.kind == "count_star":
             s = "count(*)"
+        elif self.arg2 is not None:
+            s = f"{self.kind}(${self.arg}, ${self.arg2})"
         else:
             s = f"{self.kind}({'distinct ' if self.distinct else ''}${self.arg})"
         if self.filter is not None:
@@ -432,6 +436,193 @@ class VarianceImpl(AggImpl):
         return var**0.5 if self.root else var
 
 
+#: corr, covar_pop/covar_samp and the regr_* family: kind(Y, X) over double precision
+REGR_KINDS = (
+    "corr",
+    "covar_pop",
+    "covar_samp",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_count",
+    "regr_intercept",
+    "regr_r2",
+    "regr_slope",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+)
+
+
+class RegrImpl(AggImpl):
+    """The two-argument statistics `kind(Y, X)` over double precision (the planner casts
+    both arguments), counting the rows where neither is NULL, with PostgreSQL's finals
+    (float8_regr_*: NULL for no rows, for a vertical line, and so on). Every slot is a sum
+    over the counted rows, so retractions are exact (floats aside).
+
+    Slots: (px, py, n, nx, Σdx, Σdx², ny, Σdy, Σdy², nb, Σbx, Σby, Σdxdy, Σx, Σy, x+inf,
+    x-inf, xNaN, y+inf, y-inf, yNaN). `d` are deviations from the group's fixed pivots px
+    (py), its first finite X (Y) ever seen, summed over the nx rows with a finite X (ny,
+    finite Y), as VarianceImpl keeps them (free of the cancellation of a plain Σx²; each
+    step's sums are around its own first values and shifted onto the pivots in `merge`);
+    the cross sums (nb, Σbx, Σby, Σdxdy) are over the rows with both finite. Σx / Σy are
+    the plain sums PostgreSQL's Sx / Sy are (regr_avgx, regr_intercept). The infinity /
+    NaN counts make Sxx (Syy) NaN while an infinite or NaN X (Y) is counted and Sxy NaN
+    while either is, Sx (Sy) infinite or NaN as a float sum would be, and restore the
+    finite answers when those rows are retracted. Finite inputs whose sums overflow are
+    22003, as in PostgreSQL.
+    """
+
+    init = (None, None, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0)
+    _INTS = frozenset((2, 3, 6, 9))  # the count slots
+
+    def __init__(self, kind: str, x_col: str) -> None:
+        self.kind = kind
+        self.x_col = x_col  # the input column of X (`AggCall.arg2`)
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        yv = x.cast(pl.Float64)
+        xv = pl.col(self.x_col).cast(pl.Float64)
+        fx = ok & xv.is_finite()
+        fy = ok & yv.is_finite()
+        fb = fx & fy
+        cx = xv.filter(fx).first()
+        cy = yv.filter(fy).first()
+        dx = pl.when(fx).then(xv - cx).otherwise(0.0)
+        dy = pl.when(fy).then(yv - cy).otherwise(0.0)
+        bx = pl.when(fb).then(dx).otherwise(0.0)
+        by = pl.when(fb).then(dy).otherwise(0.0)
+        wf = w.cast(pl.Float64)
+        inf = float("inf")
+        return [
+            cx,
+            cy,
+            _count_expr(ok, w),
+            _count_expr(fx, w),
+            (dx * wf).sum(),
+            (dx * dx * wf).sum(),
+            _count_expr(fy, w),
+            (dy * wf).sum(),
+            (dy * dy * wf).sum(),
+            _count_expr(fb, w),
+            (bx * wf).sum(),
+            (by * wf).sum(),
+            (bx * by * wf).sum(),
+            (pl.when(fx).then(xv).otherwise(0.0) * wf).sum(),
+            (pl.when(fy).then(yv).otherwise(0.0) * wf).sum(),
+            _count_expr(ok & (xv == inf), w),
+            _count_expr(ok & (xv == -inf), w),
+            _count_expr(ok & xv.is_nan(), w),
+            _count_expr(ok & (yv == inf), w),
+            _count_expr(ok & (yv == -inf), w),
+            _count_expr(ok & yv.is_nan(), w),
+        ]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        raise NotImplementedError("the planner refuses DISTINCT for regression aggregates")
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        px, py = _pivots(old[0]), _pivots(old[1])
+        cx, cy = _pivots(deltas[0]), _pivots(deltas[1])
+        o = [np.asarray(c, dtype=np.float64) for c in old[2:15]]
+        d = [np.asarray(c, dtype=np.float64) for c in deltas[2:15]]
+        npx = np.where(np.isnan(px), cx, px)
+        npy = np.where(np.isnan(py), cy, py)
+        # shift the delta's sums from its own pivots (cx, cy) onto the group's
+        tx = np.where(np.isnan(cx), 0.0, cx - npx)
+        ty = np.where(np.isnan(cy), 0.0, cy - npy)
+        n, nx, sx, sxx, ny, sy, syy, nb, bx, by, sxy, rx, ry = d
+        shifted = [
+            n,
+            nx,
+            sx + nx * tx,
+            sxx + 2.0 * tx * sx + nx * tx * tx,
+            ny,
+            sy + ny * ty,
+            syy + 2.0 * ty * sy + ny * ty * ty,
+            nb,
+            bx + nb * tx,
+            by + nb * ty,
+            sxy + tx * by + ty * bx + nb * tx * ty,
+            rx,
+            ry,
+        ]
+        out: list[Col] = [_pivot_list(npx), _pivot_list(npy)]
+        for j, (a, b) in enumerate(zip(o, shifted, strict=True), start=2):
+            v = a + b
+            out.append(v.astype(np.int64).tolist() if j in self._INTS else v.tolist())
+        out.extend(super().merge(old[15:], deltas[15:]))
+        return out
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        n = np.asarray(slots[2], dtype=np.int64)
+        if self.kind == "regr_count":
+            return n.tolist()
+        f = [np.asarray(c, dtype=np.float64) for c in slots[3:15]]
+        nx, dx, dxx, ny, dy, dyy, nb, bx, by, dxy, rx, ry = f
+        xp, xm, xn, yp, ym, yn = (np.asarray(c, dtype=np.int64) for c in slots[15:21])
+        xs = (xp + xm + xn) > 0
+        ys = (yp + ym + yn) > 0
+        nan = float("nan")
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            sxx = np.where(xs, nan, np.maximum(dxx - dx * dx / np.maximum(nx, 1.0), 0.0))
+            syy = np.where(ys, nan, np.maximum(dyy - dy * dy / np.maximum(ny, 1.0), 0.0))
+            sxy = np.where(xs | ys, nan, dxy - bx * by / np.maximum(nb, 1.0))
+            sx = _special_sum(rx, xp, xm, xn)
+            sy = _special_sum(ry, yp, ym, yn)
+            inputs_finite = (n > 0) & ~(xs | ys)
+            sums = np.stack([sxx, syy, sxy, sx, sy])
+            if bool((inputs_finite & ~np.isfinite(sums).all(axis=0)).any()):
+                raise NumericValueOutOfRange("value out of range: overflow")
+            nn = n.astype(np.float64)
+            null = n < 1
+            k = self.kind
+            if k == "regr_sxx":
+                r = sxx
+            elif k == "regr_syy":
+                r = syy
+            elif k == "regr_sxy":
+                r = sxy
+            elif k == "regr_avgx":
+                r = sx / nn
+            elif k == "regr_avgy":
+                r = sy / nn
+            elif k == "covar_pop":
+                r = sxy / nn
+            elif k == "covar_samp":
+                r = sxy / (nn - 1.0)
+                null = n < 2
+            elif k == "corr":
+                r = sxy / np.sqrt(sxx * syy)
+                null = null | (sxx == 0) | (syy == 0)
+            elif k == "regr_r2":
+                r = np.where(syy == 0, 1.0, (sxy * sxy) / (sxx * syy))
+                null = null | (sxx == 0)
+            elif k == "regr_slope":
+                r = sxy / sxx
+                null = null | (sxx == 0)
+            else:  # regr_intercept
+                r = (sy - sx * sxy / sxx) / nn
+                null = null | (sxx == 0)
+        return [None if z else v for v, z in zip(r.tolist(), null.tolist(), strict=True)]
+
+
+def _pivots(col: Col) -> np.ndarray:
+    """A pivot slot (None while unset) as floats with NaN for unset."""
+    return np.array([np.nan if v is None else v for v in col], dtype=np.float64)
+
+
+def _pivot_list(a: np.ndarray) -> list[Any]:
+    return [None if v != v else v for v in a.tolist()]
+
+
+def _special_sum(s: np.ndarray, pinf: np.ndarray, ninf: np.ndarray, nan: np.ndarray) -> np.ndarray:
+    """A float sum with its infinities and NaNs put back (as summing them would)."""
+    out = np.where(pinf > 0, np.inf, s)
+    out = np.where(ninf > 0, -np.inf, out)
+    return np.where((nan > 0) | ((pinf > 0) & (ninf > 0)), np.nan, out)
+
+
 #: bits of the integer types bit_and / bit_or / bit_xor accept
 _INT_BITS = {TypeKind.SMALLINT: 16, TypeKind.INT: 32, TypeKind.BIGINT: 64}
 
@@ -509,6 +700,7 @@ KINDS = (
     "bool_or",
     *VARIANCE_KINDS,
     *BIT_KINDS,
+    *REGR_KINDS,
 )
 
 
@@ -534,6 +726,10 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
         return VarianceImpl(k, arg_type)
     if k in BIT_KINDS:
         return BitImpl(k, arg_type)
+    if k in REGR_KINDS:
+        if call.arg2 is None:
+            raise ValueError(f"aggregate {k} needs two arguments")
+        return RegrImpl(k, col_name(call.arg2))
     raise UndefinedFunction(f"function {k} does not exist")
 
 

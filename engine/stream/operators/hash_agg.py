@@ -204,7 +204,7 @@ class HashAggOp(Operator):
         # polars plan pieces
         cols = list(group_keys)
         for a in aggs:
-            cols += [c for c in (a.arg, a.filter) if c is not None]
+            cols += [c for c in (a.arg, a.arg2, a.filter) if c is not None]
             cols += [r.index for r in a.udf.args] if a.udf is not None else []
         self._cols = cols
         self._key_names = [col_name(g) for g in group_keys]
@@ -242,12 +242,14 @@ class HashAggOp(Operator):
     # -- planning helpers -------------------------------------------------------------
     @staticmethod
     def _ok(a: AggCall) -> pl.Expr:
-        """Rows aggregate `a` counts: FILTER true and argument not NULL."""
+        """Rows aggregate `a` counts: FILTER true and its arguments not NULL."""
         ok = pl.lit(True)
         if a.filter is not None:
             ok = pl.col(col_name(a.filter)).fill_null(False)
         if a.arg is not None and a.kind != "count_star":
             ok = ok & pl.col(col_name(a.arg)).is_not_null()
+        if a.arg2 is not None:
+            ok = ok & pl.col(col_name(a.arg2)).is_not_null()
         return ok
 
     def state_tables(self) -> list[StateTable]:
