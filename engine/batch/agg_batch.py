@@ -14,6 +14,7 @@ argument, separator, ORDER BY keys and FILTER into the pre-projection; the execu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -288,7 +289,7 @@ def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Ta
             assert spec.arg2 is not None
             impl = RegrImpl(spec.kind, f"c{spec.arg2}")
             deltas = [a.field(j).to_pylist() for j in range(impl.n_slots)]
-            old = [[v] * len(a) for v in impl.init]
+            old: list[Sequence[Any]] = [[v] * len(a) for v in impl.init]
             values = impl.output(impl.merge(old, deltas))
             a = pa.array(values, schema.field(len(p.group_keys) + i).type)
         elif spec.kind == "string_agg":

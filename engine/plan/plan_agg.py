@@ -9,6 +9,7 @@ ORDER BY onto the Agg's output columns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sqlglot import exp
 
@@ -223,7 +224,7 @@ class AggPlannerMixin:
                 agg_index[_norm_sql(a)] = ng + len(specs) - 1
                 continue
             if kind in _REGR_KINDS:
-                specs.append(self._plan_regr(kind, spec_node, scope, pre, filt))
+                specs.append(plan_regr(self, kind, spec_node, scope, pre, filt))
                 agg_index[_norm_sql(a)] = ng + len(specs) - 1
                 continue
             distinct = False
@@ -311,47 +312,6 @@ class AggPlannerMixin:
 
         return agg, hook
 
-    def _plan_regr(
-        self,
-        kind: str,
-        node: exp.Expression,
-        scope: ex.Scope,
-        pre: list[ex.Expr],
-        filt: exp.Expression | None,
-    ) -> AggSpec:
-        """corr / covar_* / regr_*(Y, X): both arguments cast to double precision (the only
-        signature PostgreSQL has) into the pre-projection."""
-        y_node, x_node = node.this, node.args.get("expression")
-        if isinstance(y_node, exp.Distinct):
-            raise not_supported(f"{kind}(DISTINCT ...)")
-        args = [self._bind(y_node, scope)]
-        if x_node is not None:
-            args.append(self._bind(x_node, scope))
-        if len(args) != 2 or any(a.type.kind not in _REGR_ARGS for a in args):
-            shown = ", ".join(
-                "unknown" if a.type.kind is TypeKind.UNKNOWN else a.type.display for a in args
-            )
-            raise UndefinedFunction(
-                f"function {kind}({shown}) does not exist",
-                hint="No function matches the given name and argument types. "
-                "You might need to add explicit type casts.",
-            )
-        for n in (y_node, x_node):
-            if any(_find_aggs(n)):
-                raise GroupingError("aggregate function calls cannot be nested")
-        idx = []
-        for a in args:
-            pre.append(a if a.type.kind is TypeKind.DOUBLE else ex.cast(a, DOUBLE))
-            idx.append(len(pre) - 1)
-        filt_idx = None
-        if filt is not None:
-            fb = self._bind(filt, scope)
-            self._check_bool(fb, "FILTER")
-            pre.append(fb)
-            filt_idx = len(pre) - 1
-        rtype = BIGINT if kind == "regr_count" else DOUBLE
-        return AggSpec(kind, idx[0], rtype, False, filt_idx, arg2=idx[1])
-
     def _resolve_group_item(
         self, g: exp.Expression, select_items: list[tuple[str, exp.Expression]], scope: ex.Scope
     ) -> exp.Expression:
@@ -436,3 +396,45 @@ def _find_aggs(n: exp.Expression) -> list[exp.Expression]:
 
     walk(n)
     return out
+
+
+def plan_regr(
+    planner: Any,
+    kind: str,
+    node: exp.Expression,
+    scope: ex.Scope,
+    pre: list[ex.Expr],
+    filt: exp.Expression | None,
+) -> AggSpec:
+    """corr / covar_* / regr_*(Y, X): both arguments cast to double precision (the only
+    signature PostgreSQL has) into the pre-projection."""
+    y_node, x_node = node.this, node.args.get("expression")
+    if isinstance(y_node, exp.Distinct):
+        raise not_supported(f"{kind}(DISTINCT ...)")
+    args = [planner._bind(y_node, scope)]
+    if x_node is not None:
+        args.append(planner._bind(x_node, scope))
+    if len(args) != 2 or any(a.type.kind not in _REGR_ARGS for a in args):
+        shown = ", ".join(
+            "unknown" if a.type.kind is TypeKind.UNKNOWN else a.type.display for a in args
+        )
+        raise UndefinedFunction(
+            f"function {kind}({shown}) does not exist",
+            hint="No function matches the given name and argument types. "
+            "You might need to add explicit type casts.",
+        )
+    for n in (y_node, x_node):
+        if n is not None and any(_find_aggs(n)):
+            raise GroupingError("aggregate function calls cannot be nested")
+    idx = []
+    for a in args:
+        pre.append(a if a.type.kind is TypeKind.DOUBLE else ex.cast(a, DOUBLE))
+        idx.append(len(pre) - 1)
+    filt_idx = None
+    if filt is not None:
+        fb = planner._bind(filt, scope)
+        planner._check_bool(fb, "FILTER")
+        pre.append(fb)
+        filt_idx = len(pre) - 1
+    rtype = BIGINT if kind == "regr_count" else DOUBLE
+    return AggSpec(kind, idx[0], rtype, False, filt_idx, arg2=idx[1])

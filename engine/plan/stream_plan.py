@@ -228,7 +228,7 @@ class StreamHashAgg(StreamNode):
 def _agg_str(a: AggSpec, schema: list[Field]) -> str:
     name = "count" if a.kind == "count_star" else a.kind
     inner = "*" if a.arg is None else _names(schema, [a.arg])
-    if a.arg2 is not None:
+    if a.arg is not None and a.arg2 is not None:
         inner = _names(schema, [a.arg, a.arg2])
     if a.udf is not None:  # a user-defined aggregate over its argument columns
         name, inner = a.udf.name, _names(schema, [r.index for r in a.udf.args])

@@ -557,7 +557,7 @@ class RegrImpl(AggImpl):
     def output(self, slots: list[Col]) -> list[Any]:
         n = np.asarray(slots[2], dtype=np.int64)
         if self.kind == "regr_count":
-            return n.tolist()
+            return list(n.tolist())
         f = [np.asarray(c, dtype=np.float64) for c in slots[3:15]]
         nx, dx, dxx, ny, dy, dyy, nb, bx, by, dxy, rx, ry = f
         xp, xm, xn, yp, ym, yn = (np.asarray(c, dtype=np.int64) for c in slots[15:21])
