@@ -27,6 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
+
 NAN_UNSCALED = 2**127 - 1
 PINF_UNSCALED = 2**127 - 2
 NINF_UNSCALED = -(2**127 - 2)
@@ -148,8 +150,12 @@ _RAW_TO_PY = {
 
 def py_values(a: pa.Array | pa.ChunkedArray) -> list[Any]:
     """`a.to_pylist()`, with numeric specials as Decimal('NaN') / ('Infinity') / ('-Infinity')."""
-    values: list[Any] = a.to_pylist()
     t = a.type
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+        if isinstance(a, pa.ChunkedArray):
+            return [v for c in a.chunks for v in civil.py_temporal(c)]
+        return civil.py_temporal(a)
+    values: list[Any] = a.to_pylist()
     if pa.types.is_decimal128(t):
         if isinstance(a, pa.ChunkedArray):
             if any(special_masks(c) is not None for c in a.chunks):

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine import civil
 from engine.errors import InvalidTextRepresentation, NumericValueOutOfRange, ProtocolViolation
+from engine.expr import temporal as engine_temporal
 from engine.types import SqlType, TypeKind
 from pgwire import temporal as tm
 
@@ -341,6 +343,64 @@ def _timestamp_naive(v: datetime) -> datetime:
     return v
 
 
+# -- dates and timestamps beyond Python's datetime ------------------------------------------
+# Rows carry values of years outside 1..9999 (and BC) as numpy datetime64 (see
+# engine.civil.py_temporal); these print and travel through the integer calendar code.
+_PG_EPOCH_DAYS = 10_957  # 2000-01-01 in days since 1970-01-01
+_PG_EPOCH_US = _PG_EPOCH_DAYS * 86_400_000_000
+_NEAR = (datetime(2, 1, 1, tzinfo=UTC), datetime(9998, 12, 31, tzinfo=UTC))
+
+
+def _wide_int(v: np.datetime64) -> int:
+    return int(v.astype(np.int64))
+
+
+def _date_text(v: Any) -> str:
+    return civil.wide_text(v) if isinstance(v, np.datetime64) else tm.format_date(v)
+
+
+def _timestamp_text(v: Any) -> str:
+    if isinstance(v, np.datetime64):
+        return civil.wide_text(v)
+    return tm.format_timestamp(_timestamp_naive(v))
+
+
+def _wide_tstz_text(v: np.datetime64, tz: tzinfo) -> str:
+    """The zone's offset at the value, or at the nearest instant Python's zone rules reach
+    (they repeat beyond; before, the zone's earliest offset applies)."""
+    us = _wide_int(v)
+    near = _NEAR[0] if us < 0 else _NEAR[1]
+    off = near.astimezone(tz).utcoffset() or timedelta(0)
+    off_us = (off.days * 86_400 + off.seconds) * 1_000_000
+    return str(civil.format_us(np.array([us + off_us]), tm.format_offset(off))[0])
+
+
+def _tstz_text(tz: tzinfo) -> Callable[[Any], str]:
+    def fmt(v: Any) -> str:
+        if isinstance(v, np.datetime64):
+            return _wide_tstz_text(v, tz)
+        return tm.format_timestamptz(v, tz)
+
+    return fmt
+
+
+def _wide_parser(parse: Callable[[str], Any], kind: TypeKind) -> Callable[[str], Any]:
+    """Python's parser for the common text, the engine's (years beyond 9999, BC, and
+    PostgreSQL's messages) when that one refuses."""
+    engine_parse = {
+        TypeKind.DATE: engine_temporal.text_to_date,
+        TypeKind.TIMESTAMP: engine_temporal.text_to_timestamp,
+    }[kind]
+
+    def parse_any(s: str) -> Any:
+        try:
+            return parse(s)
+        except Exception:
+            return civil.py_temporal(engine_parse(pa.array([s], pa.string())))[0]
+
+    return parse_any
+
+
 def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
     """The function printing one non-NULL value of type `t` as Postgres text."""
     k = t.kind
@@ -358,13 +418,13 @@ def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
     if k is TypeKind.BYTEA:
         return _bytea_text
     if k is TypeKind.DATE:
-        return tm.format_date
+        return _date_text
     if k is TypeKind.TIME:
         return tm.format_time
     if k is TypeKind.TIMESTAMP:
-        return lambda v: tm.format_timestamp(_timestamp_naive(v))
+        return _timestamp_text
     if k is TypeKind.TIMESTAMPTZ:
-        return lambda v: tm.format_timestamptz(v, tz)
+        return _tstz_text(tz)
     if k is TypeKind.INTERVAL:
         return tm.format_interval
     if k is TypeKind.LIST:
@@ -432,11 +492,11 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
     if k is TypeKind.BYTEA:
         return lambda s: _parse_bytea(s, t)
     if k is TypeKind.DATE:
-        return tm.parse_date
+        return _wide_parser(tm.parse_date, k)
     if k is TypeKind.TIME:
         return tm.parse_time
     if k is TypeKind.TIMESTAMP:
-        return tm.parse_timestamp
+        return _wide_parser(tm.parse_timestamp, k)
     if k is TypeKind.TIMESTAMPTZ:
         return lambda s: tm.parse_timestamptz(s, tz)
     if k is TypeKind.INTERVAL:
@@ -502,25 +562,51 @@ _TS_INF = 2**63 - 1
 _TS_NINF = -(2**63)
 
 
-def _ts_recv(b: bytes, aware: bool) -> datetime:
+def _ts_recv(b: bytes, aware: bool) -> datetime | np.datetime64:
     (us,) = _I64.unpack(b)
     if us in (_TS_INF, _TS_NINF):
         edge = datetime.max if us == _TS_INF else datetime.min
         return edge.replace(tzinfo=UTC) if aware else edge
     base = tm.PG_EPOCH_TZ if aware else tm.PG_EPOCH
-    return base + timedelta(microseconds=us)
+    try:
+        return base + timedelta(microseconds=us)
+    except OverflowError:
+        if aware:
+            raise
+        unix = us + _PG_EPOCH_US
+        civil.check_us(np.array([unix]))
+        return np.datetime64(unix, "us")
 
 
-def _date_recv(b: bytes) -> date:
+def _date_recv(b: bytes) -> date | np.datetime64:
     (days,) = _I32.unpack(b)
     if days == 2**31 - 1:
         return date.max
     if days == -(2**31):
         return date.min
-    return tm.PG_EPOCH_DATE + timedelta(days=days)
+    try:
+        return tm.PG_EPOCH_DATE + timedelta(days=days)
+    except OverflowError:
+        unix = days + _PG_EPOCH_DAYS
+        civil.check_days(np.array([unix]))
+        return np.datetime64(unix, "D")
 
 
-def _tstz_send(v: datetime) -> bytes:
+def _date_send(v: Any) -> bytes:
+    if isinstance(v, np.datetime64):
+        return _I32.pack(_wide_int(v) - _PG_EPOCH_DAYS)
+    return _I32.pack((v - tm.PG_EPOCH_DATE).days)
+
+
+def _ts_send(v: Any) -> bytes:
+    if isinstance(v, np.datetime64):
+        return _I64.pack(_wide_int(v) - _PG_EPOCH_US)
+    return _I64.pack(tm.usecs_since(_timestamp_naive(v), tm.PG_EPOCH))
+
+
+def _tstz_send(v: datetime | np.datetime64) -> bytes:
+    if isinstance(v, np.datetime64):
+        return _I64.pack(_wide_int(v) - _PG_EPOCH_US)
     if v.tzinfo is None:
         v = v.replace(tzinfo=UTC)
     return _I64.pack(tm.usecs_since(v, tm.PG_EPOCH_TZ))
@@ -547,11 +633,11 @@ def binary_encoder(t: SqlType) -> Encoder:
     if k is TypeKind.BYTEA:
         return bytes
     if k is TypeKind.DATE:
-        return lambda v: _I32.pack((v - tm.PG_EPOCH_DATE).days)
+        return _date_send
     if k is TypeKind.TIME:
         return lambda v: _I64.pack(tm.time_usecs(v))
     if k is TypeKind.TIMESTAMP:
-        return lambda v: _I64.pack(tm.usecs_since(_timestamp_naive(v), tm.PG_EPOCH))
+        return _ts_send
     if k is TypeKind.TIMESTAMPTZ:
         return _tstz_send
     if k is TypeKind.INTERVAL:

@@ -17,7 +17,6 @@ from engine.errors import (
     DatatypeMismatch,
     EngineError,
     UndefinedObject,
-    date_out_of_range,
     not_supported,
 )
 from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum, text_syntax_errors
@@ -85,7 +84,9 @@ def common_type(types: list[SqlType], context: str = "") -> SqlType:
     raise DatatypeMismatch(f"{prefix}types {first.display} and {other.display} cannot be matched")
 
 
-def _fold(expr: Literal, target: SqlType) -> Literal:
+def _fold(expr: Literal, target: SqlType) -> Literal | None:
+    """The cast of a constant as a constant; None for a date/timestamp beyond Python's
+    datetime (years outside 1..9999, BC), which stays a cast evaluated on Arrow arrays."""
     ctx = EvalContext()
     src = expr.type
     if isinstance(expr, UntypedLiteral):
@@ -94,8 +95,8 @@ def _fold(expr: Literal, target: SqlType) -> Literal:
     try:
         v = val.as_py()
         return Literal(py_value(v) if isinstance(v, Decimal) else v, target)
-    except OverflowError as e:  # beyond Python's datetime (years 1-9999)
-        raise date_out_of_range(target) from e
+    except OverflowError:  # beyond Python's datetime (years 1-9999)
+        return None
 
 
 def _make_cast(expr: Expr, target: SqlType) -> Expr:
@@ -105,7 +106,9 @@ def _make_cast(expr: Expr, target: SqlType) -> Expr:
         if expr.value is None:
             return Literal(None, target)
         if K.TIMESTAMPTZ not in (expr.type.kind, target.kind):
-            return _fold(expr, target)
+            folded = _fold(expr, target)
+            if folded is not None:
+                return folded
     if isinstance(expr, Param) and expr.type == UNKNOWN:
         return Param(expr.index, target)
     src = VARCHAR if isinstance(expr, UntypedLiteral) else expr.type

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
 from engine.errors import (
     DatetimeFieldOverflow,
     IntervalFieldOverflow,
@@ -26,7 +27,7 @@ US_PER_SEC = 1_000_000
 _TS_RE = (
     r"^\s*(?P<y>\d{4,})-(?P<mo>\d{1,2})-(?P<d>\d{1,2})"
     r"(?:(?:[ T]|\s+)(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d{1,9}))?)?)?"
-    r"\s*(?P<tz>[Zz]|UTC|utc|[+-]\d{1,2}(?::?\d{2})?)?\s*$"
+    r"\s*(?P<tz>[Zz]|UTC|utc|[+-]\d{1,2}(?::?\d{2})?)?\s*(?P<era>(?i:BC|AD))?\s*$"
 )
 _TIME_RE = r"^\s*(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:\.(?P<f>\d{1,9}))?)?\s*$"
 
@@ -44,49 +45,68 @@ def _frac_us(st: pa.StructArray) -> np.ndarray:
     return f.cast(pa.int64()).to_numpy(zero_copy_only=False)
 
 
-_BC = re.compile(r"\d\s*BC\s*$", re.I)
-
-
 def _bad(text: pa.Array, ok: np.ndarray, tname: str) -> None:
     valid = pc.is_valid(text).to_numpy(zero_copy_only=False)
     bad = valid & ~ok
     if bad.any():
         val = text[int(np.argmax(bad))].as_py()
-        if tname != "time" and _BC.search(str(val)):  # PostgreSQL reads BC dates
-            what = "date" if tname == "date" else "timestamp"
-            raise DatetimeFieldOverflow(
-                f'{what} out of range: "{val}"',
-                detail="Dates and timestamps lie between years 1 and 9999; BC dates cannot be"
-                " represented.",
-            )
         if tname in ("date", "time", "timestamp", "timestamp with time zone"):
             raise InvalidDatetimeFormat(f'invalid input syntax for type {tname}: "{val}"')
         raise InvalidTextRepresentation(f'invalid input syntax for type {tname}: "{val}"')
 
 
+def _first(text: pa.Array, rows: np.ndarray) -> str:
+    return str(text[int(np.argmax(rows))].as_py())
+
+
 def days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Days since epoch and a validity mask for (y, m, d) arrays."""
-    ok = (m >= 1) & (m <= 12) & (d >= 1)
-    mm = np.where(ok, m, 1)
-    months = ((y - 1970) * 12 + (mm - 1)).astype("datetime64[M]")
-    first = months.astype("datetime64[D]").astype(np.int64)
-    nxt = (months + 1).astype("datetime64[D]").astype(np.int64)
-    ok &= d <= (nxt - first)
-    return first + np.where(ok, d, 1) - 1, ok
+    """Days since epoch (astronomical years: 0 is 1 BC) and a validity mask for (y, m, d)."""
+    ok = civil.valid_civil(y, m, d)
+    days = civil.days_from_civil_int(np.where(ok, y, 1970), np.where(ok, m, 1), np.where(ok, d, 1))
+    return days, ok
 
 
 def _parse_ts(text: pa.Array, tname: str, with_tz: bool) -> np.ndarray:
-    """int64 microseconds (UTC for tz inputs with offsets); raises on bad input."""
+    """int64 microseconds (UTC for tz inputs with offsets; days for dates);
+    raises on bad input: 22007 for bad syntax, 22008 for fields that do not exist (year 0,
+    February 30) and for values beyond PostgreSQL's range (see engine.expr.civil)."""
     text = text.cast(pa.string())
     special = _special_ts(text)
     st = pc.extract_regex(text, _TS_RE)
     ok = pc.is_valid(st).to_numpy(zero_copy_only=False)
+    if special is not None:
+        ok |= special[0]
+    _bad(text, ok, tname)
+    matched = pc.is_valid(st).to_numpy(zero_copy_only=False)
     y, mo, d = _field(st, "y"), _field(st, "mo"), _field(st, "d")
     h, mi, s = _field(st, "h"), _field(st, "mi"), _field(st, "s")
+    bc = pc.fill_null(pc.equal(pc.utf8_upper(st.field("era")), "BC"), False)
+    bc_np = bc.to_numpy(zero_copy_only=False) & matched
+    fields_ok = (y > 0) & (h < 24) & (mi < 60) & (s < 60)
+    y = np.where(bc_np, 1 - y, y)  # 44 BC is astronomical year -43
     days, dok = days_from_civil(y, mo, d)
-    ok &= dok
-    ok &= (h < 24) & (mi < 60) & (s < 60)
-    us = days * US_PER_DAY + ((h * 60 + mi) * 60 + s) * US_PER_SEC + _frac_us(st)
+    fields_ok &= dok
+    if (matched & ~fields_ok).any():
+        raise DatetimeFieldOverflow(
+            f'date/time field value out of range: "{_first(text, matched & ~fields_ok)}"'
+        )
+    what = "date" if tname == "date" else "timestamp"
+    last_day = civil.DATE_MAX if tname == "date" else civil.TS_MAX // US_PER_DAY + 1
+    far = matched & ((days < civil.DATE_MIN) | (days > last_day))
+    if far.any():
+        raise DatetimeFieldOverflow(f'{what} out of range: "{_first(text, far)}"')
+    days = np.where(matched, days, 0)
+    if tname == "date":  # no microseconds: dates reach beyond int64 microseconds
+        return days if special is None else np.where(special[0], 0, days)
+    tod = ((h * 60 + mi) * 60 + s) * US_PER_SEC + _frac_us(st)
+    # int64 microseconds may overflow on the last days: exact check there (an offset that
+    # wraps past the end lands far below TS_MIN, caught below)
+    edge = days >= last_day - 1
+    if edge.any():
+        for i in np.flatnonzero(edge):
+            if int(days[i]) * US_PER_DAY + int(tod[i]) > civil.TS_MAX:
+                raise DatetimeFieldOverflow(f'{what} out of range: "{text[int(i)].as_py()}"')
+    us = days * US_PER_DAY + tod
     tz = pc.fill_null(st.field("tz"), "")
     has_off = pc.match_substring_regex(tz, r"^[+-]").to_numpy(zero_copy_only=False)
     if has_off.any():
@@ -107,11 +127,13 @@ def _parse_ts(text: pa.Array, tname: str, with_tz: bool) -> np.ndarray:
         )
         if with_tz:
             us = us - np.where(has_off, off, 0)
+    if tname != "date":
+        far = matched & ((us < civil.TS_MIN) | (us > civil.TS_MAX))
+        if far.any():
+            raise DatetimeFieldOverflow(f'{what} out of range: "{_first(text, far)}"')
     if special is not None:
         sp_ok, sp_val = special
         us = np.where(sp_ok, sp_val, us)
-        ok |= sp_ok
-    _bad(text, ok, tname)
     return us
 
 
@@ -142,8 +164,8 @@ def text_to_timestamptz(text: pa.Array) -> pa.Array:
 
 
 def text_to_date(text: pa.Array) -> pa.Array:
-    us = _parse_ts(text, "date", with_tz=False)
-    return _with_nulls(np.floor_divide(us, US_PER_DAY), text, pa.date32())
+    days = _parse_ts(text, "date", with_tz=False)
+    return _with_nulls(days, text, pa.date32())
 
 
 def text_to_time(text: pa.Array) -> pa.Array:
@@ -186,15 +208,26 @@ def _strip_fraction(text: pa.Array) -> pa.Array:
 
 def format_timestamp(ts: pa.Array, tz: str | None = None) -> pa.Array:
     """Postgres text of timestamp / timestamptz (`+00:00`-style offset for tz inputs)."""
+    if civil.needs_wide(ts):
+        return _format_wide_timestamp(ts, tz)
     if tz is None:
         return _strip_fraction(ts.cast(pa.timestamp("us")).cast(pa.string()))
     utc = ts.cast(pa.timestamp("us", tz="UTC"))
-    if tz.upper() in ("UTC", "Z", "GMT", "ETC/UTC"):
+    if _is_utc(tz):
         local = utc.cast(pa.timestamp("us"))
         text = _strip_fraction(local.cast(pa.string()))
         return pc.binary_join_element_wise(text, "+00:00", "")
     local = pc.local_timestamp(utc.cast(pa.timestamp("us", tz=tz)))
     text = _strip_fraction(local.cast(pa.string()))
+    return pc.binary_join_element_wise(text, _offsets(local, utc), "")
+
+
+def _is_utc(tz: str) -> bool:
+    return tz.upper() in ("UTC", "Z", "GMT", "ETC/UTC")
+
+
+def _offsets(local: pa.Array, utc: pa.Array) -> pa.Array:
+    """`+05:30` / `-04:00` text of local minus UTC time."""
     off_min = np.floor_divide(
         pc.fill_null(local.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
         - pc.fill_null(utc.cast(pa.int64()), 0).to_numpy(zero_copy_only=False),
@@ -204,12 +237,27 @@ def format_timestamp(ts: pa.Array, tz: str | None = None) -> pa.Array:
     absm = np.abs(off_min)
     hh = pc.utf8_lpad(pa.array(absm // 60).cast(pa.string()), 2, "0")
     mm = pc.utf8_lpad(pa.array(absm % 60).cast(pa.string()), 2, "0")
-    off = pc.binary_join_element_wise(pa.array(sign), hh, ":", mm, "")
-    off = pc.replace_substring_regex(off, r":00$", ":00")
-    return pc.binary_join_element_wise(text, off, "")
+    return pc.binary_join_element_wise(pa.array(sign), hh, ":", mm, "")
+
+
+def _format_wide_timestamp(ts: pa.Array, tz: str | None) -> pa.Array:
+    """Timestamps with years outside 1..9999 (or BC): integer calendar math (civil)."""
+    us, mask = civil.raw_ints(ts)
+    if tz is None or _is_utc(tz):
+        return civil.format_us(us, "" if tz is None else "+00:00", mask)
+    # the zone's offset at the value's instant, or at the nearest year Python's zone
+    # database reaches (its rules beyond repeat; before, the zone's earliest offset)
+    clamped = np.clip(us, civil.PY_MIN_US + US_PER_DAY, civil.PY_MAX_US - US_PER_DAY)
+    utc = pa.array(clamped, pa.timestamp("us", tz="UTC"))
+    local = pc.local_timestamp(utc.cast(pa.timestamp("us", tz=tz)))
+    delta = local.cast(pa.int64()).to_numpy(zero_copy_only=False) - clamped
+    return civil.format_us(us + delta, _offsets(local, utc), mask)
 
 
 def format_date(d: pa.Array) -> pa.Array:
+    if civil.needs_wide(d):
+        days, mask = civil.raw_ints(d)
+        return civil.format_days(days, mask)
     return d.cast(pa.string())
 
 
