@@ -15,6 +15,8 @@ timestamps end at 294247-01-10 04:00:54.775806 rather than PostgreSQL's 294276-1
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -125,9 +127,7 @@ def _date_parts(days: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """'YYYY-MM-DD' text (year of era, at least 4 digits) and the BC mask."""
     y, m, d = civil_from_days(days)
     bc = y <= 0
-    text = pc.binary_join_element_wise(
-        _pad(np.where(bc, 1 - y, y), 4), _pad(m, 2), _pad(d, 2), "-"
-    )
+    text = pc.binary_join_element_wise(_pad(np.where(bc, 1 - y, y), 4), _pad(m, 2), _pad(d, 2), "-")
     return text, bc
 
 
@@ -159,7 +159,9 @@ def format_days(days: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     return _masked(out, mask)
 
 
-def format_us(us: np.ndarray, offset: str | pa.Array = "", mask: np.ndarray | None = None) -> pa.Array:
+def format_us(
+    us: np.ndarray, offset: str | pa.Array = "", mask: np.ndarray | None = None
+) -> pa.Array:
     """PostgreSQL's ISO text of timestamps (`offset` appended to the time for timestamptz):
     `294276-12-31 23:59:59.999999`, `0044-03-15 12:30:00+00:00 BC`."""
     safe = np.where((us == TS_NINF) | (us == TS_PINF), 0, us)
@@ -202,15 +204,33 @@ def needs_wide(a: pa.Array) -> bool:
     return bool(lo < PY_MIN_US or hi > PY_MAX_US)
 
 
+def has_temporal(t: pa.DataType) -> bool:
+    """Whether `t` is date32/timestamp, or a list (of lists) of them."""
+    while pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = t.value_type
+    return bool(pa.types.is_date32(t) or pa.types.is_timestamp(t))
+
+
 def py_temporal(a: pa.Array) -> list[object]:
-    """`a.to_pylist()` for date32/timestamp arrays, with a value beyond Python's datetime as
-    a numpy datetime64 (days or microseconds; UTC for timestamptz): pyarrow builds arrays of
-    naive dates/timestamps back from those, and pgwire prints and sends them."""
+    """`a.to_pylist()` for date32/timestamp arrays (or lists of them), with a value beyond
+    Python's datetime as a numpy datetime64 (days or microseconds; UTC for timestamptz):
+    pyarrow builds arrays of naive dates/timestamps back from those (engine.numeric.array_of
+    also aware ones), and pgwire prints and sends them."""
+    if pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
+        if not needs_wide_any(a):
+            return a.to_pylist()
+        inner = py_temporal(a.values)
+        offs = a.offsets.to_numpy(zero_copy_only=False)
+        valid = a.is_valid().to_numpy(zero_copy_only=False)
+        return [inner[offs[i] : offs[i + 1]] if valid[i] else None for i in range(len(a))]
     if not needs_wide(a):
         return a.to_pylist()
     raw, mask = raw_ints(a)
     is_date = pa.types.is_date32(a.type)
-    wide = (raw < PY_MIN_DAY) | (raw > PY_MAX_DAY) if is_date else (raw < PY_MIN_US) | (raw > PY_MAX_US)
+    if is_date:
+        wide = (raw < PY_MIN_DAY) | (raw > PY_MAX_DAY)
+    else:
+        wide = (raw < PY_MIN_US) | (raw > PY_MAX_US)
     if mask is not None:
         wide &= ~mask
     fill = pa.scalar(0, pa.int32() if is_date else pa.int64()).cast(a.type)
@@ -222,9 +242,39 @@ def py_temporal(a: pa.Array) -> list[object]:
     return out
 
 
+def py_list(a: pa.Array) -> list[object]:
+    """`a.to_pylist()`, through `py_temporal` for temporal columns."""
+    return py_temporal(a) if has_temporal(a.type) else a.to_pylist()
+
+
+def needs_wide_any(a: pa.Array) -> bool:
+    """`needs_wide` through list levels."""
+    while pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
+        a = a.flatten()
+    return needs_wide(a)
+
+
 def wide_text(v: np.datetime64, offset: str = "") -> str:
     """PostgreSQL's text of one value `py_temporal` gave as datetime64."""
     n = np.array([v.astype(np.int64)], dtype=np.int64)
     if np.datetime_data(v.dtype)[0] == "D":
         return str(format_days(n)[0])
     return str(format_us(n, offset)[0])
+
+
+_EPOCH_DATE = date(1970, 1, 1)
+_EPOCH = datetime(1970, 1, 1)
+_EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_US = timedelta(microseconds=1)
+
+
+def order_key(v: object) -> object:
+    """A sort key ordering dates (days) or timestamps (microseconds) whether they come as
+    datetime objects or as `py_temporal`'s datetime64 (which do not compare with them)."""
+    if isinstance(v, np.datetime64):
+        return int(v.astype(np.int64))
+    if isinstance(v, datetime):
+        return (v - (_EPOCH if v.tzinfo is None else _EPOCH_UTC)) // _ONE_US
+    if isinstance(v, date):
+        return (v - _EPOCH_DATE).days
+    return v

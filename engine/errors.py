@@ -368,7 +368,7 @@ def not_supported(what: str, hint: str | None = None) -> FeatureNotSupported:
 
 
 def date_out_of_range(t: object = None) -> DatetimeFieldOverflow:
-    """22008 for a date/timestamp beyond what Swell keeps (years 1 to 9999)."""
+    """22008 for a date/timestamp beyond what Swell keeps (see engine/civil.py)."""
     kind = getattr(getattr(t, "kind", None), "name", "")
     what = (
         "date"
@@ -378,5 +378,7 @@ def date_out_of_range(t: object = None) -> DatetimeFieldOverflow:
         else ("date/time value")
     )
     return DatetimeFieldOverflow(
-        f"{what} out of range", detail="Dates and timestamps lie between years 1 and 9999."
+        f"{what} out of range",
+        detail="Dates lie between 4714-11-24 BC and 5874897-12-31, timestamps between"
+        " 4714-11-24 BC and 294247-01-10.",
     )

@@ -149,9 +149,10 @@ _RAW_TO_PY = {
 
 
 def py_values(a: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """`a.to_pylist()`, with numeric specials as Decimal('NaN') / ('Infinity') / ('-Infinity')."""
+    """`a.to_pylist()`, with numeric specials as Decimal('NaN') / ('Infinity') / ('-Infinity'),
+    and dates/timestamps beyond Python's datetime as numpy datetime64 (engine.civil)."""
     t = a.type
-    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
+    if civil.has_temporal(t):  # dates beyond year 9999 / BC as numpy datetime64
         if isinstance(a, pa.ChunkedArray):
             return [v for c in a.chunks for v in civil.py_temporal(c)]
         return civil.py_temporal(a)
@@ -201,6 +202,13 @@ def array_of(values: Any, t: pa.DataType) -> pa.Array:
     (as Decimal('NaN') etc. or as pyarrow's Decimals of their slots)."""
     if pa.types.is_decimal128(t):
         return numeric_array(list(values), t)
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        try:
+            return pa.array(values, t)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            # a value beyond Python's datetime comes as a (UTC) numpy datetime64, which
+            # pyarrow takes only for a naive type; aware datetimes are converted to UTC
+            return pa.array(values, pa.timestamp(t.unit)).cast(t)
     return pa.array(values, t)
 
 

@@ -12,7 +12,6 @@ from engine.batch.memory import MemoryBudget, default_limit, row_width
 from engine.batch.stream_join import CHUNK_ROWS, stream_join
 from engine.errors import EngineError, not_supported
 from engine.expr import EvalContext
-from engine.numeric import array_of
 from engine.plan.logical import (
     Agg,
     Filter,
@@ -214,14 +213,18 @@ class _Exec:
         one = pa.RecordBatch.from_pydict({"_": [None]})
         if not p.schema:
             return pa.table({"_": pa.nulls(len(p.rows))}).select([])  # rows without columns
-        cols: list[list[object]] = [[] for _ in p.schema]
+        # each cell as a one-row Arrow array, concatenated: values Python cannot hold (a
+        # date beyond year 9999, numeric NaN) keep their raw slots
+        cols: list[list[pa.Array]] = [[] for _ in p.schema]
         for row in p.rows:
             for i, e in enumerate(row):
                 v = e.eval(one, self.ctx)
-                cols[i].append(v[0].as_py() if len(v) else None)
-        return pa.Table.from_arrays(
-            [array_of(c, schema.field(i).type) for i, c in enumerate(cols)], schema=schema
-        )
+                t = schema.field(i).type
+                a = pa.repeat(v, 1) if isinstance(v, pa.Scalar) else v[:1]
+                if len(a) == 0:
+                    a = pa.nulls(1, t)
+                cols[i].append(a if a.type == t else a.cast(t))
+        return pa.Table.from_arrays([pa.concat_arrays(c) for c in cols], schema=schema)
 
     def _agg(self, p: Agg) -> pa.Table:
         if any(a.kind in BATCH_KERNEL_KINDS for a in p.aggs):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -132,7 +133,15 @@ def bind_similar(arg_in: Expr, pattern_in: Expr, escape: str | None, negate: boo
 _TOKENS = [
     ("HH24", "%H"),
     ("HH12", "%I"),
-    ("YYYY", "%Y"),
+    ("YYYY", "YYYY"),
+    ("BC", "BC"),
+    ("AD", "BC"),
+    ("bc", "bc"),
+    ("ad", "bc"),
+    ("B.C.", "B.C."),
+    ("A.D.", "B.C."),
+    ("b.c.", "b.c."),
+    ("a.d.", "b.c."),
     ("MONTH", "MONTH"),
     ("Month", "Month"),
     ("month", "month"),
@@ -193,6 +202,16 @@ def _piece(ts: pa.Array, code: str) -> pa.Array:
     )
     if code.startswith("%"):
         return pc.strftime(secs, format=code, locale="C")
+    if code == "YYYY" or code.lower() in ("bc", "b.c."):
+        # the year of the era (44 for 44 BC; Arrow's years are astronomical: -43)
+        y = pc.fill_null(pc.year(ts), 1).to_numpy(zero_copy_only=False).astype(np.int64)
+        if code == "YYYY":
+            era_year = pa.array(np.where(y <= 0, 1 - y, y)).cast(pa.string())
+            return pc.utf8_lpad(era_year, 4, "0")
+        bc, ad = ("BC", "AD") if code.lower() == "bc" else ("B.C.", "A.D.")
+        if code.islower():
+            bc, ad = bc.lower(), ad.lower()
+        return pa.array(np.where(y <= 0, bc, ad))
     if code in ("MS", "US"):
         us = pc.subtract(pc.cast(ts, pa.int64()), pc.multiply(pc.cast(secs, pa.int64()), 10**6))
         if code == "MS":

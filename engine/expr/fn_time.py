@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
 from engine.errors import DatetimeFieldOverflow, FeatureNotSupported, InvalidParameterValue
 from engine.expr import temporal
 from engine.expr.coerce import implicit_cast, is_untyped
@@ -250,6 +251,8 @@ def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.nda
         "week": pc.iso_week,
         "isoyear": pc.iso_year,
     }
+    if f in ("year", "isoyear"):  # no year 0 in PostgreSQL: 1 BC is -1
+        return civil.pg_year(np_(simple[f](vv))), 0
     if f in simple:
         return np_(simple[f](vv)), 0
     if f == "dow":
@@ -257,8 +260,8 @@ def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.nda
     if f == "isodow":
         return np_(pc.day_of_week(vv, count_from_zero=False, week_start=1)), 0
     y = np_(pc.year(vv))
-    if f == "decade":
-        return np.floor_divide(y, 10), 0
+    if f == "decade":  # y is the astronomical year (0 is 1 BC), as PostgreSQL's tm_year
+        return np.where(y > 0, y // 10, -((8 - (y - 1)) // 10)), 0
     if f == "century":
         return np.where(y > 0, (y + 99) // 100, -((99 - (y - 1)) // 100)), 0
     if f == "millennium":

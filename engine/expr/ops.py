@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
 from engine.errors import (
     DataError,
     DatetimeFieldOverflow,
@@ -357,6 +358,13 @@ def _ts_plus_interval(sign: int, t: SqlType) -> Callable[[list[Datum], int, Eval
         m, d, ns = temporal.interval_parts(iv)
         out = temporal.add_interval_us(us, sign * m, sign * d, sign * ns)
         mask = pc.or_(pc.is_null(ts), pc.is_null(iv)).to_numpy(zero_copy_only=False)
+        # 22008 past the range, also where int64 microseconds wrapped around: a float
+        # estimate (months of 30.44 days, off by at most 1.5 days each) is then far off
+        day = float(temporal.US_PER_DAY)
+        est = us.astype(np.float64) + sign * (m * 30.436875 * day + d * day + ns / 1000.0)
+        slack = np.abs(m) * 1.5 * day + day
+        bad = (np.abs(est - out.astype(np.float64)) > slack) | (est > civil.TS_MAX + slack)
+        civil.check_us(np.where(bad | (est < civil.TS_MIN - slack), civil.TS_MIN - 1, out), ~mask)
         return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(t.arrow)
 
     return kernel
@@ -378,10 +386,12 @@ def _date_minus_date(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
 
 def _date_plus_int(sign: int) -> Callable[[list[Datum], int, EvalContext], Datum]:
     def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
-        days = args[0].cast(pa.int32())
-        off = args[1].cast(pa.int32())
-        r = pc.add_checked(days, off) if sign > 0 else pc.subtract_checked(days, off)
-        return r.cast(pa.date32())
+        days = as_array(args[0], n).cast(pa.int32()).cast(pa.int64())
+        off = as_array(args[1], n).cast(pa.int64())
+        r = pc.add(days, off) if sign > 0 else pc.subtract(days, off)
+        raw = pc.fill_null(r, 0).to_numpy(zero_copy_only=False)
+        civil.check_days(raw)  # PostgreSQL's range (5874897 AD), not int32's
+        return r.cast(pa.int32()).cast(pa.date32())
 
     return kernel
 

@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
 from engine.chunk import StreamChunk
 from engine.numeric import array_of, special_codes
 from engine.types import Field, arrow_schema
@@ -117,7 +118,7 @@ def arrow_values(frame: Frame, df: pl.DataFrame, name: str) -> pa.Array:
 
 def py_values(frame: Frame, df: pl.DataFrame, name: str) -> list[Any]:
     """Python values of column `name` of `df` (a frame derived from `frame.df`)."""
-    values = arrow_values(frame, df, name).to_pylist()
+    values = civil.py_list(arrow_values(frame, df, name))
     if name in frame.list_columns:
         values = [None if v is None else tuple(v) for v in values]
     return values

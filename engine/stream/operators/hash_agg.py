@@ -45,6 +45,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine import civil
 from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.expr.nonstrict import ErrorSink, is_data_error
@@ -112,6 +113,10 @@ _PART_SUM = 6e27
 1.6e28."""
 _COUNT = "__cnt"
 _ROWS = "__rows"
+
+
+def _same(v: Any) -> Any:
+    return v
 
 
 class HashAggOp(Operator):
@@ -617,6 +622,12 @@ class HashAggOp(Operator):
 
         slot = self._start[i]
         is_min = impl.is_min
+        # dates beyond year 9999 / BC come as numpy datetime64 among datetime objects
+        temporal = adds.schema[vd.xname] == pl.Date or isinstance(
+            adds.schema[vd.xname], pl.Datetime
+        )
+        key = civil.order_key if temporal else None
+        order = civil.order_key if temporal else _same
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         groups = list(dict.fromkeys(vd.gkeys))
@@ -624,11 +635,13 @@ class HashAggOp(Operator):
             d = idx[g]
             cur = None if st is None else st[slot]
             if cur is None or cur not in d:
-                new = (min(d) if is_min else max(d)) if d else None
+                new = (min(d, key=key) if is_min else max(d, key=key)) if d else None
             else:
                 new = cur
                 a = added.get(g)
-                if a is not None and ((a < new) if is_min else (a > new)):
+                if a is not None and (
+                    (order(a) < order(new)) if is_min else (order(a) > order(new))
+                ):
                     new = a
             if not d and last:  # the last call sharing the multiset drops empty groups
                 del idx[g]

@@ -103,7 +103,7 @@ def test_text_to_temporal(ev1) -> None:
     )
     with pytest.raises(DataError) as e:
         ev1("'2023-02-29'::date")
-    assert e.value.sqlstate == "22007"
+    assert e.value.sqlstate == "22008"  # PostgreSQL: date/time field value out of range
     with pytest.raises(DataError):
         ev1("'not a time'::timestamp")
 
