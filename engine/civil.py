@@ -16,6 +16,7 @@ timestamps end at 294247-01-10 04:00:54.775806 rather than PostgreSQL's 294276-1
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,8 @@ def days_from_civil_int(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarr
     mp = (m.astype(np.int64) + 9) % 12
     doy = (153 * mp + 2) // 5 + d.astype(np.int64) - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
+    days: np.ndarray = era * 146097 + doe - 719468
+    return days
 
 
 def civil_from_days(days: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -80,7 +82,8 @@ def month_length(y: np.ndarray, m: np.ndarray) -> np.ndarray:
     ny = np.where(m == 12, y + 1, y)
     nm = np.where(m == 12, 1, m + 1)
     one = np.ones_like(m)
-    return days_from_civil_int(ny, nm, one) - days_from_civil_int(y, m, one)
+    length: np.ndarray = days_from_civil_int(ny, nm, one) - days_from_civil_int(y, m, one)
+    return length
 
 
 def valid_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -88,7 +91,8 @@ def valid_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     ok = (m >= 1) & (m <= 12) & (d >= 1) & (np.abs(y) < 10_000_000)
     mm = np.where(ok, m, 1)
     yy = np.where(ok, y, 2000)
-    return ok & (d <= month_length(yy, mm))
+    exists: np.ndarray = ok & (d <= month_length(yy, mm))
+    return exists
 
 
 def check_days(days: np.ndarray, valid: np.ndarray | None = None) -> None:
@@ -216,15 +220,18 @@ def py_temporal(a: pa.Array) -> list[object]:
     Python's datetime as a numpy datetime64 (days or microseconds; UTC for timestamptz):
     pyarrow builds arrays of naive dates/timestamps back from those (engine.numeric.array_of
     also aware ones), and pgwire prints and sends them."""
+    plain: list[object]
     if pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
         if not needs_wide_any(a):
-            return a.to_pylist()
+            plain = a.to_pylist()
+            return plain
         inner = py_temporal(a.values)
         offs = a.offsets.to_numpy(zero_copy_only=False)
         valid = a.is_valid().to_numpy(zero_copy_only=False)
         return [inner[offs[i] : offs[i + 1]] if valid[i] else None for i in range(len(a))]
     if not needs_wide(a):
-        return a.to_pylist()
+        plain = a.to_pylist()
+        return plain
     raw, mask = raw_ints(a)
     is_date = pa.types.is_date32(a.type)
     if is_date:
@@ -236,9 +243,8 @@ def py_temporal(a: pa.Array) -> list[object]:
     fill = pa.scalar(0, pa.int32() if is_date else pa.int64()).cast(a.type)
     safe = pc.if_else(pa.array(wide), fill, a)
     out: list[object] = safe.to_pylist()
-    unit = "D" if is_date else "us"
     for i in np.flatnonzero(wide):
-        out[i] = np.datetime64(int(raw[i]), unit)
+        out[i] = np.datetime64(int(raw[i]), "D") if is_date else np.datetime64(int(raw[i]), "us")
     return out
 
 
@@ -268,7 +274,7 @@ _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_US = timedelta(microseconds=1)
 
 
-def order_key(v: object) -> object:
+def order_key(v: Any) -> Any:
     """A sort key ordering dates (days) or timestamps (microseconds) whether they come as
     datetime objects or as `py_temporal`'s datetime64 (which do not compare with them)."""
     if isinstance(v, np.datetime64):

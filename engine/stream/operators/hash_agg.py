@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import decimal
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any
@@ -117,6 +117,14 @@ _ROWS = "__rows"
 
 def _same(v: Any) -> Any:
     return v
+
+
+def _extreme(values: Collection[Any], is_min: bool, key: Callable[[Any], Any] | None) -> Any:
+    if not values:
+        return None
+    if key is None:
+        return min(values) if is_min else max(values)
+    return min(values, key=key) if is_min else max(values, key=key)
 
 
 class HashAggOp(Operator):
@@ -626,8 +634,7 @@ class HashAggOp(Operator):
         temporal = adds.schema[vd.xname] == pl.Date or isinstance(
             adds.schema[vd.xname], pl.Datetime
         )
-        key = civil.order_key if temporal else None
-        order = civil.order_key if temporal else _same
+        order: Callable[[Any], Any] = civil.order_key if temporal else _same
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         groups = list(dict.fromkeys(vd.gkeys))
@@ -635,7 +642,7 @@ class HashAggOp(Operator):
             d = idx[g]
             cur = None if st is None else st[slot]
             if cur is None or cur not in d:
-                new = (min(d, key=key) if is_min else max(d, key=key)) if d else None
+                new = _extreme(d, is_min, order if temporal else None)
             else:
                 new = cur
                 a = added.get(g)
