@@ -1,5 +1,10 @@
 """Rows per CPU-second into a per-group top-N view over many groups, under a state budget.
 
+`--retracting`: the table has a primary key (so it can delete and update), which plans the
+retracting top-N (every row kept in RocksDB in window order, a few per group cached);
+after the load, one DELETE of the rows with the highest values (the windows' first rows
+in most groups) makes those groups refill their windows from the store.
+
 Through the real server (`bench/_server.py`), as a user loads data: an APPEND ONLY table,
 `CREATE MATERIALIZED VIEW top AS SELECT g, v, id FROM (SELECT ..., row_number() OVER
 (PARTITION BY g ORDER BY v DESC, id) AS rn FROM t) WHERE rn <= 3` first, then
@@ -31,11 +36,14 @@ QUERY = (
 )
 
 
-def run(groups: int, rows: int, batch: int, budget_mb: int) -> None:
+def run(groups: int, rows: int, batch: int, budget_mb: int, retracting: bool = False) -> None:
     args = ["--state-cache-mb", str(budget_mb)]
     with BenchServer(barrier_ms=1000, extra_args=args) as srv:
         c = srv.connect()
-        c.execute("CREATE TABLE t (g BIGINT, v BIGINT, id BIGINT) APPEND ONLY")
+        if retracting:
+            c.execute("CREATE TABLE t (g BIGINT, v BIGINT, id BIGINT PRIMARY KEY)")
+        else:
+            c.execute("CREATE TABLE t (g BIGINT, v BIGINT, id BIGINT) APPEND ONLY")
         c.execute(f"CREATE MATERIALIZED VIEW top AS {QUERY.format(n=LIMIT)}")
         done = 0
         t_all = time.perf_counter()
@@ -58,13 +66,20 @@ def run(groups: int, rows: int, batch: int, budget_mb: int) -> None:
             )
         total_s = time.perf_counter() - t_all
         total_cpu = srv.cpu_seconds() - cpu_all
+        if retracting:  # most groups lose window rows: windows refill from the store
+            t0, c0 = time.perf_counter(), srv.cpu_seconds()
+            c.execute("DELETE FROM t WHERE v >= 95000")
+            c.execute("FLUSH")
+            dt, dc = time.perf_counter() - t0, srv.cpu_seconds() - c0
+            print(f"delete of the top 5% of rows: {dt:.1f} s wall, {dc:.1f} CPU-s", flush=True)
         cur, peak = rss_mb(srv.pid)
         got = c.execute("SELECT count(*), sum(v), sum(id) FROM top").fetchone()
         want = c.execute(
             f"SELECT count(*), sum(v), sum(id) FROM ({QUERY.format(n=LIMIT)}) AS q"
         ).fetchone()
         assert got == want, (got, want)
-        case = f"{groups:,} groups, {rows:,} rows, top {LIMIT}, budget {budget_mb} MB"
+        kind = "retracting" if retracting else "append-only"
+        case = f"{kind}, {groups:,} groups, {rows:,} rows, top {LIMIT}, budget {budget_mb} MB"
         report("topn_state", case, rows / total_s, "rows/s", mode="e2e")
         report("topn_state", case, rows / total_cpu, "rows/CPU-s", mode="e2e")
         report("topn_state", case + " peak RSS", peak, "MB", mode="e2e")
@@ -76,9 +91,10 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=3_000_000)
     p.add_argument("--batch", type=int, default=500_000)
     p.add_argument("--budget-mb", type=int, nargs="+", default=[256])
+    p.add_argument("--retracting", action="store_true", help="a primary-key table")
     a = p.parse_args()
     for mb in a.budget_mb:
-        run(a.groups, a.rows, a.batch, mb)
+        run(a.groups, a.rows, a.batch, mb, a.retracting)
 
 
 if __name__ == "__main__":

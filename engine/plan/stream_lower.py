@@ -337,10 +337,10 @@ def _tables(n: StreamNode) -> list[Spec]:
     if isinstance(n, StreamTopN) and n.append_only:
         g = [names[c] for c in n.group_keys] or ["_all"]
         return [("top", [*g, "_rows"], list(range(len(g))), list(range(len(n.group_keys))))]
-    if isinstance(n, StreamTopN):
-        ident = n.input_key or list(range(len(ins)))
-        cols = [*names, "_count"]
-        return [("rows", cols, ident, list(n.group_keys))]
+    if isinstance(n, StreamTopN):  # rows in window order per group (top_n.py)
+        g = [names[c] for c in n.group_keys]
+        cols = [*g, "_order", *names, "_count"]
+        return [("rows", cols, list(range(len(g) + 1)), list(range(len(g))))]
     if isinstance(n, StreamOverWindow):
         cols = [f"_bucket({', '.join(names[c] for c in n.partition_by)})", "_rows"]
         return [("parts", cols, [0], [0] if n.partition_by else [])]

@@ -47,6 +47,7 @@ from __future__ import annotations
 import heapq
 import weakref
 import zlib
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -372,6 +373,73 @@ class DiskStateTable:
             return iter(())
         it = self._merged(self._overlay, not self._cleared, lo, hi, vnodes, reverse)
         return islice(it, limit) if limit is not None else it
+
+    def scan_prefixes(
+        self, prefixes: list[Key], limit: int | None = None, *, keys: bool = True
+    ) -> list[list[tuple[Key | None, Value]]]:
+        """As `StateTable.scan_prefixes`: per prefix its first `limit` entries in key
+        order (`keys=False`: the keys are not decoded, None in their place). The overlay
+        is encoded and sorted once for all prefixes, and one RocksDB iterator seeks from
+        prefix to prefix (a `scan` per prefix would encode the overlay and open an
+        iterator each time)."""
+        self._spill()
+        if limit is not None and limit <= 0:
+            return [[] for _ in prefixes]
+        d = self.dist_len
+        pend: list[tuple[bytes, Key, Any]] = []
+        if self._overlay:
+            ov = list(self._overlay.items())
+            fulls = self._full_many([k for k, _ in ov])
+            pend = sorted(
+                ((f, k, v) for f, (k, v) in zip(fulls, ov, strict=True)), key=lambda t: t[0]
+            )
+        pkeys = [t[0] for t in pend]
+        it = None if self._cleared else self._store.db.iter()
+        dec_k, dec_v = memcmp.decode_key, codec.decode_value
+        out: list[list[tuple[Key | None, Value]]] = []
+        eps = memcmp.encode_keys(prefixes)
+        for p, ep in zip(prefixes, eps, strict=True):
+            if d and len(p) < d:  # the range spans every vnode
+                out.append(list(self.scan(p, limit=limit)))
+                continue
+            vnode = 0 if d == 0 else vnode_of(ep if len(p) == d else memcmp.encode_key(p[:d]))
+            full = self._vn[vnode] + ep
+            i = bisect_left(pkeys, full)
+            mine: dict[bytes, tuple[Key, Any]] = {}
+            while i < len(pend) and pend[i][0].startswith(full):
+                f, k, v = pend[i]
+                mine[f] = (k, v)
+                i += 1
+            want = None if limit is None else limit + len(mine)  # the overlay may shadow
+            got: list[tuple[bytes, Any]] = []
+            if it is not None:
+                it.seek(full)
+                while it.valid() and (want is None or len(got) < want):
+                    f = it.key()
+                    if not f.startswith(full):
+                        break
+                    got.append((f, it.value()))
+                    it.next()
+            rows: list[tuple[Key | None, Value]] = []
+            if mine:
+                merged = dict(got)
+                merged.update(mine)
+                for f in sorted(merged):
+                    e = merged[f]
+                    if type(e) is tuple and f in mine:
+                        k, v = e
+                        if v is _TOMB:
+                            continue
+                        rows.append((k if keys else None, v))
+                    else:
+                        rows.append((dec_k(f[_HEAD:]) if keys else None, dec_v(e)))
+                    if limit is not None and len(rows) >= limit:
+                        break
+            else:
+                for f, raw in got:
+                    rows.append((dec_k(f[_HEAD:]) if keys else None, dec_v(raw)))
+            out.append(rows)
+        return out
 
     def _iter(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[Any]:
         self._spill()

@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -72,7 +72,14 @@ writes it back in the new one.
 8: hash join side row blobs may be framed (several groups appended as bytes, first byte
 0x00; `engine.stream.operators.row_blob`), which older versions cannot decode; the 7 -> 8
 step (`engine.stream.job_plan._framed_join_rows`) writes nothing: single-group blobs of
-the older layout stay readable as they are."""
+the older layout stay readable as they are.
+9: the rows of a retracting top-N (`n<i>.rows`) are a disk table keyed in window order
+(group key, sort key bytes; `engine.stream.operators.top_n`); the 8 -> 9 step
+(`engine.stream.job_plan._ordered_top_n_rows`) writes nothing: the operator converts a
+table still in the segment (or per-row) layout on its first step and the next checkpoint
+rewrites it. Window-function partitions (`n<i>.parts`) are a disk table too, their meta
+row keeping the row count and a hash fingerprint (a table of the older layout is read
+into the overlay once and rewritten at the next checkpoint)."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

@@ -35,7 +35,8 @@ int/float/Decimal (the engine never does), so Decimal keys come back normalized
 (`1.50` -> `1.5`), aware datetimes in UTC, bytearray/memoryview as bytes.
 
 `encode_keys` encodes many keys at once; equal-shaped keys whose columns are all small
-ints or all strings go column by column through numpy and Arrow instead of per element.
+ints, all strings or all bytes go column by column through numpy and Arrow instead of per
+element.
 """
 
 from __future__ import annotations
@@ -286,15 +287,20 @@ def _column(col: list[Any]) -> list[bytes] | None:
         rows[:, 1:] = us.astype(">u8").view(np.uint8).reshape(-1, 8)
         buf = rows.tobytes()
         return [buf[i : i + 9] for i in range(0, len(buf), 9)]
-    if types == {str}:
-        try:
-            arr = pa.array(col, type=pa.large_string()).cast(pa.large_binary())
-        except (pa.ArrowException, UnicodeError):
-            return None  # lone surrogates: the per-element path encodes them
+    if types == {str} or types == {bytes}:
+        if types == {bytes}:
+            arr = pa.array(col, type=pa.large_binary())
+            tag = bytes([T_BYTES])
+        else:
+            try:
+                arr = pa.array(col, type=pa.large_string()).cast(pa.large_binary())
+            except (pa.ArrowException, UnicodeError):
+                return None  # lone surrogates: the per-element path encodes them
+            tag = bytes([T_STR])
         esc = pc.replace_substring(arr, b"\x00", b"\x00\xff")
         lb = pa.large_binary()
         out = pc.binary_join_element_wise(
-            pa.scalar(b"\x05", lb), esc, pa.scalar(_ESC, lb), pa.scalar(b"", lb)
+            pa.scalar(tag, lb), esc, pa.scalar(_ESC, lb), pa.scalar(b"", lb)
         )
         return out.to_pylist()  # type: ignore[no-any-return]
     return None

@@ -25,6 +25,7 @@ the state-store work can put RocksDB underneath without touching operators):
 * ordered range scans: `scan(prefix, start=, end=, reverse=, limit=)` yields
   `(key, value)` in key order (`engine.state.order`) for keys starting with `prefix`
   within `[start, end)`, descending with `reverse`, at most `limit`;
+  `scan_prefixes(prefixes, limit)` is the first `limit` entries of many prefixes at once;
   `items()` is the whole table in no particular order (rebuilding per-run indexes);
 * `snapshot(epoch)`: a read-only `TableSnapshot` of the table as it is now (call it at a
   committed point); later writes do not change it, and it may be read from another
@@ -184,6 +185,17 @@ class StateTable:
         data = self._data
         keys = order[i:j] if i < j else []
         return iter([(k, data[k]) for k in (reversed(keys) if reverse else keys)])
+
+    def scan_prefixes(
+        self, prefixes: list[Key], limit: int | None = None, *, keys: bool = True
+    ) -> list[list[tuple[Key | None, Value]]]:
+        """For each prefix, the first `limit` entries (all when None) whose key starts
+        with it, in key order: a batch of per-group range reads (a top-N refilling the
+        first rows of many groups at once). `keys=False`: the caller needs only the
+        values (a disk table then skips decoding keys; None in their place)."""
+        if not keys:
+            return [[(None, v) for _, v in self.scan(p, limit=limit)] for p in prefixes]
+        return [list(self.scan(p, limit=limit)) for p in prefixes]
 
     def to_dict(self) -> dict[Key, Value]:
         """A copy of the whole mapping (tests and debugging)."""

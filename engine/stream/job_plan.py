@@ -202,6 +202,14 @@ def _framed_join_rows(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("hash join rows stay readable; new rows are appended as framed blobs")
 
 
+@data_format.migration(8)
+def _ordered_top_n_rows(ctx: data_format.MigrationContext) -> None:
+    """Format 8 -> 9: a retracting top-N keeps its rows in a disk table in window order.
+    `TopNOp` converts a table of the older layouts when its job first steps (it needs the
+    operator's order and keys), so this step only records the new version."""
+    ctx.notes.append("top-N state converts to the ordered disk layout on first use")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

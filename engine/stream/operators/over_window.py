@@ -19,11 +19,13 @@ Because ad-hoc queries run the same kernel over the whole input, a view equals i
 Ties on the ORDER BY keys are broken by the stream key ascending (`tiebreak`).
 
 State: table `parts`, the `PartitionStore` of output rows (input columns + one column per
-call), one store value per hash bucket of partitions. Rows are identified by the input
-stream key (or every column when it is empty; duplicates are then separate rows).
+call), one store value per hash bucket of partitions. In a server it is a disk table:
+the buckets live in RocksDB and a step reads the touched ones with one multi-get, so
+nothing of the state is held in Python memory between steps. Rows are identified by the
+input stream key (or every column when it is empty; duplicates are then separate rows).
 
-Cost per epoch: O(rows of the touched partitions) kernel work plus a scan of the touched
-buckets; untouched buckets cost nothing.
+Cost per epoch: O(rows of the touched partitions) kernel work plus reading and decoding
+the touched buckets (zero-copy Arrow IPC); untouched buckets cost nothing.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class OverWindowOp(Operator):
         self.stream_key = list(stream_key) or list(range(len(input_schema)))
         self._in_schema = arrow_schema(self.input_schema)
         self._out_schema = arrow_schema(self.schema)
-        self._table = alloc.table("parts")
+        self._table = alloc.table("parts", disk=True, dist=False)
         self._store = PartitionStore(self._table, self._out_schema, self.partition_by)
 
     def state_tables(self) -> list[StateTable]:

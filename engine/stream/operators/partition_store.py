@@ -14,17 +14,21 @@ columnar:
   returns them; the rest of those buckets waits in `_pending`;
 * `put(rows)` (the recomputed rows of the taken partitions) splits them by bucket,
   appends them to the pending remainders and persists each touched bucket;
-* persistence is few large values in ONE `StateTable` (keyed layout): `(bucket,)` ->
+* persistence is few large values in ONE state table: `(bucket,)` ->
   `(Arrow IPC stream bytes,)`, rewritten only for buckets an epoch touched, and
-  `("meta",)` -> `(format, bucket count)`. The table in memory is re-read zero-copy
-  from those bytes;
+  `("meta",)` -> `(format, bucket count, rows, hash fingerprint)`. Nothing is held in
+  memory between steps: `take` reads the touched buckets with one multi-get (a disk
+  table keeps them in RocksDB; the block cache holds the hot ones) and decodes them
+  zero-copy from those bytes;
 * the bucket count doubles (all rows re-split and rewritten) whenever the average bucket
   exceeds `BUCKET_ROWS`, so a small epoch costs one bucket's rows, amortised.
 
 Columns polars cannot hash stably (intervals) are left out of the bucket hash: rows that
 differ only there share a bucket, which costs spread, not correctness. The hash is only
-trusted within one process: loading re-checks every row's bucket and re-splits when the
-hash function changed (a polars upgrade).
+trusted where it was computed: the meta row keeps the hash of a fixed probe value, and a
+store whose fingerprint differs (a polars upgrade) is re-split when loaded. Format 1 (the
+meta row without rows and fingerprint, from when every bucket was held in memory) is read
+once at load to count and check its rows, then stamped as format 2.
 
 Lifecycle: built by the operator's constructor over its already-loaded state table;
 per step exactly one `take` followed by one `put`.
@@ -32,6 +36,7 @@ per step exactly one `take` followed by one `put`.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 
@@ -43,7 +48,7 @@ from engine.errors import InternalError
 from engine.state.table import StateTable
 from engine.stream.operators.frames import col_name, polars_frame
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 BUCKET_ROWS = 4096
 """Average rows per bucket before the bucket count doubles."""
 MAX_BUCKETS = 1 << 16
@@ -63,7 +68,6 @@ class PartitionStore:
         self._hash_pos = [
             j for j, c in enumerate(self.key_cols) if not pa.types.is_interval(schema.field(c).type)
         ]
-        self._buckets: dict[int, pa.Table] = {}
         self._nbuckets = 1
         self._rows = 0
         self._pending: dict[int, pa.Table | None] | None = None
@@ -77,8 +81,12 @@ class PartitionStore:
         return self._nbuckets
 
     def all_rows(self) -> pa.Table:
-        """Every stored row (tests, debugging)."""
-        return _concat(list(self._buckets.values()), self.schema)
+        """Every stored row (tests, re-splits)."""
+        return _concat([t for _, t in self._stored()], self.schema)
+
+    def _stored(self) -> list[tuple[int, pa.Table]]:
+        """(bucket, rows) of every stored bucket (reads the whole table)."""
+        return [(int(k[0]), _read(v[0])) for k, v in self.table.items() if k != _META]
 
     # -- per step: take, then put ------------------------------------------------------
     def take(self, probe: pa.Table) -> pa.Table:
@@ -89,11 +97,12 @@ class PartitionStore:
         nprobe = probe.num_rows
         probe = self._cast_probe(probe)
         touched = np.unique(self._bucket_ids(probe, nprobe)).tolist()
-        present = [b for b in touched if b in self._buckets]
+        got = self.table.get_many([(b,) for b in touched])
+        present = [b for b, v in zip(touched, got, strict=True) if v is not None]
+        parts = [_read(v[0]) for v in got if v is not None]
         self._pending = {b: None for b in touched}
         if not present:
             return self.schema.empty_table()
-        parts = [self._buckets[b] for b in present]
         stored = _concat(parts, self.schema)
         n = stored.num_rows
         hit = self._hits(stored, probe)
@@ -123,6 +132,11 @@ class PartitionStore:
             while self._rows > nb * BUCKET_ROWS and nb < MAX_BUCKETS:
                 nb *= 2
             self._resplit(nb)
+        else:
+            self._put_meta()
+
+    def _put_meta(self) -> None:
+        self.table.put(_META, (FORMAT_VERSION, self._nbuckets, self._rows, _fingerprint()))
 
     # -- internals ---------------------------------------------------------------------
     def _cast_probe(self, probe: pa.Table) -> pa.Table:
@@ -165,23 +179,21 @@ class PartitionStore:
     def _write(self, b: int, tables: list[pa.Table]) -> None:
         t = _concat(tables, self.schema) if tables else self.schema.empty_table()
         if t.num_rows == 0:
-            self._buckets.pop(b, None)
             self.table.delete((b,))
             return
         t = t.combine_chunks()
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, self.schema) as w:
             w.write_table(t)
-        data = sink.getvalue()
-        self.table.put((b,), (data,))
-        self._buckets[b] = _read(data)
+        self.table.put((b,), (sink.getvalue(),))
 
-    def _resplit(self, nb: int) -> None:
-        everything = self.all_rows()
-        old = set(self._buckets)
+    def _resplit(self, nb: int, stored: list[tuple[int, pa.Table]] | None = None) -> None:
+        stored = self._stored() if stored is None else stored
+        everything = _concat([t for _, t in stored], self.schema)
+        old = {b for b, _ in stored}
         self._nbuckets = nb
-        self.table.put(_META, (FORMAT_VERSION, nb))
-        self._buckets = {}
+        self._rows = everything.num_rows
+        self._put_meta()
         ids = self._bucket_ids(everything.select(self.key_cols), everything.num_rows)
         split = dict(_split(everything, ids))
         for b in old - set(split):
@@ -192,22 +204,37 @@ class PartitionStore:
     def _load(self) -> None:
         meta = self.table.get(_META)
         if meta is None:
-            self.table.put(_META, (FORMAT_VERSION, 1))
+            self._put_meta()
             return
-        if meta[0] != FORMAT_VERSION:
-            raise InternalError(f"partition store format {meta[0]} is not supported")
+        version = meta[0]
+        if version not in (1, FORMAT_VERSION):
+            raise InternalError(f"partition store format {version} is not supported")
         self._nbuckets = int(meta[1])
-        moved = False
-        for key, value in self.table.items():
-            if key == _META:
-                continue
-            t = _read(value[0])
-            self._buckets[int(key[0])] = t
-            self._rows += t.num_rows
-            ids = self._bucket_ids(t.select(self.key_cols), t.num_rows)
-            moved = moved or bool((ids != key[0]).any())
-        if moved:  # the hash function changed since the rows were stored
-            self._resplit(self._nbuckets)
+        if version == FORMAT_VERSION and meta[3] == _fingerprint():
+            self._rows = int(meta[2])
+            return
+        # format 1 (no row count) or another hash function: check every row's bucket
+        stored = self._stored()
+        self._rows = sum(t.num_rows for _, t in stored)
+        moved = any(
+            bool((self._bucket_ids(t.select(self.key_cols), t.num_rows) != b).any())
+            for b, t in stored
+        )
+        if moved:
+            self._resplit(self._nbuckets, stored)
+        else:
+            self._put_meta()
+
+
+def _fingerprint() -> int:
+    """The bucket hash of a fixed probe: differs when the hash function changed."""
+    return _fingerprint_of(_SEED)
+
+
+@functools.cache
+def _fingerprint_of(seed: int) -> int:
+    probe = pl.DataFrame({"h": [20_260_101], "s": ["swell"]})
+    return int(probe.hash_rows(seed=seed).to_numpy()[0] & 0x7FFF_FFFF_FFFF_FFFF)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:

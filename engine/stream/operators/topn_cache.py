@@ -10,10 +10,14 @@ O(their rows), amortised:
 * `put` appends the replacement rows of some groups at the end (no copy of the rest)
   and repoints them; the rows they replace become garbage, and once garbage outweighs
   the live rows (or chunks pile up) `frame` is rebuilt from the live ranges;
-* `incomplete[g]` says the store holds rows of `g` beyond its cached ones.
+* `incomplete[g]` says the store may hold rows of `g` beyond its cached ones;
+  `loaded[g]` that the group's rows were read from the store at all (an unloaded group
+  is read on its first touch); `used[g]` the owner's step that last touched it (the
+  eviction order).
 
-Lifecycle: owned by one `TopNOp`, never persisted (rebuilt from the store after a
-restart); `grow` as group ids are handed out; `remap` after the store moved rows.
+Lifecycle: owned by one `TopNOp`, never persisted (groups are read from the store again
+after a restart); `grow` as group ids are handed out; replaced by a fresh one when the
+owner evicts groups and renumbers the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-LOC = "__loc"
 _MIN_GARBAGE = 1 << 16
 _MAX_CHUNKS = 64
 
@@ -34,7 +37,9 @@ class GroupCache:
         self.start = np.zeros(16, np.int64)
         self.length = np.zeros(16, np.int64)
         self.incomplete = np.zeros(16, bool)
-        self._garbage = 0
+        self.loaded = np.zeros(16, bool)
+        self.used = np.zeros(16, np.int64)
+        self.garbage = 0
 
     def grow(self, groups: int) -> None:
         """Make room for group ids below `groups`."""
@@ -42,7 +47,7 @@ class GroupCache:
         if groups <= have:
             return
         size = max(groups, 2 * have)
-        for name in ("start", "length", "incomplete"):
+        for name in ("start", "length", "incomplete", "loaded", "used"):
             old = getattr(self, name)
             new = np.zeros(size, old.dtype)
             new[:have] = old
@@ -67,7 +72,7 @@ class GroupCache:
 
     def put(self, gids: np.ndarray, part: pl.DataFrame, g: np.ndarray) -> None:
         """Replace the rows of groups `gids` by `part` (ordered, group column values `g`)."""
-        self._garbage += int(self.length[gids].sum())
+        self.garbage += int(self.length[gids].sum())
         self.length[gids] = 0
         base = self.frame.height
         if len(g):
@@ -76,19 +81,13 @@ class GroupCache:
             self.start[runs] = base + starts
             self.length[runs] = np.diff(np.r_[starts, len(g)])
             self.frame = pl.concat([self.frame, part], rechunk=False)
-        live = self.frame.height - self._garbage
-        if self._garbage > max(live, _MIN_GARBAGE) or self.frame.n_chunks() > _MAX_CHUNKS:
-            self._compact()
+        live = self.frame.height - self.garbage
+        if self.garbage > max(live, _MIN_GARBAGE) or self.frame.n_chunks() > _MAX_CHUNKS:
+            self.compact()
 
-    def _compact(self) -> None:
+    def compact(self) -> None:
         gids = np.flatnonzero(self.length)
         self.frame = self.part(gids).rechunk()
         lens = self.length[gids]
         self.start[gids] = np.cumsum(lens) - lens
-        self._garbage = 0
-
-    def remap(self, old: np.ndarray, new: np.ndarray) -> None:
-        """Rows the store moved from locations `old` to `new`."""
-        if len(old) and self.frame.height:
-            loc = pl.col(LOC)
-            self.frame = self.frame.with_columns(loc.replace(pl.Series(old), pl.Series(new)))
+        self.garbage = 0

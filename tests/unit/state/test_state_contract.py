@@ -216,6 +216,30 @@ def test_scan_by_prefix_and_range(backend: Backend) -> None:
     assert ks(limit=0) == []
 
 
+def test_scan_prefixes_reads_many_groups_first_rows(backend: Backend) -> None:
+    """The batched per-group range read (top-N refills): committed rows and the epoch's
+    writes (new rows, overwrites, deletes) merged, per prefix in key order, limited."""
+    t = backend.table
+    keys = [(g, s) for g in (3, 1, 2) for s in (b"\x02", b"\x00", b"\x01\x00", b"\x01")]
+    t.put_many(keys, [(i,) for i in range(len(keys))])
+    backend.commit()
+    t = backend.table
+    t.put((1, b"\x00\x00"), ("new",))
+    t.delete((2, b"\x00"))
+    t.put((3, b"\x01"), ("changed",))
+    got = t.scan_prefixes([(1,), (2,), (9,), (3,)], 3)
+    assert [[k for k, _ in rows] for rows in got] == [
+        [(1, b"\x00"), (1, b"\x00\x00"), (1, b"\x01")],
+        [(2, b"\x01"), (2, b"\x01\x00"), (2, b"\x02")],
+        [],
+        [(3, b"\x00"), (3, b"\x01"), (3, b"\x01\x00")],
+    ]
+    assert got[3][1] == ((3, b"\x01"), ("changed",))
+    assert t.scan_prefixes([(1,)], None)[0] == list(t.scan((1,)))
+    assert t.scan_prefixes([(1,)], 0) == [[]]
+    assert t.scan_prefixes([()], 2) == [list(t.scan(limit=2))]
+
+
 def test_scan_follows_later_writes(backend: Backend) -> None:
     t = backend.table
     t.put_many([(i,) for i in (5, 1, 3)], [("v",)] * 3)

@@ -1,6 +1,7 @@
-"""TopNOp's columnar store and per-group cache: refills after deleting cached rows, rows
-stored below an incomplete cache, compaction moving cached rows, restarts through a real
-RocksDB store, the few-values state layout, the old per-row format, NaN and NULL order.
+"""TopNOp's ordered state and per-group cache: refills after deleting cached rows, rows
+stored below an incomplete cache, arena compaction and group eviction, restarts through a
+real RocksDB store (resident and disk tables), the ordered layout, the older segment and
+per-row layouts converted on first step, NaN and NULL order.
 
 `run_against_reference` drives random insert/delete/update epochs over groups much
 larger than the cache (`2 * limit` rows), so windows are refilled from the store often,
@@ -16,15 +17,22 @@ from typing import Any
 
 import pytest
 from unit.stream.operators.helpers import assert_chunk, chunk, integrate, make_chunk
-from unit.stream.operators.join_topn_helpers import checkpoint, integrate_marked, restart
+from unit.stream.operators.join_topn_helpers import (
+    DiskAllocator,
+    checkpoint,
+    integrate_marked,
+    restart,
+)
 
 from engine.chunk import Op
 from engine.state.store import StateStore
+from engine.state.table import StateTable
 from engine.stream.operators import LocalStateAllocator
-from engine.stream.operators import keyed_segments as seg
-from engine.stream.operators.segments import META_KEY
+from engine.stream.operators import top_n as top_n_mod
+from engine.stream.operators.frames import batch_from_rows
+from engine.stream.operators.keyed_segments import KeyedSegments
 from engine.stream.operators.top_n import TopNOp
-from engine.types import DOUBLE, INT, Field
+from engine.types import BIGINT, DOUBLE, INT, Field, arrow_schema
 
 F = [Field("id", INT), Field("g", INT), Field("v", INT)]
 D = [Field("id", INT), Field("v", DOUBLE)]
@@ -34,9 +42,10 @@ NAN = float("nan")
 
 def top(
     limit: int,
-    alloc: LocalStateAllocator | None = None,
+    alloc: Any = None,
     key: list[int] | None = None,
     rank: bool = True,
+    cache_rows: int | None = None,
 ) -> TopNOp:
     return TopNOp(
         F,
@@ -47,6 +56,7 @@ def top(
         alloc or LocalStateAllocator(),
         [0] if key is None else key,
         with_rank_column=rank,
+        cache_rows=cache_rows,
     )
 
 
@@ -121,17 +131,21 @@ def test_nan_and_null_order() -> None:
     assert_chunk(desc.step([chunk("- 1 NaN", D)]), "- 1 nan\n+ 4 -1.0")
 
 
-def test_state_is_few_values_and_survives_restart(tmp_path: Path) -> None:
+def test_state_is_ordered_rows_and_survives_restart(tmp_path: Path) -> None:
     store = StateStore.open(tmp_path / "state")
     try:
-        alloc = LocalStateAllocator()
+        alloc = DiskAllocator(store, {"rows": 1})
         op = top(2, alloc)
         rows = [(i, i % 3, (i * 37) % 101) for i in range(3000)]
         op.step([make_chunk(F, [Op.INSERT] * len(rows), rows)])
-        table = alloc.tables["rows"]
-        assert table.dirty_count <= 3  # meta + one segment
+        table = op.state_tables()[0]
+        # one entry per row, keyed (group, sort key); a group's range is in window order
+        got_rows = [v[:-1] for _, v in table.scan((0,))]
+        want = sorted((r for r in rows if r[1] == 0), key=lambda r: (-r[2], r[0]))
+        assert got_rows == want
+        assert op.cached_rows() == 3 * 4  # K = 2 * limit rows per group
         checkpoint(store, op)
-        op = restart(store, lambda: top(2))
+        op = restart(store, lambda: top(2, DiskAllocator(store, {"rows": 1})))
         live = {r[0]: r for r in rows}
         got = reference(live, 2)
         # deleting rows below the windows changes nothing
@@ -147,23 +161,50 @@ def test_state_is_few_values_and_survives_restart(tmp_path: Path) -> None:
         store.close()
 
 
-def test_old_per_row_format_is_converted() -> None:
-    alloc = LocalStateAllocator()
-    table = alloc.table("rows")
-    for r in [(1, 1, 10), (2, 1, 20), (3, 1, 5)]:
-        table.put((r[1], r[2], r[0]), (*r, 1))
-    op = top(2, alloc)
-    assert_chunk(
-        op.step([chunk("- 2 1 20", F)]),
-        """
-        - 2 1 20 1
-        U- 1 1 10 2
-        U+ 1 1 10 1
-        + 3 1 5 2
-    """,
-    )
-    assert META_KEY in table.to_dict()
-    assert all(len(k) <= 2 and k[0] in ("meta", "mask") or len(k) == 1 for k in table.to_dict())
+def _legacy_store(tmp_path: Path, fill: Any) -> StateStore:
+    """A store whose `rows` table (id 1000, DiskAllocator's first) holds an older layout."""
+    store = StateStore.open(tmp_path / "state")
+    table = StateTable(1000, "rows")
+    fill(table)
+    batch = store.new_batch()
+    table.write_dirty(batch)
+    store.write(batch, sync=False)
+    return store
+
+
+OLD = [(1, 1, 10), (2, 1, 20), (3, 1, 5)]
+EXPECTED_AFTER_DELETE = """
+    - 2 1 20 1
+    U- 1 1 10 2
+    U+ 1 1 10 1
+    + 3 1 5 2
+"""
+
+
+@pytest.mark.parametrize("layout", ["per-row", "segments"])
+def test_older_layouts_are_converted(tmp_path: Path, layout: str) -> None:
+    def fill(table: StateTable) -> None:
+        if layout == "per-row":
+            for r in OLD:
+                table.put((r[0],), (*r, 1))
+            return
+        schema = arrow_schema([*F, Field("__n", BIGINT)])
+        segs = KeyedSegments(table, schema, [0], 1, "top-n")
+        b = batch_from_rows([*F, Field("__n", BIGINT)], [(*r, 1) for r in OLD])
+        segs.append(b, segs.keys(b))
+        segs.finish(set())
+
+    store = _legacy_store(tmp_path, fill)
+    try:
+        op = restart(store, lambda: top(2, DiskAllocator(store, {"rows": 1})))
+        assert_chunk(op.step([chunk("- 2 1 20", F)]), EXPECTED_AFTER_DELETE)
+        checkpoint(store, op)
+        op = restart(store, lambda: top(2, DiskAllocator(store, {"rows": 1})))
+        table = op.state_tables()[0]
+        assert [v for _, v in table.scan()] == [(1, 1, 10, 1), (3, 1, 5, 1)]
+        assert all(isinstance(k[-1], bytes) and k[0] == 1 for k, _ in table.scan())
+    finally:
+        store.close()
 
 
 def reference(live: dict[int, Row], limit: int) -> Counter[Row]:
@@ -178,12 +219,19 @@ def reference(live: dict[int, Row], limit: int) -> Counter[Row]:
     return out
 
 
-def run_against_reference(tmp_path: Path, seed: int, epochs: int = 30) -> None:
+def run_against_reference(
+    tmp_path: Path, seed: int, epochs: int = 30, disk: bool = False, cache_rows: int | None = None
+) -> None:
     rnd = random.Random(seed)
     limit = rnd.choice([1, 2, 3])
     store = StateStore.open(tmp_path / f"state{seed}")
+
+    def make() -> TopNOp:
+        alloc = DiskAllocator(store, {"rows": 1}) if disk else None
+        return top(limit, alloc, cache_rows=cache_rows)
+
     try:
-        op = top(limit)
+        op = make()
         live: dict[int, Row] = {}
         got: Counter[Row] = Counter()
         next_id = 0
@@ -217,7 +265,7 @@ def run_against_reference(tmp_path: Path, seed: int, epochs: int = 30) -> None:
             checkpoint(store, op)
             assert got == reference(live, limit), f"seed {seed} epoch {epoch}"
             if epoch % 7 == 6:
-                op = restart(store, lambda: top(limit))
+                op = restart(store, make)
     finally:
         store.close()
 
@@ -227,13 +275,25 @@ def test_random_changes_match_reference(tmp_path: Path, seed: int) -> None:
     run_against_reference(tmp_path, seed)
 
 
-def test_compaction_moves_cached_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # tiny segments: nearly every epoch rewrites segments holding cached rows
-    monkeypatch.setattr(seg, "SMALL_SEGMENT_ROWS", 8)
-    monkeypatch.setattr(seg, "MAX_SMALL_SEGMENTS", 2)
-    monkeypatch.setattr(seg, "MAX_SEGMENT_ROWS", 16)
-    for s in range(3):
-        run_against_reference(tmp_path, 100 + s, epochs=25)
+@pytest.mark.parametrize("seed", range(3))
+def test_disk_table_arena_compaction_and_eviction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Over a RocksDB-first table, with the arena compacted after every step and a cache
+    of a few rows (groups evicted and reloaded all the time)."""
+    monkeypatch.setattr(top_n_mod, "_ARENA_SLACK", 0)
+    run_against_reference(tmp_path, 100 + seed, epochs=25, disk=True, cache_rows=3)
+
+
+def test_eviction_keeps_the_cache_under_its_cap() -> None:
+    op = top(1, cache_rows=20)  # 2 rows per group cached
+    rows = [(i, i % 100, i) for i in range(1000)]
+    out = op.step([make_chunk(F, [Op.INSERT] * len(rows), rows)])
+    assert out is not None and len(out) == 100
+    assert op.cached_rows() <= 20
+    # evicted groups come back from the store
+    assert_chunk(op.step([chunk("- 999 99 999", F)]), "- 999 99 999 1\n+ 899 99 899 1")
+    assert op.cached_rows() <= 20
 
 
 @pytest.mark.parametrize("seed", range(4))
