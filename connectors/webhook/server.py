@@ -143,7 +143,7 @@ class LocalBackend:
 @dataclass
 class _Item:
     req: IncomingRequest
-    decoded: Decoded | WebhookError
+    decoded: Decoded | WebhookError | None  # None: a single event, decoded per flush
     fut: asyncio.Future[None]
 
 
@@ -157,7 +157,9 @@ class _Batcher:
         self.scheduled = False
         self.inflight = 0
 
-    def submit(self, req: IncomingRequest, decoded: Decoded | WebhookError) -> asyncio.Future[None]:
+    def submit(
+        self, req: IncomingRequest, decoded: Decoded | WebhookError | None
+    ) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self.pending.append(_Item(req, decoded, fut))
@@ -204,10 +206,18 @@ class _Batcher:
                 _fail(it.fut, it.decoded)
             else:
                 ok.append(it)
+        later = [it for it in ok if it.decoded is None]
+        if later:  # single events: decoded together (`WebhookTarget.decode_events`)
+            got = self.target.decode_events([it.req.body for it in later])
+            for it, d in zip(later, got, strict=True):
+                it.decoded = d
+                if isinstance(d, WebhookError):
+                    _fail(it.fut, d)
+            ok = [it for it in ok if not isinstance(it.decoded, WebhookError)]
         if not ok:
             self._finish([], None)
             return
-        rows = [it.decoded for it in ok if not isinstance(it.decoded, WebhookError)]
+        rows = [d for it in ok if (d := it.decoded) is not None and not isinstance(d, WebhookError)]
         n = sum(decoded_rows(b) for b in rows)
         try:
             fut = self.front.backend.commit(self.target, rows, n)
@@ -378,6 +388,8 @@ class WebhookFront:
         body = req.body
         if len(body) > INLINE_DECODE_BYTES:
             return self._ingest_big(target, req, IncomingRequest(headers, body), path, t0, again)
+        if target.jsonb_body and not target.batched:  # decoded with its flush, after VALIDATE
+            return self._submit(target, req, IncomingRequest(headers, body), None, path, t0, again)
         decoded: Decoded | WebhookError
         try:
             decoded = target.decode_rows(body)
@@ -406,7 +418,7 @@ class WebhookFront:
         target: WebhookTarget,
         req: Request,
         inc: IncomingRequest,
-        decoded: Decoded | WebhookError,
+        decoded: Decoded | WebhookError | None,
         path: str,
         t0: float,
         again: bool,

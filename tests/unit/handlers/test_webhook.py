@@ -348,3 +348,18 @@ def test_typed_arrow_reader_agrees_with_the_per_object_path(
         n = len([ln for ln in body.decode(errors="replace").split("\n") if ln.strip()])
         used += fast._read_json(body, n if batched else 1) is not None
     assert used >= 2  # the reader did take the plain bodies
+
+
+def test_decode_events_equals_decode_rows_per_body(db: SwellDatabase) -> None:
+    run(db, "CREATE TABLE ev (data JSONB) WITH (connector = 'webhook')")
+    t = WebhookIngest(db).resolve("dev", "public", "ev")
+    good = [b'{"b": 1.50, "a": "x"}', b'{"a": "y", "b": 2}'] * 8
+    assert t.decode_events(good) == [t.decode_rows(b) for b in good]
+    bodies = [*good, b'{"a": ', b"\xff", b'{"b": -0.0, "a": "\\u00e9"}']
+    got = t.decode_events(bodies)
+    assert got[: len(good)] == [t.decode_rows(b) for b in good]
+    assert [(e.status, e.message) for e in got[len(good) : -1]] == [  # type: ignore[union-attr]
+        (422, "failed to parse request body"),
+        (422, "failed to parse request body: invalid UTF-8"),
+    ]
+    assert got[-1] == t.decode_rows(bodies[-1]) == [b'{"a": "\xc3\xa9", "b": 0.0}']
