@@ -31,6 +31,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_crypto,
     fn_json,
     fn_jsonb_edit,
+    fn_make_time,
     fn_math,
     fn_parse_time,
     fn_pgtext,
@@ -114,6 +115,8 @@ _FUNCS: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Rand: ("random", ()),
     exp.CurrentTimestamp: ("now", ()),
     exp.CurrentDate: ("current_date", ()),
+    exp.Localtimestamp: ("localtimestamp", ("this",)),
+    exp.Localtime: ("localtime", ("this",)),
     exp.UnixToTime: ("to_timestamp", ("this",)),
 }
 
