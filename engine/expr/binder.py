@@ -22,7 +22,6 @@ from engine.errors import (
     EngineError,
     IndeterminateDatatype,
     InvalidParameterValue,
-    NumericValueOutOfRange,
     SqlSyntaxError,
     not_supported,
 )
@@ -44,6 +43,7 @@ from engine.expr import (  # noqa: F401  (register)
 )
 from engine.expr.coerce import (
     UntypedLiteral,
+    WideNumericLiteral,
     cast,
     common_type,
     implicit_cast,
@@ -332,8 +332,9 @@ class ExprBinder:
         return self._number(node.this)
 
     def _number(self, text: str) -> Expr:
-        """integer, bigint, numeric, else (as RisingWave) double precision: numeric holds
-        28 digits before the point, a literal beyond that is approximate or overflows."""
+        """integer, bigint or numeric as PostgreSQL; numeric holds 28 digits before the
+        point, a literal beyond is a WideNumericLiteral (a double precision when cast to
+        one, else 22003 numeric field overflow: never silently another type)."""
         if any(c in text for c in ".eE"):
             try:
                 d = Decimal(text)
@@ -342,12 +343,7 @@ class ExprBinder:
                     f'trailing junk after numeric literal at or near "{text}"'
                 ) from e
             if not d.is_finite() or d.copy_abs() >= _NUMERIC_LIMIT:
-                f = float(d)
-                if f in (float("inf"), float("-inf")):
-                    raise NumericValueOutOfRange(
-                        f'"{text}" is out of range for type double precision'
-                    )
-                return Literal(f, DOUBLE)
+                return WideNumericLiteral(d, NUMERIC)
             return Literal(
                 d.quantize(Decimal(1).scaleb(-10)) if d.as_tuple().exponent < -10 else d,
                 numeric_with_scale(literal_scale(d)),
@@ -358,7 +354,7 @@ class ExprBinder:
         if -(2**63) <= v < 2**63:
             return Literal(v, BIGINT)
         if abs(v) >= _NUMERIC_LIMIT:
-            return Literal(float(v), DOUBLE)
+            return WideNumericLiteral(Decimal(v), NUMERIC)
         return Literal(Decimal(v), NUMERIC)
 
     def _param(self, node: exp.Expression) -> Expr:

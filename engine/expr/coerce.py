@@ -16,11 +16,21 @@ from sqlglot import exp
 from engine.errors import (
     DatatypeMismatch,
     EngineError,
+    NumericValueOutOfRange,
     UndefinedObject,
     not_supported,
 )
 from engine.expr.casts import CastLevel, array_cast_fn, can_cast, cast_datum, text_syntax_errors
-from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, Param, as_array
+from engine.expr.core import (
+    Datum,
+    EvalContext,
+    Expr,
+    Func,
+    Literal,
+    Param,
+    as_array,
+    out_of_range,
+)
 from engine.expr.typmod import enforce, modifier_of
 from engine.numeric import py_value
 from engine.types import (
@@ -52,6 +62,47 @@ _TIME_ORDER = [K.DATE, K.TIMESTAMP, K.TIMESTAMPTZ]
 
 class UntypedLiteral(Literal):
     """A quoted string literal whose type comes from context (Postgres `unknown`)."""
+
+
+class WideNumericLiteral(Literal):
+    """A numeric literal with more digits before the point than Swell's numeric holds (28,
+    `decimal128(38, 10)`). PostgreSQL's numeric takes it; here it is still a numeric, never
+    silently a double: cast to real / double precision (or text) it is that value, used as
+    a numeric it is 22003 `numeric field overflow` with PostgreSQL's detail."""
+
+    def _eval(self, batch: pa.RecordBatch, ctx: EvalContext) -> Datum:
+        raise self.overflow()
+
+    def scalar(self) -> pa.Scalar:
+        raise self.overflow()
+
+    def overflow(self) -> NumericValueOutOfRange:
+        return NumericValueOutOfRange(
+            "numeric field overflow",
+            detail="A field with precision 38, scale 10 must round to an absolute value less"
+            " than 10^28.",
+            hint="Swell's numeric holds 28 digits before the decimal point; for larger values"
+            " use double precision (for example 1e40::float8).",
+        )
+
+
+def _cast_wide(expr: WideNumericLiteral, target: SqlType) -> Expr:
+    if target.kind in (K.DOUBLE, K.REAL):
+        f = float(expr.value)
+        limit = 3.4028234663852886e38 if target.kind is K.REAL else float("inf")
+        if abs(f) >= limit:
+            what = "real" if target.kind is K.REAL else "double precision"
+            raise NumericValueOutOfRange(
+                f'"{format(expr.value, "f")}" is out of range for type {what}'
+            )
+        return Literal(f, target)
+    if target.kind is K.VARCHAR:
+        return Literal(format(expr.value, "f"), target)
+    if target.kind is K.NUMERIC and target.mod is None:
+        return expr
+    if target.is_integer:
+        raise out_of_range(target)
+    raise expr.overflow()
 
 
 def is_untyped(e: Expr) -> bool:
@@ -100,6 +151,8 @@ def _fold(expr: Literal, target: SqlType) -> Literal | None:
 
 
 def _make_cast(expr: Expr, target: SqlType) -> Expr:
+    if isinstance(expr, WideNumericLiteral):
+        return _cast_wide(expr, target)
     if expr.type == target and not isinstance(expr, UntypedLiteral):
         return expr
     if isinstance(expr, Literal):
