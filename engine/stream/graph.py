@@ -149,23 +149,35 @@ def _project(batch: pa.RecordBatch, proj: list[int | pa.Field]) -> pa.RecordBatc
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
+MERGE_MAX_ROWS = 1 << 16
+"""Runs of insert-only chunks are merged up to about this many rows; a bigger chunk (a
+COPY's) is stepped on its own: merging only pays for small chunks, and copying millions
+of rows into one batch holds the interpreter lock for long."""
+
+
 def merge_inserts(chunks: list[StreamChunk]) -> list[StreamChunk]:
     """Consecutive insert-only chunks as one chunk: a table queued thousands of small
-    ones (webhook flushes, single-row INSERTs) is stepped once per run, not once per
-    chunk. Chunks with deletes or updates stay separate and in order."""
+    ones (webhook flushes, single-row INSERTs) is stepped once per run (of at most about
+    `MERGE_MAX_ROWS` rows), not once per chunk. Chunks with deletes or updates stay
+    separate and in order."""
     if len(chunks) < 2:
         return chunks
     out: list[StreamChunk] = []
     run: list[StreamChunk] = []
+    rows = 0
     for c in chunks:
         if (
             not isinstance(c, TruncateChunk)
             and (c.ops.to_numpy(zero_copy_only=False) == Op.INSERT).all()
         ):
+            if run and rows + len(c) > MERGE_MAX_ROWS:
+                out.extend(_joined(run))
+                run, rows = [], 0
             run.append(c)
+            rows += len(c)
             continue
         out.extend(_joined(run))
-        run = []
+        run, rows = [], 0
         out.append(c)
     out.extend(_joined(run))
     return out

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from engine.chunk import Op, StreamChunk
 from engine.database import Config, SwellDatabase
-from engine.stream.graph import merge_inserts
+from engine.stream.graph import MERGE_MAX_ROWS, merge_inserts
 
 
 def _chunk(ids: list[int], op: Op = Op.INSERT) -> StreamChunk:
@@ -30,6 +30,21 @@ def test_runs_of_inserts_merge_in_order_and_other_chunks_stay() -> None:
     out = merge_inserts([_chunk([6]), mixed])
     assert len(out) == 2 and out[1] is mixed
     assert out[0].data.column(0).to_pylist() == [6]
+
+
+def test_runs_stop_at_the_row_cap_and_a_big_chunk_stands_alone() -> None:
+    half = MERGE_MAX_ROWS // 2
+    big = _chunk(list(range(MERGE_MAX_ROWS + 1)))
+    chunks = [_chunk([0] * half), _chunk([1] * half), _chunk([2]), big, _chunk([3])]
+    out = merge_inserts(chunks)
+    assert [len(c) for c in out] == [2 * half, 1, MERGE_MAX_ROWS + 1, 1]
+    assert out[2] is big
+    assert np.concatenate([c.data.column(0).to_numpy() for c in out]).tolist() == [
+        v for c in chunks for v in c.data.column(0).to_pylist()
+    ]
+    with_other_name = StreamChunk(_chunk([9]).ops, pa.RecordBatch.from_arrays(
+        [pa.array([9], pa.int64())], names=["other"]))  # fmt: skip
+    assert len(merge_inserts([_chunk([8]), with_other_name])) == 2  # schemas differ
 
 
 def test_a_table_holds_the_same_rows_either_way(tmp_path: Path) -> None:
