@@ -21,6 +21,8 @@ Request path and why it is shaped this way:
 2. decode the body (inline when small, in a worker thread when large, so other
    connections on the same loop stay responsive): canonical jsonb texts for the
    single-jsonb-column form (one Arrow column is built per flush), else an Arrow batch;
+   a single event into the single-jsonb form is decoded later, with the other accepted
+   requests of its flush in one call (`WebhookTarget.decode_events`, after VALIDATE);
 3. hand it to the table's `_Batcher`: the requests of one event-loop iteration (and those
    arriving while `max_inflight` earlier flushes are still being committed) are flushed
    together: VALIDATE evaluated once over all of them, the accepted rows written as one
