@@ -271,10 +271,7 @@ class ExprBinder:
         if t is exp.Log:
             if node.expression is None:
                 return call("log10", [b(node.this)])
-            base, x = node.this, node.expression
-            if isinstance(base, exp.Literal) and base.this == "10":
-                return call("log10", [b(x)])
-            return ops.bind_arith("/", call("ln", [b(x)]), call("ln", [b(base)]))
+            return call("log", [b(node.this), b(node.expression)])
         if t is exp.DateBin:  # sqlglot keeps the origin in `unit` (a bare column as a Var)
             origin = node.args.get("unit")
             if isinstance(origin, exp.Var):

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DataError, NumericValueOutOfRange
+from engine.errors import DataError, DivisionByZero, NumericValueOutOfRange
 from engine.expr.coerce import implicit_cast, is_untyped
 from engine.expr.core import (
     Datum,
@@ -226,9 +226,31 @@ def _cbrt(v: Datum) -> Datum:
 
 @register("log")
 def _log(args: list[Expr]) -> Expr:
+    """log(x) is log10; log(b, x) the logarithm of x to base b, numeric as in PostgreSQL
+    (computed as ln(x) / ln(b) in double precision, then rounded to numeric's digits, so
+    log(2, 8) is exactly 3)."""
     if len(args) == 1:
         return _call("log10", args)
-    raise no_function("log", args)
+    a = coerce_to("log", args, [NUMERIC, NUMERIC])
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        cols = [as_array(v, n) for v in x]
+        mask = np.zeros(n, dtype=bool)
+        for col in cols:
+            mask |= pc.is_null(col).to_numpy(zero_copy_only=False)
+        b, v = (as_floats(col) for col in cols)
+        live = ~mask
+        if bool(((b == 0) | (v == 0))[live].any()):
+            raise InvalidArgumentForLog("cannot take logarithm of zero")
+        if bool(((b < 0) | (v < 0))[live].any()):
+            raise InvalidArgumentForLog("cannot take logarithm of a negative number")
+        if bool((b == 1)[live].any()):
+            raise DivisionByZero("division by zero")
+        with np.errstate(all="ignore"):
+            r = np.log(np.where(live, v, 1.0)) / np.log(np.where(live, b, 2.0))
+        return _float_to_numeric(pa.array(r, pa.float64(), mask=mask if mask.any() else None), n)
+
+    return Func("log", tuple(a), NUMERIC, kernel)
 
 
 @register("power", "pow")
