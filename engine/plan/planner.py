@@ -156,7 +156,13 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         width = len(rows[0])
         if any(len(r) != width for r in rows):
             raise SqlSyntaxError("VALUES lists must all be the same length")
-        types = [ex.common_type([r[i].type for r in rows], "VALUES") for i in range(width)]
+        # quoted literals are `unknown` and take the other rows' type ('inf' in a numeric
+        # column), as PostgreSQL resolves VALUES columns
+        unknown = SqlType(TypeKind.UNKNOWN)
+        types = [
+            ex.common_type([unknown if ex.is_untyped(r[i]) else r[i].type for r in rows], "VALUES")
+            for i in range(width)
+        ]
         types = [t if t.kind is not TypeKind.UNKNOWN else SqlType(TypeKind.VARCHAR) for t in types]
         rows = [
             [ex.cast(e, t) if e.type != t else e for e, t in zip(r, types, strict=True)]
@@ -184,7 +190,7 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         if len(lv) != len(rv):
             raise SqlSyntaxError("each UNION query must have the same number of columns")
         types = [
-            ex.common_type([left.schema[a].type, right.schema[b].type], "UNION")
+            ex.common_type([_branch_type(left, a), _branch_type(right, b)], "UNION")
             for a, b in zip(lv, rv, strict=True)
         ]
         children: list[PlanNode] = []
@@ -700,3 +706,11 @@ def _is_identity(p: Project, over: PlanNode) -> bool:
         isinstance(e, ex.InputRef) and e.index == i and e.type == over.schema[i].type
         for i, e in enumerate(p.exprs)
     )
+
+
+def _branch_type(node: PlanNode, i: int) -> SqlType:
+    """Column i's type for UNION resolution: a branch's quoted literal (`SELECT 'inf'`) is
+    `unknown` and takes the other branch's type, as in PostgreSQL."""
+    if isinstance(node, Project) and i < len(node.exprs) and ex.is_untyped(node.exprs[i]):
+        return SqlType(TypeKind.UNKNOWN)
+    return node.schema[i].type
