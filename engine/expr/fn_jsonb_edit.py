@@ -1,6 +1,6 @@
-"""jsonb editing functions: jsonb_set and jsonb_strip_nulls.
+"""jsonb editing functions: jsonb_set, jsonb_insert and jsonb_strip_nulls.
 
-Both rebuild a JSON document, so each is one Python pass over the column (parse the
+Each rebuilds a JSON document, so each is one Python pass over the column (parse the
 canonical text, edit, serialise back); there is no columnar form of a document edit.
 Semantics and errors follow PostgreSQL 15's jsonfuncs.c: a path through a missing key or
 index leaves the document unchanged, `create_missing` (default true) adds only the last
@@ -107,3 +107,65 @@ def _jsonb_set(args: list[Expr]) -> Expr:
         return pa.array(out, pa.string())
 
     return Func("jsonb_set", tuple(a), JSONB, kernel)
+
+
+def _insert(v: Any, path: list[str | None], new: Any, after: bool, level: int = 0) -> Any:
+    """`v` with `new` inserted at `path` (jsonfuncs.c setPath with JB_PATH_INSERT_*): into
+    an array before (after) the element, at the start or end when the index is past it;
+    into an object as a new key (an existing one is 22023)."""
+    step = path[level]
+    last = level == len(path) - 1
+    if step is None:
+        raise InvalidParameterValue(f"path element at position {level + 1} is null")
+    if isinstance(v, dict):
+        if step in v:
+            if last:
+                raise InvalidParameterValue(
+                    "cannot replace existing key",
+                    hint="Try using the function jsonb_set to replace key value.",
+                )
+            return {**v, step: _insert(v[step], path, new, after, level + 1)}
+        return {**v, step: new} if last else v
+    if isinstance(v, list):
+        i = _index(step, level + 1)
+        n = len(v)
+        j = i + n if i < 0 else i
+        if not last:
+            if 0 <= j < n:
+                return [*v[:j], _insert(v[j], path, new, after, level + 1), *v[j + 1 :]]
+            return v
+        if j < 0:
+            return [new, *v]
+        if j >= n:
+            return [*v, new]
+        k = j + 1 if after else j
+        return [*v[:k], new, *v[k:]]
+    return v
+
+
+@register("jsonb_insert")
+def _jsonb_insert(args: list[Expr]) -> Expr:
+    """jsonb_insert(target, path, new_value [, insert_after])."""
+    if len(args) not in (3, 4):
+        raise no_function("jsonb_insert", args)
+    a = coerce_to("jsonb_insert", args, [JSONB, _TEXT_ARRAY, JSONB, BOOLEAN][: len(args)])
+    if len(a) == 3:
+        a.append(Literal(value=False, type=BOOLEAN))
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        cols = [as_array(d, n).to_pylist() for d in x]
+        out: list[str | None] = []
+        for doc, path, new, after in zip(*cols, strict=True):
+            if doc is None or path is None or new is None or after is None:
+                out.append(None)
+                continue
+            v = jsonb.loads(doc)
+            if not isinstance(v, (dict, list)):
+                raise InvalidParameterValue("cannot set path in scalar")
+            if not path:
+                out.append(doc)
+                continue
+            out.append(jsonb.dumps(_insert(v, list(path), jsonb.loads(new), bool(after))))
+        return pa.array(out, pa.string())
+
+    return Func("jsonb_insert", tuple(a), JSONB, kernel)
