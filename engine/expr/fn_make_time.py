@@ -1,5 +1,5 @@
 """Date/time constructors and differences: make_interval (positional or named arguments),
-make_time, age(ts, ts) / age(ts), localtimestamp / localtime.
+make_time, make_timestamptz, age(ts, ts) / age(ts), localtimestamp / localtime.
 
 All are column kernels in numpy / pyarrow.compute. `age` is PostgreSQL's symbolic
 difference (timestamp_age): the field-by-field difference of the two timestamps' local
@@ -19,11 +19,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from engine.errors import DatetimeFieldOverflow
+from engine.errors import DatetimeFieldOverflow, InvalidParameterValue
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array
 from engine.expr.registry import NODE_BINDERS, call, coerce_to, no_function, register
 from engine.expr.temporal import make_interval_array
-from engine.types import DOUBLE, INT, INTERVAL, TIME, TIMESTAMP, TIMESTAMPTZ, SqlType, TypeKind
+from engine.types import (
+    DOUBLE,
+    INT,
+    INTERVAL,
+    TIME,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    VARCHAR,
+    SqlType,
+    TypeKind,
+)
 
 _US = 1_000_000
 _DAY_US = 86_400 * _US
@@ -262,3 +272,31 @@ def _age(args: list[Expr]) -> Expr:
         return symbolic_age(cols[0], cols[1], c.timezone if with_tz else None)
 
     return Func("age", tuple(a), INTERVAL, kernel, uses_now=len(args) == 1)
+
+
+@register("make_timestamptz")
+def _make_timestamptz(args: list[Expr]) -> Expr:
+    """make_timestamptz(year, month, day, hour, min, sec [, timezone]): the wall-clock time
+    in that zone (the session's by default), as make_timestamp checks its fields; per
+    distinct zone, one pyarrow assume_timezone."""
+    if len(args) not in (6, 7):
+        raise no_function("make_timestamptz", args)
+    local = call("make_timestamp", args[:6])
+    parts = [local, *coerce_to("make_timestamptz", args[6:], [VARCHAR] * (len(args) - 6))]
+
+    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
+        ts = as_array(x[0], n)
+        zones = as_array(x[1], n) if len(x) > 1 else pa.repeat(pa.scalar(c.timezone), n)
+        out = pa.nulls(n, TIMESTAMPTZ.arrow)
+        for z in pc.unique(zones.drop_null()).to_pylist():
+            sel = pc.fill_null(pc.equal(zones, z), False)
+            try:
+                conv = pc.assume_timezone(
+                    ts, timezone=z, ambiguous="earliest", nonexistent="earliest"
+                ).cast(TIMESTAMPTZ.arrow)
+            except pa.ArrowInvalid:
+                raise InvalidParameterValue(f'time zone "{z}" not recognized') from None
+            out = pc.if_else(sel, conv, out)
+        return out
+
+    return Func("make_timestamptz", tuple(parts), TIMESTAMPTZ, kernel)
