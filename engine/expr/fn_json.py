@@ -381,3 +381,43 @@ def _build_array(args: list[Expr]) -> Expr:
         return pc.binary_join_element_wise(pa.array(["["] * n, pa.string()), joined, "]", "")
 
     return Func("jsonb_build_array", tuple(bound), JSONB, kernel)
+
+
+def _operator_form(name: str, arity: int, bind: Any) -> None:
+    """The function spelling of a jsonb operator (jsonb_object_field(j, k) is j -> k)."""
+
+    def resolve(args: list[Expr]) -> Expr:
+        if len(args) != arity:
+            raise no_function(name, args)
+        return bind(*args)
+
+    register(name)(resolve)
+
+
+def _typed(e: Expr, t: SqlType, name: str, args: list[Expr]) -> Expr:
+    c = implicit_cast(e, t)
+    if c is None or c.type.kind is not t.kind:
+        raise no_function(name, args)
+    return c
+
+
+for _name, _text in (("jsonb_object_field", False), ("jsonb_object_field_text", True)):
+    _operator_form(
+        _name,
+        2,
+        lambda j, k, _t=_text, _n=_name: bind_access(j, _typed(k, VARCHAR, _n, [j, k]), _t),
+    )
+for _name, _text in (("jsonb_array_element", False), ("jsonb_array_element_text", True)):
+    _operator_form(
+        _name,
+        2,
+        lambda j, i, _t=_text, _n=_name: bind_access(j, _typed(i, INT, _n, [j, i]), _t),
+    )
+_operator_form("jsonb_contained", 2, lambda a, b: bind_contains(a, b, reverse=True))
+_operator_form(
+    "jsonb_concat",
+    2,
+    lambda a, b: jsonb_concat(
+        _typed(a, JSONB, "jsonb_concat", [a, b]), _typed(b, JSONB, "jsonb_concat", [a, b])
+    ),
+)
