@@ -7,6 +7,7 @@ numbers stay numbers, booleans booleans, timestamps ISO strings, text strings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -383,7 +384,7 @@ def _build_array(args: list[Expr]) -> Expr:
     return Func("jsonb_build_array", tuple(bound), JSONB, kernel)
 
 
-def _operator_form(name: str, arity: int, bind: Any) -> None:
+def _operator_form(name: str, arity: int, bind: Callable[..., Expr]) -> None:
     """The function spelling of a jsonb operator (jsonb_object_field(j, k) is j -> k)."""
 
     def resolve(args: list[Expr]) -> Expr:
