@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.expr import EvalContext
+from engine.expr.ops import float_key as join_key
 from engine.plan.logical import Join
 from engine.types import arrow_schema
 
@@ -23,11 +24,11 @@ def _pairs(p: Join, left: pa.Table, right: pa.Table) -> tuple[np.ndarray, np.nda
         return np.repeat(np.arange(nl), nr), np.tile(np.arange(nr), nl)
     lk = [f"k{i}" for i in range(len(p.left_keys))]
     lt = pa.table(
-        [left.column(i) for i in p.left_keys] + [pa.array(np.arange(nl), pa.int64())],
+        [join_key(left.column(i)) for i in p.left_keys] + [pa.array(np.arange(nl), pa.int64())],
         names=[*lk, "__li"],
     )
     rt = pa.table(
-        [right.column(i) for i in p.right_keys] + [pa.array(np.arange(nr), pa.int64())],
+        [join_key(right.column(i)) for i in p.right_keys] + [pa.array(np.arange(nr), pa.int64())],
         names=[*lk, "__ri"],
     )
     m = lt.join(rt, keys=lk, join_type="inner", use_threads=False)

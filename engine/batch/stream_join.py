@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from engine import cancel as cancellation
 from engine.expr import EvalContext
+from engine.expr.ops import float_key as join_key
 from engine.plan.logical import Join
 from engine.types import arrow_schema
 
@@ -187,7 +188,8 @@ class _EquiPairs:
         self.rk = [f"rk{j}" for j in range(len(p.right_keys))]
         ri_col = pa.array(np.arange(right.num_rows), pa.int64())
         ridx = pa.table(
-            [*(right.column(i) for i in p.right_keys), ri_col], names=[*self.rk, "__ri"]
+            [*(join_key(right.column(i)) for i in p.right_keys), ri_col],
+            names=[*self.rk, "__ri"],
         )
         self.ridx = ridx.filter(_all_valid(ridx, self.rk))
         # how many right rows carry each key: cuts left chunks before joining. One numeric
@@ -209,7 +211,8 @@ class _EquiPairs:
 
     def _keys(self, chunk: pa.Table) -> pa.Table:
         li = pa.array(np.arange(chunk.num_rows), pa.int64())
-        t = pa.table([*(chunk.column(i) for i in self.p.left_keys), li], names=[*self.lk, "__li"])
+        keys = [join_key(chunk.column(i)) for i in self.p.left_keys]
+        t = pa.table([*keys, li], names=[*self.lk, "__li"])
         return t.filter(_all_valid(t, self.lk))
 
     def _join(self, lidx: pa.Table) -> tuple[np.ndarray, np.ndarray]:

@@ -652,7 +652,10 @@ def _distinct_kernel(negate: bool, t: SqlType) -> Callable[[list[Datum], int, Ev
         a, b = as_array(args[0], n), as_array(args[1], n)
         if t.kind is K.INTERVAL:
             a, b = _interval_key(a, n), _interval_key(b, n)
-        eq = pc.equal(a, b)
+        if t.is_float and (_has_nan(a) or _has_nan(b)):
+            eq = _float_nan_compare("=", a, b)  # NaN is not distinct from NaN
+        else:
+            eq = pc.equal(a, b)
         an, bn = pc.is_null(a), pc.is_null(b)
         same = pc.if_else(pc.or_(an, bn), pc.and_(an, bn), eq)
         return same if negate else pc.invert(same)
@@ -830,6 +833,16 @@ def bind_like(arg: Expr, pattern: Expr, escape: str | None, ilike: bool, negate:
     return Func(name, (arg, pattern), BOOLEAN, kernel, op=op)
 
 
+def float_key(col: Any) -> Any:
+    """A float column as equality compares it, for hashing kernels (joins, IN lists): -0
+    equals 0 and every NaN every other NaN (PostgreSQL's float equality), while Arrow's
+    hashes compare the bits. Columns of other types are returned as they are."""
+    if not pa.types.is_floating(col.type):
+        return col
+    zero = pa.scalar(0.0, col.type)
+    return pc.if_else(pc.is_nan(col), pa.scalar(float("nan"), col.type), pc.add(col, zero))
+
+
 def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
 
     types = [arg.type if not is_untyped(arg) else UNKNOWN] + [
@@ -848,11 +861,11 @@ def bind_in(arg: Expr, items: list[Expr], negate: bool) -> Expr:
     if len(consts) == len(cast_items) and t.kind is not K.INTERVAL:
         values = [c.value for c in consts if c.value is not None]
         has_null = len(values) < len(consts)
-        vset = array_of(values, t.arrow)
+        vset = float_key(array_of(values, t.arrow))
 
         def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
             x = as_array(a[0], n)
-            hit = pc.is_in(x, value_set=vset)
+            hit = pc.is_in(float_key(x), value_set=vset)
             if has_null:
                 hit = pc.if_else(hit, True, pa.scalar(None, pa.bool_()))
             hit = pc.if_else(pc.is_null(x), pa.scalar(None, pa.bool_()), hit)
