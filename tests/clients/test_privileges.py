@@ -227,13 +227,19 @@ def test_privileges_survive_restart(srv: SwellServer) -> None:
     with srv.connect() as root:
         root.execute("CREATE TABLE rt (a INT)")
         root.execute("GRANT SELECT ON rt TO bob")
+    with as_user(srv, "alice") as a:  # her own table, kept across the restart
+        a.execute("CREATE TABLE alice_rt (x INT)")
+        a.execute("INSERT INTO alice_rt VALUES (7)")
+        a.execute("FLUSH")
     srv.restart()
     with as_user(srv, "bob") as b:
         assert b.execute("SELECT count(*) FROM rt").fetchone() == (0,)
         with pytest.raises(Denied):
             b.execute("INSERT INTO rt VALUES (1)")
     with as_user(srv, "alice") as a:
-        assert a.execute("SELECT x FROM alice_t").fetchall() == [(7,)]
+        assert a.execute("SELECT x FROM alice_rt").fetchall() == [(7,)]
+    with as_user(srv, "bob") as b, pytest.raises(Denied):
+        b.execute("SELECT x FROM alice_rt")
 
 
 def test_secrets_and_connections_are_their_owners(srv: SwellServer) -> None:
