@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from engine.errors import InvalidParameterValue
 from engine.expr import EvalContext
 from engine.expr.core import as_array
+from engine.expr.series import series_columns
 from engine.plan.logical import TableFunction
 from engine.types import arrow_schema
 
@@ -35,14 +36,8 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
         return pa.Table.from_arrays([pa.array([vals[0].as_py()], schema.field(0).type)],
                                     schema=schema)  # fmt: skip
     if p.name == "generate_series":
-        start, stop = vals[0].as_py(), vals[1].as_py()
-        step = vals[2].as_py() if len(vals) > 2 else 1
-        if start is None or stop is None or step is None:
-            return schema.empty_table()
-        if step == 0:
-            raise InvalidParameterValue("step size cannot equal zero")
-        end = stop + (1 if step > 0 else -1)
-        cols = [pa.array(np.arange(start, end, step), schema.field(0).type)]
+        _lens, flat, _offs = series_columns([pa.array([v]) for v in vals], p.schema[0].type, 1)
+        cols = [flat]
     else:
         arr = vals[0]
         if not arr.is_valid:
@@ -65,19 +60,13 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
 
 
 def _srf_columns(
-    name: str, args: list[pa.Array], n: int
+    name: str, args: list[pa.Array], n: int, series_type: Any
 ) -> tuple[np.ndarray, list[tuple[pa.Array, np.ndarray]]]:
     """Per input row: the number of rows the call yields, and for each output column the
-    flat values plus each row's offset into them."""
+    flat values plus each row's offset into them (`series_type`: the call's first output
+    column's type)."""
     if name == "generate_series":
-        start = pc.fill_null(args[0], 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        stop = pc.fill_null(args[1], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        valid = pc.and_(pc.is_valid(args[0]), pc.is_valid(args[1])).to_numpy(zero_copy_only=False)
-        lens = np.where(valid, np.maximum(stop - start + 1, 0), 0)
-        offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
-        total = int(lens.sum())
-        within = np.arange(total) - np.repeat(offs, lens)
-        flat = pa.array(np.repeat(start, lens) + within)
+        lens, flat, offs = series_columns(args, series_type, n)
         return lens, [(flat, offs)]
     lists = args[0]
     lens = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
@@ -126,7 +115,7 @@ def expand_project_set(
             types = [f.type for f in fields[at : at + width]]
             per_call.append(_udtf_columns(routine, vals, n, types, ctx))
         else:
-            per_call.append(_srf_columns(name, vals, n))
+            per_call.append(_srf_columns(name, vals, n, fields[at].type))
         at += len(per_call[-1][1])
     lens = np.zeros(n, dtype=np.int64)
     for ln, _ in per_call:

@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import not_supported
+from engine.expr.series import series_args
 from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, ProjectSet
 from engine.plan.plan_udf import select_list_udtf
@@ -82,8 +83,7 @@ def has_select_srfs(q: exp.Select, udtfs: frozenset[str] = frozenset()) -> bool:
 
 def _fields(name: str, args: list[ex.Expr], base: str) -> list[Field]:
     if name == "generate_series":
-        kinds = {a.type.kind for a in args}
-        return [Field(base, BIGINT if TypeKind.BIGINT in kinds else INT)]
+        return [Field(base, series_args(args)[1])]
     if name == "generate_subscripts":
         return [Field(base, INT)]
     if not args or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
@@ -121,6 +121,8 @@ def plan_select_srfs(
             name = _srf_name(call, udtfs)
             assert name is not None
             args = [planner._bind(a, scope) for a in _srf_args(call)]
+            if name == "generate_series":
+                args = series_args(args)[0]
             if name in udtfs:
                 routine, args, fields = select_list_udtf(planner, name, args, base)
                 routines[name] = routine

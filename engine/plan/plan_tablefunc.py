@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import not_supported
+from engine.expr.series import series_args
 from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, TableFunction
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
@@ -76,6 +77,8 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
         node = TableFunction([f], None, name="scalar", args=[value])
         return node, [_Col(f.name, f.type, alias_node.name if alias_node else name)]
     args = [planner._bind(a, ex.Scope([])) for a in arg_nodes]
+    if name == "generate_series":
+        args = series_args(args)[0]
     fields = _result_fields(name, args)
     alias_node = item.args.get("alias")
     alias = alias_node.name if isinstance(alias_node, exp.TableAlias) and alias_node.name else None
@@ -97,13 +100,7 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
 
 def _result_fields(name: str, args: list[ex.Expr]) -> list[Field]:
     if name == "generate_series":
-        if len(args) not in (2, 3):
-            raise not_supported("generate_series with these arguments")
-        kinds = {a.type.kind for a in args if not ex.is_untyped(a)}
-        t: SqlType = BIGINT if TypeKind.BIGINT in kinds else INT
-        if kinds - {TypeKind.INT, TypeKind.BIGINT, TypeKind.SMALLINT}:
-            raise not_supported("generate_series over non-integer values")
-        return [Field("generate_series", t)]
+        return [Field("generate_series", series_args(args)[1])]
     if len(args) != 1 or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
         raise not_supported(f"{name} of {args[0].type.display if args else 'nothing'}")
     elem = args[0].type.elem
