@@ -379,7 +379,7 @@ class QueryGen:
                 out.append(f"{name}({y}, {x}) AS a{i}")
             elif fn == "percentile":
                 desc = r.choice(["", " DESC"])
-                frac = r.choice(["0", "0.25", "0.5", "0.9", "1", "ARRAY[0.1, 0.5]"])
+                frac = r.choice(["0", "0.25", "0.5", "0.9", "1"])  # no arrays: ORDER BY one fails
                 form = r.choice(["percentile_cont", "percentile_disc", "mode"])
                 kind = "int" if form == "percentile_cont" else r.choice(["int", "text", "date"])
                 arg = "" if form == "mode" else frac
