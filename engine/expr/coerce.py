@@ -275,5 +275,9 @@ def parse_data_type(dt: exp.DataType) -> SqlType:
         name = name.lower()
         if name in TYPE_NAMES:
             return TYPE_NAMES[name]
-        raise UndefinedObject(f'type "{name}" does not exist')
+        start = kind.meta.get("start") if isinstance(kind, exp.Expression) else None
+        raise UndefinedObject(
+            f'type "{name}" does not exist',
+            position=start + 1 if isinstance(start, int) else None,
+        )
     raise not_supported(f"type {dt.sql('postgres')}")

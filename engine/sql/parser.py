@@ -241,10 +241,13 @@ def _parse_calls_as_written(text: str) -> list[Any]:
     """sqlglot refuses a known function called with too many arguments (`abs(1, 2, 3)`) as
     a syntax error; PostgreSQL answers 42883 naming the argument types. Such a call is
     re-read schema-qualified (`pg_catalog.abs(...)`, which sqlglot keeps as a plain call)
-    so the binder reports it with the argument types."""
+    so the binder reports it with the argument types. The inserted prefixes are then taken
+    out of the tree's token positions again, so errors point into the text as written."""
+    inserted: list[int] = []  # where a prefix starts, in the current (rewritten) text
     for _ in range(8):
         try:
-            return sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+            trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+            break
         except ParseError as e:
             first = (e.errors or [{}])[0]
             ctx = first.get("start_context")
@@ -253,8 +256,37 @@ def _parse_calls_as_written(text: str) -> list[Any]:
             name = _call_name_before(text, text.find(ctx) + len(ctx))
             if name is None:
                 raise
-            text = text[: name.start] + "pg_catalog." + text[name.start :]
-    return sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+            text = text[: name.start] + _QUALIFIER + text[name.start :]
+            inserted = [q + len(_QUALIFIER) if q >= name.start else q for q in inserted]
+            inserted.append(name.start)
+    else:
+        trees = sqlglot.parse(text, read=DIALECT, error_level=sqlglot.ErrorLevel.RAISE)
+    if inserted:
+        _unshift_positions(trees, inserted)
+    return trees
+
+
+_QUALIFIER = "pg_catalog."
+
+
+def _unshift_positions(trees: list[Any], inserted: list[int]) -> None:
+    """Map token offsets of a text with `_QUALIFIER` inserted at `inserted` back to the
+    text as written (the prefix itself maps onto the name it qualifies)."""
+    n = len(_QUALIFIER)
+
+    def back(pos: int) -> int:
+        return pos - sum(min(n, max(0, pos - q)) for q in inserted)
+
+    for tree in trees:
+        if tree is None:
+            continue
+        for node in tree.walk():
+            meta = node._meta
+            if not meta:
+                continue
+            for key in ("start", "end"):
+                if isinstance(meta.get(key), int):
+                    meta[key] = back(meta[key])
 
 
 def _call_name_before(text: str, close: int) -> Any:
