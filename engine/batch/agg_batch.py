@@ -29,6 +29,7 @@ from engine.expr.nonstrict import ErrorSink
 from engine.numeric import has_special
 from engine.plan.logical import Agg, AggSpec
 from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
+from engine.sort_keys import sortable
 from engine.stream.operators.agg_calls import REGR_KINDS, RegrImpl
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
@@ -110,7 +111,7 @@ def _rank(t: pa.Table, keys: tuple[tuple[int, bool, bool], ...]) -> np.ndarray:
         c = t.column(col)
         cols[f"n{i}"] = pc.is_null(c)
         sort_keys.append((f"n{i}", "descending" if nulls_first else "ascending"))
-        cols[f"v{i}"] = c
+        cols[f"v{i}"] = sortable(c)
         sort_keys.append((f"v{i}", "descending" if desc else "ascending"))
     idx = pc.sort_indices(pa.table(cols), sort_keys=sort_keys).to_numpy()
     rank = np.empty(len(idx), dtype=np.int64)

@@ -31,6 +31,7 @@ from engine.plan.logical import (
 )
 from engine.plan.logical_window import OverWindow
 from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
+from engine.sort_keys import sortable
 from engine.stream.operators.window_kernel import compute_windows
 from engine.types import arrow_schema
 
@@ -284,7 +285,7 @@ class _Exec:
             # per-key null placement: sort by a null flag first, then by the value
             cols[f"n{i}"] = nulls
             keys.append((f"n{i}", "descending" if k.effective_nulls_first else "ascending"))
-            cols[f"v{i}"] = _sortable(col)
+            cols[f"v{i}"] = sortable(col)
             keys.append((f"v{i}", "descending" if k.desc else "ascending"))
         idx = pc.sort_indices(pa.table(cols), sort_keys=keys)
         return t.take(idx)
@@ -315,24 +316,3 @@ def _slices(t: pa.Table) -> Iterator[pa.Table]:
         return
     for s in range(0, t.num_rows, CHUNK_ROWS):
         yield t.slice(s, CHUNK_ROWS)
-
-
-def _sortable(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    t = col.type
-    if pa.types.is_interval(t):
-        # month/day/nano: order by an approximate total (30-day months, like PostgreSQL)
-        vals = col.to_pylist()
-        return pa.chunked_array(
-            [
-                pa.array(
-                    [
-                        None
-                        if v is None
-                        else (v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds
-                        for v in vals
-                    ],
-                    pa.float64(),
-                )
-            ]
-        )
-    return col

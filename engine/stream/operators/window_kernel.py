@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from engine.errors import NumericValueOutOfRange, WindowingError, not_supported
 from engine.numeric import array_of, finite_only, special_codes, special_sum
+from engine.sort_keys import sortable
 from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
 
@@ -59,37 +60,20 @@ def sort_indices(t: pa.Table, fields: Sequence[Field], keys: Sequence[OrderSpec]
     sort_keys: list[tuple[str, str]] = []
     for i, (c, desc, nulls_first) in enumerate(keys):
         col = t.column(c)
-        if _unsortable(fields[c].type):
-            continue
         cols[f"n{i}"] = pc.is_null(col)
         sort_keys.append((f"n{i}", "descending" if nulls_first else "ascending"))
-        cols[f"v{i}"] = _sortable(col)
+        cols[f"v{i}"] = sortable(col)
         sort_keys.append((f"v{i}", "descending" if desc else "ascending"))
     if not sort_keys or t.num_rows <= 1:
         return pa.array(np.arange(t.num_rows, dtype=np.int64))
     return pc.sort_indices(pa.table(cols), sort_keys=sort_keys)
 
 
-def _unsortable(t: SqlType) -> bool:
-    return t.kind is TypeKind.LIST
-
-
-def _sortable(col: pa.ChunkedArray | pa.Array) -> Any:
-    if pa.types.is_interval(col.type):
-        vals = col.to_pylist()
-        return pa.array(
-            [
-                None if v is None else (v.months * 30 + v.days) * 86_400_000_000_000 + v.nanoseconds
-                for v in vals
-            ],
-            pa.float64(),
-        )
-    return col
-
-
 def _changed(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Bool per row i >= 1: row i differs from row i - 1 (NULLs equal each other)."""
     a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_list(a.type) or pa.types.is_interval(a.type):
+        a = sortable(a)  # equal stand-ins <=> equal values (PostgreSQL's comparison)
     n = len(a)
     if n <= 1:
         return np.zeros(max(n - 1, 0), dtype=bool)
@@ -396,7 +380,7 @@ def _extreme(
     n = c.n
     # dense ranks of the values (NULLs excluded) make every orderable type an int problem
     if pa.types.is_interval(val.type):
-        ranked_src = _sortable(val)
+        ranked_src = sortable(val)
     else:
         ranked_src = val
     codes = np.asarray(
