@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import pyarrow as pa
 
 from engine.errors import InvalidDatetimeFormat
+from engine.expr.temporal import format_interval as engine_format_interval
 
 USECS_PER_SEC = 1_000_000
 USECS_PER_MINUTE = 60 * USECS_PER_SEC
@@ -89,43 +90,11 @@ def format_timestamptz(ts: datetime, tz: tzinfo) -> str:
     return format_timestamp(local) + format_offset(off)
 
 
-def _plural(value: int, unit: str, out: list[str], state: list[bool]) -> None:
-    """One `N unit(s)` part of the postgres interval style (`AddPostgresIntPart`).
-
-    state = [is_zero, is_before]: a positive part after a negative one gets an explicit `+`.
-    """
-    if value == 0:
-        return
-    is_zero, is_before = state
-    sep = "" if is_zero else " "
-    plus = "+" if is_before and value > 0 else ""
-    out.append(f"{sep}{plus}{value} {unit}{'' if value == 1 else 's'}")
-    state[0] = False
-    state[1] = value < 0
-
-
 def format_interval(iv: pa.MonthDayNano) -> str:
-    """IntervalStyle=postgres: `1 year 2 mons 3 days 04:05:06.5`, `00:00:00`, `-1 days`."""
-    months, days, nanos = iv.months, iv.days, iv.nanoseconds
-    years = int(months / 12)  # C truncation toward zero
-    mons = months - years * 12
-    out: list[str] = []
-    state = [True, False]
-    _plural(years, "year", out, state)
-    _plural(mons, "mon", out, state)
-    _plural(days, "day", out, state)
-    usecs = int(nanos / 1000) if nanos >= 0 else -((-nanos) // 1000)
-    is_zero, is_before = state
-    if is_zero or usecs != 0:
-        minus = usecs < 0
-        a = abs(usecs)
-        hours, a = divmod(a, USECS_PER_HOUR)
-        mins, a = divmod(a, USECS_PER_MINUTE)
-        secs, frac = divmod(a, USECS_PER_SEC)
-        sign = "-" if minus else ("+" if is_before else "")
-        sep = "" if is_zero else " "
-        out.append(f"{sep}{sign}{hours:02d}:{mins:02d}:{secs:02d}{_fraction(frac)}")
-    return "".join(out)
+    """IntervalStyle=postgres: `1 year 2 mons 3 days 04:05:06.5`, `00:00:00`, `-1 days`.
+
+    The engine's text cast writes the same text (`interval::text`), so both share it."""
+    return engine_format_interval(iv.months, iv.days, iv.nanoseconds)
 
 
 # -- input ------------------------------------------------------------------------------------

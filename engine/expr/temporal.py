@@ -443,24 +443,31 @@ def parse_interval(text: str, unit: str | None = None) -> tuple[int, int, int]:
 
 
 def format_interval(months: int, days: int, nanos: int) -> str:
-    """Postgres `postgres` IntervalStyle output ('1 year 2 mons 3 days 04:05:06')."""
-    parts = []
-    y, mo = divmod(abs(months), 12)
-    sign_m = -1 if months < 0 else 1
-    if y:
-        parts.append(f"{sign_m * y} year{'s' if y != 1 else ''}")
-    if mo:
-        parts.append(f"{sign_m * mo} mon{'s' if mo != 1 else ''}")
-    if days:
-        parts.append(f"{days} day{'s' if abs(days) != 1 else ''}")
-    if nanos or not parts:
-        neg = nanos < 0
-        us = abs(nanos) // 1000
-        secs, frac = divmod(us, 1_000_000)
-        h, rem = divmod(secs, 3600)
-        mi, s = divmod(rem, 60)
-        t = f"{h:02d}:{mi:02d}:{s:02d}"
+    """IntervalStyle `postgres` output, as PostgreSQL's EncodeInterval writes it.
+
+    `1 year 2 mons 3 days 04:05:06.5`, `00:00:00`, `-1 years -1 mons` (every value but 1
+    takes the plural, -1 too), `-1 days +02:00:00` (a positive part after a negative one
+    gets an explicit `+`). Years are months / 12 truncated toward zero; sub-microsecond
+    nanoseconds are truncated toward zero.
+    """
+    years = abs(months) // 12 * (-1 if months < 0 else 1)
+    out: list[str] = []
+    is_zero, is_before = True, False
+    for value, unit in ((years, "year"), (months - years * 12, "mon"), (days, "day")):
+        if value == 0:
+            continue
+        plus = "+" if is_before and value > 0 else ""
+        out.append(f"{'' if is_zero else ' '}{plus}{value} {unit}{'' if value == 1 else 's'}")
+        is_zero, is_before = False, value < 0
+    usecs = nanos // 1000 if nanos >= 0 else -((-nanos) // 1000)
+    if is_zero or usecs != 0:
+        a = abs(usecs)
+        hours, a = divmod(a, 3_600_000_000)
+        mins, a = divmod(a, 60_000_000)
+        secs, frac = divmod(a, 1_000_000)
+        sign = "-" if usecs < 0 else ("+" if is_before else "")
+        text = f"{hours:02d}:{mins:02d}:{secs:02d}"
         if frac:
-            t += ("." + f"{frac:06d}").rstrip("0")
-        parts.append(("-" if neg else "") + t)
-    return " ".join(parts)
+            text += "." + f"{frac:06d}".rstrip("0")
+        out.append(f"{'' if is_zero else ' '}{sign}{text}")
+    return "".join(out)
