@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from engine.errors import InvalidParameterValue
 from engine.expr import EvalContext
 from engine.expr.core import as_array
+from engine.expr.fn_regex import regexp_matches_columns
 from engine.expr.series import series_columns
 from engine.plan.logical import TableFunction
 from engine.types import arrow_schema
@@ -37,6 +38,9 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
                                     schema=schema)  # fmt: skip
     if p.name == "generate_series":
         _lens, flat, _offs = series_columns([pa.array([v]) for v in vals], p.schema[0].type, 1)
+        cols = [flat]
+    elif p.name == "regexp_matches":
+        _lens, flat, _offs = regexp_matches_columns([pa.array([v]) for v in vals], 1)
         cols = [flat]
     else:
         arr = vals[0]
@@ -67,6 +71,9 @@ def _srf_columns(
     column's type)."""
     if name == "generate_series":
         lens, flat, offs = series_columns(args, series_type, n)
+        return lens, [(flat, offs)]
+    if name == "regexp_matches":
+        lens, flat, offs = regexp_matches_columns(args, n)
         return lens, [(flat, offs)]
     lists = args[0]
     lens = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -249,3 +250,44 @@ FUNCTIONS_BY_NAME = {
 }
 NODE_BINDERS[exp.RegexpReplace] = _bind_node("regexp_replace")
 NODE_BINDERS[exp.RegexpCount] = _bind_node("regexp_count")
+
+
+# -- regexp_matches(source, pattern [, flags]): a set-returning function ----------------------
+# Planned as generate_series is (engine.plan.plan_srf in a select list, plan_tablefunc in
+# FROM); `regexp_matches_args` types the call at planning time, `regexp_matches_columns`
+# yields, per chunk of argument rows, each row's matches as one flat text[] column.
+def regexp_matches_args(args: list[Expr]) -> list[Expr]:
+    """The arguments coerced to text (42883 for another number of arguments)."""
+    return _args("regexp_matches", args, 2, 3)
+
+
+def regexp_matches_columns(args: list[pa.Array], n: int) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """Per argument row: the number of matches (at most one without the `g` flag, none for
+    no match or a NULL argument), all matches flat (each a text[] of the pattern's groups,
+    or of the whole match when it has none; a group that took no part is NULL), and each
+    row's offset into them. A pattern is compiled once per distinct (pattern, flags)."""
+    cols = [a.to_pylist() for a in args]
+    flags_col = cols[2] if len(cols) > 2 else [""] * n
+    compiled: dict[tuple[str, str], tuple[re.Pattern[str], bool]] = {}
+    lens = np.zeros(n, np.int64)
+    offsets = [0]
+    values: list[str | None] = []
+    for i, (s, p, f) in enumerate(zip(cols[0], cols[1], flags_col, strict=True)):
+        if s is None or p is None or f is None:
+            continue
+        key = (p, f)
+        hit = compiled.get(key)
+        if hit is None:
+            glob, icase = _flags(f, "gi")
+            hit = compiled[key] = (_compiled(p, icase), glob)
+        rx, glob = hit
+        found = rx.finditer(s) if glob else [m] if (m := rx.search(s)) is not None else []
+        k = 0
+        for m in found:
+            values.extend(m.groups() if rx.groups else (m.group(0),))
+            offsets.append(len(values))
+            k += 1
+        lens[i] = k
+    flat = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(values, pa.string()))
+    offs = np.concatenate([[0], np.cumsum(lens)])[:-1]
+    return lens, flat, offs

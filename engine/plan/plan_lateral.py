@@ -35,7 +35,7 @@ from engine import expr as ex
 from engine.errors import not_supported
 from engine.plan.helpers import _and_all, _Col, _conjuncts
 from engine.plan.logical import Filter, PlanNode, Project, ProjectSet
-from engine.plan.plan_srf import PROJECTED_ROW_ID, _fields, _srf_args, _srf_name
+from engine.plan.plan_srf import PROJECTED_ROW_ID, _fields, _srf_args, _srf_name, typed_args
 from engine.plan.plan_udf import lateral_udtf, table_function_names
 from engine.types import BIGINT, Field
 
@@ -100,6 +100,7 @@ def plan_lateral(
         routine, args, fields = lateral_udtf(planner, name, args)
         routines[name] = routine
     else:
+        args = typed_args(name, args)
         fields = _fields(name, args, name)
     alias_name = alias.name if isinstance(alias, exp.TableAlias) and alias.name else None
     if alias_name and len(fields) == 1 and name not in udtfs:

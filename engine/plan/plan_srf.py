@@ -24,13 +24,14 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import not_supported
+from engine.expr.fn_regex import TEXT_ARRAY, regexp_matches_args
 from engine.expr.series import series_args
 from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, ProjectSet
 from engine.plan.plan_udf import select_list_udtf
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
 
-_NAMES = ("unnest", "generate_series", "generate_subscripts", "_pg_expandarray")
+_NAMES = ("unnest", "generate_series", "generate_subscripts", "_pg_expandarray", "regexp_matches")
 PROJECTED_ROW_ID = "_projected_row_id"
 
 
@@ -81,9 +82,20 @@ def has_select_srfs(q: exp.Select, udtfs: frozenset[str] = frozenset()) -> bool:
     return bool(found)
 
 
+def typed_args(name: str, args: list[ex.Expr]) -> list[ex.Expr]:
+    """A built-in call's arguments cast to what it takes (generate_series, regexp_matches)."""
+    if name == "generate_series":
+        return series_args(args)[0]
+    if name == "regexp_matches":
+        return regexp_matches_args(args)
+    return args
+
+
 def _fields(name: str, args: list[ex.Expr], base: str) -> list[Field]:
     if name == "generate_series":
         return [Field(base, series_args(args)[1])]
+    if name == "regexp_matches":
+        return [Field(base, TEXT_ARRAY)]
     if name == "generate_subscripts":
         return [Field(base, INT)]
     if not args or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
@@ -121,12 +133,11 @@ def plan_select_srfs(
             name = _srf_name(call, udtfs)
             assert name is not None
             args = [planner._bind(a, scope) for a in _srf_args(call)]
-            if name == "generate_series":
-                args = series_args(args)[0]
             if name in udtfs:
                 routine, args, fields = select_list_udtf(planner, name, args, base)
                 routines[name] = routine
             else:
+                args = typed_args(name, args)
                 fields = _fields(name, args, base)
             srfs.append((name, args))
             new_fields.extend(fields)

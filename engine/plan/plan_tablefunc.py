@@ -16,12 +16,20 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import not_supported
+from engine.expr.fn_regex import TEXT_ARRAY
 from engine.expr.series import series_args
 from engine.plan.helpers import _Col
 from engine.plan.logical import PlanNode, TableFunction
+from engine.plan.plan_srf import typed_args
 from engine.types import BIGINT, INT, Field, SqlType, TypeKind
 
-TABLE_FUNCTIONS = ("unnest", "generate_series", "_pg_expandarray", "pg_options_to_table")
+TABLE_FUNCTIONS = (
+    "unnest",
+    "generate_series",
+    "_pg_expandarray",
+    "pg_options_to_table",
+    "regexp_matches",
+)
 
 
 def _fn_name(fn: exp.Expression) -> str:
@@ -77,8 +85,7 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
         node = TableFunction([f], None, name="scalar", args=[value])
         return node, [_Col(f.name, f.type, alias_node.name if alias_node else name)]
     args = [planner._bind(a, ex.Scope([])) for a in arg_nodes]
-    if name == "generate_series":
-        args = series_args(args)[0]
+    args = typed_args(name, args)
     fields = _result_fields(name, args)
     alias_node = item.args.get("alias")
     alias = alias_node.name if isinstance(alias_node, exp.TableAlias) and alias_node.name else None
@@ -101,6 +108,8 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
 def _result_fields(name: str, args: list[ex.Expr]) -> list[Field]:
     if name == "generate_series":
         return [Field("generate_series", series_args(args)[1])]
+    if name == "regexp_matches":
+        return [Field(name, TEXT_ARRAY)]
     if len(args) != 1 or args[0].type.kind is not TypeKind.LIST or args[0].type.elem is None:
         raise not_supported(f"{name} of {args[0].type.display if args else 'nothing'}")
     elem = args[0].type.elem
