@@ -106,6 +106,9 @@ def _bind_make_interval(b: Any, node: exp.Expression) -> Expr | None:
 NODE_BINDERS[exp.MakeInterval] = _bind_make_interval
 
 
+_US_PER_DAY = 86_400 * 1_000_000
+
+
 @register("make_time")
 def _make_time(args: list[Expr]) -> Expr:
     """make_time(hour, min, sec): 22008 for fields out of range, as PostgreSQL."""
@@ -125,6 +128,15 @@ def _make_time(args: list[Expr]) -> Expr:
                 f"time field value out of range: {hh[i]}:{mi[i]:02d}:{sec[i]:02g}"
             )
         out = (hh * 3600 + mi * 60) * _US + us
+        # PostgreSQL's time holds 24:00:00; Arrow's time64 stops short of it, and wrapping
+        # to 00:00:00 would be a silent wrong answer
+        midnight = ~mask & (out >= _US_PER_DAY)
+        if midnight.any():
+            raise DatetimeFieldOverflow(
+                "time field value out of range: 24:00:00",
+                hint="Swell's time type ends at 23:59:59.999999; "
+                "use a timestamp or an interval for the end of a day.",
+            )
         return pa.array(out, pa.int64(), mask=mask if mask.any() else None).cast(TIME.arrow)
 
     return Func("make_time", tuple(a), TIME, kernel)
