@@ -54,7 +54,7 @@ def _call_of(item: exp.Expression) -> tuple[exp.Expression, Any, Any, bool] | No
     if isinstance(item, exp.Table) and isinstance(
         item.this, (exp.Anonymous, exp.ExplodingGenerateSeries, exp.GenerateSeries)
     ):
-        return item.this, item.args.get("alias"), None, False
+        return item.this, item.args.get("alias"), item.args.get("ordinality") or None, False
     return None
 
 

@@ -74,6 +74,7 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
         ordinality = item.args.get("offset") not in (None, False)
     else:
         name, arg_nodes = _fn_name(item.this), _fn_args(item.this)
+        ordinality = bool(item.args.get("ordinality"))
     if name not in TABLE_FUNCTIONS:
         value = planner._bind(item.this, ex.Scope([]))
         alias_node = item.args.get("alias")
