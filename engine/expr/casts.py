@@ -8,6 +8,7 @@ parsing and output formatting follow Postgres/RisingWave text forms.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -20,6 +21,7 @@ import pyarrow.compute as pc
 from engine.errors import (
     EngineError,
     FeatureNotSupported,
+    InvalidParameterValue,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
 )
@@ -513,13 +515,58 @@ def _from_text(dst: SqlType) -> ArrayFn:
     return fn
 
 
+_HEX_SPACE = " \n\t\r"
+_HEX_DIGITS = "0123456789abcdefABCDEF"
+
+
 def _bytea_in(v: str) -> bytes:
+    r"""PostgreSQL's byteain: `\x` + hex digit pairs (whitespace allowed between pairs),
+    else the escape format: `\\` is one backslash, `\ooo` (first digit 0-3) one byte,
+    any other backslash 22P02; other characters are their UTF-8 bytes."""
     if v.startswith("\\x"):
-        try:
-            return bytes.fromhex(v[2:])
-        except ValueError as e:
-            raise InvalidTextRepresentation(f'invalid hexadecimal data: "{v}"') from e
-    return v.encode()
+        return _hex_in(v)
+    if "\\" not in v:
+        return v.encode()
+    out = bytearray()
+    i, n = 0, len(v)
+    while i < n:
+        ch = v[i]
+        if ch != "\\":
+            j = v.find("\\", i)
+            j = n if j < 0 else j
+            out += v[i:j].encode()
+            i = j
+        elif v[i + 1 : i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        elif i + 3 < n and v[i + 1] in "0123" and v[i + 2] in "01234567" and v[i + 3] in "01234567":
+            out.append(int(v[i + 1 : i + 4], 8))
+            i += 4
+        else:
+            raise InvalidTextRepresentation("invalid input syntax for type bytea")
+    return bytes(out)
+
+
+def _hex_in(v: str) -> bytes:
+    digits = v[2:]
+    if digits.isascii() and digits.isalnum() and len(digits) % 2 == 0:
+        with contextlib.suppress(ValueError):  # else the walk below names the bad digit
+            return bytes.fromhex(digits)
+    hexes: list[str] = []
+    i, n = 2, len(v)
+    while i < n:
+        if v[i] in _HEX_SPACE:
+            i += 1
+            continue
+        pair = v[i : i + 2]
+        for d in pair:
+            if d not in _HEX_DIGITS:
+                raise InvalidParameterValue(f'invalid hexadecimal digit: "{d}"')
+        if len(pair) < 2:
+            raise InvalidParameterValue("invalid hexadecimal data: odd number of digits")
+        hexes.append(pair)
+        i += 2
+    return bytes.fromhex("".join(hexes))
 
 
 def _jsonb_to(dst: SqlType) -> ArrayFn:
