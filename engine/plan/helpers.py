@@ -224,6 +224,8 @@ def _output_name(it: exp.Expression) -> str:
         return "?column?"
     if isinstance(node, exp.Case):
         return "case"
+    if isinstance(node, exp.Bracket):  # a subscript is named after what it subscripts
+        return _output_name(node.this)
     if isinstance(node, exp.Subquery) and isinstance(node.this, exp.Select):
         items = node.this.expressions  # a scalar subquery is named after its one column
         return _output_name(items[0]) if len(items) == 1 else "?column?"
