@@ -362,14 +362,18 @@ def _fmt_exp(r: str) -> str:
     return f"{_strip(mant)}e{'+' if e >= 0 else '-'}{abs(e):02d}"
 
 
-def numeric_text(a: pa.Array) -> pa.Array:
-    """Numeric output without trailing fraction zeros ('1.5', '0', '-0.0000001')."""
+def numeric_text(a: pa.Array, scale: int | None = None) -> pa.Array:
+    """Numeric output: `scale` fraction digits when the type knows its display scale
+    (numeric(p, s), 1.50, round(x, 2)), as PostgreSQL prints them, else without trailing
+    fraction zeros ('1.5', '0', '-0.0000001')."""
     m = special_masks(a)
     if m is not None:
-        s = numeric_text(finite_only(a))
+        s = numeric_text(finite_only(a), scale)
         s = pc.if_else(pa.array(m[0]), pa.scalar("NaN"), s)
         s = pc.if_else(pa.array(m[1]), pa.scalar("Infinity"), s)
         return pc.if_else(pa.array(m[2]), pa.scalar("-Infinity"), s)
+    if scale is not None and 0 <= scale <= a.type.scale:
+        return _scaled_numeric_text(a, scale)
     s = a.cast(pa.string())
     if pc.any(pc.match_substring(s, "E")).as_py():
         # arrow prints small magnitudes in scientific notation; Postgres never does
@@ -378,6 +382,19 @@ def numeric_text(a: pa.Array) -> pa.Array:
         )
     s = pc.replace_substring_regex(s, r"(\.\d*?)0+$", r"\1")
     return pc.replace_substring_regex(s, r"\.$", "")
+
+
+def _scaled_numeric_text(a: pa.Array, scale: int) -> pa.Array:
+    """Finite numerics with exactly `scale` fraction digits (rounded half away from zero)."""
+    r = pc.round(a, scale, round_mode="half_towards_infinity")
+    s = r.cast(pa.decimal128(a.type.precision, scale)).cast(pa.string())
+    if pc.any(pc.match_substring(s, "E")).as_py():  # scientific notation: zero, tiny values
+        q = Decimal(1).scaleb(-scale)
+        s = pa.array(
+            [None if v is None else format(v.quantize(q), "f") for v in r.to_pylist()],
+            pa.string(),
+        )
+    return s
 
 
 def _quote_elem(s: str) -> str:
@@ -403,7 +420,7 @@ def _to_text(src: SqlType) -> ArrayFn:
                 [None if v is None else float32_text(v) for v in a.to_pylist()], pa.string()
             )
         if k is K.NUMERIC:
-            return numeric_text(a)
+            return numeric_text(a, src.scale)
         if k in (K.VARCHAR, K.JSONB):
             return a.cast(pa.string())
         if k is K.DATE:

@@ -238,7 +238,7 @@ def json_text_column(d: Datum, t: SqlType, n: int, ctx: EvalContext) -> pa.Array
     elif t.is_integer:
         out = arr.cast(pa.string())
     elif k is K.NUMERIC:
-        out = numeric_text(arr)
+        out = numeric_text(arr, t.scale)
         if has_special(arr):  # NaN / Infinity are JSON strings
             out = pc.replace_substring_regex(out, r"^(NaN|-?Infinity)$", r'"\1"')
     elif k is K.JSONB:
