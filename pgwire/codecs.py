@@ -26,6 +26,7 @@ import pyarrow as pa
 from engine import civil
 from engine.errors import InvalidTextRepresentation, NumericValueOutOfRange, ProtocolViolation
 from engine.expr import temporal as engine_temporal
+from engine.expr.casts import bytea_in
 from engine.types import SqlType, TypeKind
 from pgwire import temporal as tm
 
@@ -490,7 +491,7 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
 
         return parse_numeric
     if k is TypeKind.BYTEA:
-        return lambda s: _parse_bytea(s, t)
+        return bytea_in  # a text parameter reads as a bytea literal does (byteain)
     if k is TypeKind.DATE:
         return _wide_parser(tm.parse_date, k)
     if k is TypeKind.TIME:
@@ -506,31 +507,6 @@ def text_parser(t: SqlType, tz: tzinfo) -> Callable[[str], Any]:
         elem = text_parser(t.elem, tz)
         return lambda s: parse_array_text(s, elem)
     return lambda s: s  # varchar, jsonb (JSON text as str), unknown
-
-
-def _parse_bytea(s: str, t: SqlType) -> bytes:
-    if s.startswith("\\x"):
-        try:
-            return bytes.fromhex(s[2:])
-        except ValueError:
-            raise _bad_input(t, s) from None
-    out = bytearray()
-    i = 0
-    raw = s.encode()
-    while i < len(raw):
-        c = raw[i]
-        if c != 0x5C:
-            out.append(c)
-            i += 1
-        elif raw[i + 1 : i + 2] == b"\\":
-            out.append(0x5C)
-            i += 2
-        elif len(raw) >= i + 4 and all(0x30 <= d <= 0x37 for d in raw[i + 1 : i + 4]):
-            out.append(int(raw[i + 1 : i + 4], 8))
-            i += 4
-        else:
-            raise _bad_input(t, s)
-    return bytes(out)
 
 
 # -- binary ------------------------------------------------------------------------------------

@@ -510,7 +510,7 @@ def _from_text(dst: SqlType) -> ArrayFn:
             return jsonb.text_to_jsonb(a)
         if k is K.BYTEA:
             return pa.array(
-                [None if v is None else _bytea_in(v) for v in a.to_pylist()], pa.binary()
+                [None if v is None else bytea_in(v) for v in a.to_pylist()], pa.binary()
             )
         if k is K.VARCHAR:
             return a
@@ -536,7 +536,7 @@ _HEX_SPACE = " \n\t\r"
 _HEX_DIGITS = "0123456789abcdefABCDEF"
 
 
-def _bytea_in(v: str) -> bytes:
+def bytea_in(v: str) -> bytes:
     r"""PostgreSQL's byteain: `\x` + hex digit pairs (whitespace allowed between pairs),
     else the escape format: `\\` is one backslash, `\ooo` (first digit 0-3) one byte,
     any other backslash 22P02; other characters are their UTF-8 bytes."""

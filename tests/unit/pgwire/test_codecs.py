@@ -372,7 +372,7 @@ def test_text_inputs() -> None:
         (b"2024-13-01", DATE, "22008"),  # PostgreSQL: date/time field value out of range
         (b"soon", TIMESTAMP, "22007"),
         (b"1 fortnight", INTERVAL, "22007"),
-        (b"\\xzz", BYTEA, "22P02"),
+        (b"\\xzz", BYTEA, "22023"),  # PostgreSQL: invalid hexadecimal digit: "z"
     ],
 )
 def test_bad_text_inputs(raw: bytes, t: SqlType, sqlstate: str) -> None:
