@@ -4,16 +4,10 @@ Reads length-prefixed frames on stdin (the first is its JSON config), answers ea
 `WorkerHost.handle` on stdout, and exits at end of input (the coordinator closed the pipe
 or died). The protocol's stdout is moved to a private descriptor first, so a stray print
 of some library goes to stderr (the server's log) instead of corrupting a frame.
-
-Workers run at a lower CPU priority than the server (`WORKER_NICENESS`): when both want a
-core, the server's session threads (a `SELECT 1`, a webhook ack, the barrier's
-coordination) run first, and the workers take every cycle the server leaves idle, so a
-backfill on all cores does not stretch every other client's latency.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -22,13 +16,8 @@ import sys
 from engine.stream.parallel.host import WorkerHost
 from engine.stream.parallel.transport import read_frame, write_frame
 
-WORKER_NICENESS = 5
-"""Added to the server's niceness in each worker process (see the module docstring)."""
-
 
 def main() -> int:
-    with contextlib.suppress(OSError):  # not permitted: run at the server's priority
-        os.nice(WORKER_NICENESS)
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(2, 1)  # print() -> stderr
