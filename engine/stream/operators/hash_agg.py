@@ -145,9 +145,7 @@ class HashAggOp(Operator):
       `append_only_extremes`, whose slot alone is their state):
       `(*group_key, value) -> (count,)`, the multiset of counted (FILTER true, non-NULL)
       values of each group, shared by every min/max call over the same pair (so
-      `min(v), max(v)` keep one multiset). RocksDB-first like the group rows: a group's
-      multiset is read back (a batched prefix range read) only when its extreme's count
-      falls to 0; inserts compare with the stored extreme.
+      `min(v), max(v)` keep one multiset).
     * `distinct_<i>` for a DISTINCT additive call i: `(*group_key, value) -> (count,)`;
       a value enters the aggregate when its count goes 0 -> >0 and leaves at >0 -> 0.
     """
@@ -211,11 +209,12 @@ class HashAggOp(Operator):
             if impl.uses_values:
                 owner = owners.setdefault((a.arg, a.filter), i)
                 self._shared[i] = owner
-                if owner == i:  # (group, value) counts, RocksDB-first; read per group
-                    self._value_tables[i] = alloc.table(f"minmax_{i}", disk=True)
+                if owner == i:
+                    self._value_tables[i] = alloc.table(f"minmax_{i}")
             elif a.distinct and a.arg is not None:
                 # (group, value) counts: only read and written by key, so RocksDB-first
                 self._value_tables[i] = alloc.table(f"distinct_{i}", disk=True)
+        self._indexes: dict[int, dict[Key, dict[Any, int]]] | None = None
         # polars plan pieces
         cols = list(group_keys)
         for a in aggs:
@@ -412,6 +411,8 @@ class HashAggOp(Operator):
         return vals
 
     def _apply(self, chunk: StreamChunk) -> StreamChunk | None:
+        if self._indexes is None:
+            self._build_indexes()
         weights = chunk.weights()
         if self._plain and bool((weights < 0).any()):
             raise InternalError(
@@ -449,12 +450,12 @@ class HashAggOp(Operator):
             vd = self._value_deltas(frame, i)
             impl = self._impls[i]
             if isinstance(impl, ExtremeImpl):
-                news = self._update_counts(i, vd)
+                self._update_multiset(i, vd)
                 for j, owner in self._shared.items():
                     if owner == i:
                         impl_j = self._impls[j]
                         assert isinstance(impl_j, ExtremeImpl)
-                        replaced[j] = self._extremes(j, impl_j, vd, news)
+                        replaced[j] = self._extremes(j, impl_j, vd)
             else:
                 deltas[i] = self._apply_distinct(i, impl, keys, vd)
         for i, impl in enumerate(self._impls):
@@ -581,13 +582,24 @@ class HashAggOp(Operator):
         table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
         return news
 
-    def _extremes(
-        self, i: int, impl: ExtremeImpl, vd: _ValueDelta, news: list[int]
-    ) -> dict[Key, Any]:
-        """The new extreme of call i in every touched group, its multiset already updated
-        (`news`: the new count of each of `vd`'s (group, value) rows). A group keeps its
-        extreme or takes a better added value, unless its extreme's count fell to 0: only
-        those groups' multisets are read back (one batched range read per chunk)."""
+    def _update_multiset(self, i: int, vd: _ValueDelta) -> None:
+        """Apply the value deltas to min/max multiset i (table and per-group index)."""
+        assert self._indexes is not None
+        news = self._update_counts(i, vd)
+        idx = self._indexes[i]
+        for g, v, c in zip(vd.gkeys, vd.vals, news, strict=True):
+            d = idx.get(g)
+            if d is None:
+                d = idx[g] = {}
+            if c:
+                d[v] = c
+            else:
+                del d[v]
+
+    def _extremes(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
+        """The new extreme of call i in every touched group (multiset already updated)."""
+        assert self._indexes is not None
+        idx = self._indexes[self._shared[i]]
         # best newly added value per group, vectorised
         x = pl.col(vd.xname)
         pick = x.min() if impl.is_min else x.max()
@@ -625,31 +637,23 @@ class HashAggOp(Operator):
         )
         order: Callable[[Any], Any] = civil.order_key if temporal else _same
         result: dict[Key, Any] = {}
-        gone: dict[Key, list[Any]] = {}  # per group, the values whose count fell to 0
-        held: dict[Key, list[Any]] = {}  # and those counted after the chunk
-        for g, v, c in zip(vd.gkeys, vd.vals, news, strict=True):
-            (held if c else gone).setdefault(g, []).append(v)
+        last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         groups = list(dict.fromkeys(vd.gkeys))
-        reread: list[Key] = []
         for g, st in zip(groups, self._get_groups(groups), strict=True):
+            d = idx[g]
             cur = None if st is None else st[slot]
-            if cur is not None and any(_same_value(v, cur, order) for v in gone.get(g, ())):
-                reread.append(g)  # the extreme left the multiset
-                continue
-            if cur is None:  # the multiset was empty: the chunk's values are all of it
-                result[g] = _extreme(held.get(g, ()), is_min, order if temporal else None)
-                continue
-            new = cur  # the multiset still holds the extreme: compare with the adds
-            a = added.get(g)
-            if a is not None and ((order(a) < order(new)) if is_min else (order(a) > order(new))):
-                new = a
+            if cur is None or cur not in d:
+                new = _extreme(d, is_min, order if temporal else None)
+            else:
+                new = cur
+                a = added.get(g)
+                if a is not None and (
+                    (order(a) < order(new)) if is_min else (order(a) > order(new))
+                ):
+                    new = a
+            if not d and last:  # the last call sharing the multiset drops empty groups
+                del idx[g]
             result[g] = new
-        if reread:
-            nk = len(self.group_keys)
-            table = self._value_tables[self._shared[i]]
-            for g, rows in zip(reread, table.scan_prefixes(reread), strict=True):
-                values = [k[nk] for k, _ in rows if k is not None]
-                result[g] = _extreme(values, is_min, order if temporal else None)
         return result
 
     def _apply_distinct(
@@ -682,6 +686,24 @@ class HashAggOp(Operator):
             per_code = [[dspecial.get((k, code), 0) for k in keys] for code in (1, 2, 3)]
             return impl.distinct_special_deltas(ds, dc, per_code)
         return impl.distinct_deltas(ds, dc)
+
+    def _build_indexes(self) -> None:
+        """Per-run index group -> {value: count} of each min/max multiset table."""
+        nk = len(self.group_keys)
+        self._indexes = {}
+        for i, table in self._value_tables.items():
+            if not self._impls[i].uses_values:
+                continue
+            idx: dict[Key, dict[Any, int]] = {}
+            for k, (c,) in table.items():
+                g = k[:nk]
+                d = idx.get(g)
+                if d is None:
+                    d = idx[g] = {}
+                d[k[nk]] = c
+            self._indexes[i] = idx
+        if self._indexes:
+            log.debug("%s: rebuilt min/max indexes", self.explain())
 
 
 _SPECIAL_SLOTS = 3
@@ -719,11 +741,3 @@ def _widen(row: tuple[Any, ...], widths: list[tuple[int, int]]) -> tuple[Any, ..
         out.extend([0] * (new - old))
         pos += old
     return tuple(out)
-
-
-def _same_value(v: Any, cur: Any, order: Callable[[Any], Any]) -> bool:
-    """Whether a multiset value is the group's current extreme (NaN is NaN here, and
-    dates beyond year 9999 compare by their order key)."""
-    if v != v:  # float / numeric NaN
-        return bool(cur != cur)
-    return bool(order(v) == order(cur))
