@@ -212,8 +212,7 @@ class HashAggOp(Operator):
                 if owner == i:
                     self._value_tables[i] = alloc.table(f"minmax_{i}")
             elif a.distinct and a.arg is not None:
-                # (group, value) counts: only read and written by key, so RocksDB-first
-                self._value_tables[i] = alloc.table(f"distinct_{i}", disk=True)
+                self._value_tables[i] = alloc.table(f"distinct_{i}")
         self._indexes: dict[int, dict[Key, dict[Any, int]]] | None = None
         # polars plan pieces
         cols = list(group_keys)
