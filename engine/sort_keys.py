@@ -6,6 +6,8 @@ order and that sorts the rows exactly as PostgreSQL does:
 
 - interval: an approximate total (30-day months, 24-hour days), as PostgreSQL's
   `interval_cmp` compares;
+- float with NaN: a dense rank with NaN above +Infinity (Arrow keeps NaN last in both
+  directions; PostgreSQL's NaN is the greatest value, first in a descending sort);
 - array: a dense rank of the arrays, compared element by element (NULL elements after every
   non-NULL one), and where one array is a prefix of the other, the shorter one first
   (PostgreSQL's `array_cmp`). Nested arrays rank their inner arrays first, so any depth works.
@@ -36,7 +38,17 @@ def sortable(col: pa.ChunkedArray | pa.Array) -> Any:
         return _interval_key(_combined(col))
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return _list_rank(_combined(col))
+    if pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
+        return _float_rank(_combined(col))
     return col
+
+
+def _float_rank(a: pa.Array) -> pa.Array:
+    """Dense rank (int64) of floats with NaN above +Infinity (PostgreSQL's float order);
+    Arrow places NaN at the end whatever the direction, so a descending sort would put it
+    last instead of first. NULL stays NULL."""
+    codes = pc.rank(a, sort_keys="ascending", tiebreaker="dense")  # NaN, then NULL last
+    return pa.array(np.asarray(codes, dtype=np.int64), pa.int64(), mask=np.asarray(a.is_null()))
 
 
 def _combined(col: pa.ChunkedArray | pa.Array) -> pa.Array:
