@@ -9,6 +9,7 @@ path element, and a non-integer step into an array is 22P02.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -81,20 +82,21 @@ def _set(v: Any, path: list[str | None], new: Any, create: bool, level: int = 0)
     return v  # a scalar below the top: nothing to set
 
 
-@register("jsonb_set")
-def _jsonb_set(args: list[Expr]) -> Expr:
+def _path_edit(name: str, args: list[Expr], flag: bool, edit: Callable[..., Any]) -> Expr:
+    """`name(target, path, new_value [, flag])`: `edit(doc, path, new, flag)` per row on the
+    parsed documents (jsonb_set, jsonb_insert); NULL in, NULL out; an empty path returns
+    the target; a scalar target is 22023 as PostgreSQL."""
     if len(args) not in (3, 4):
-        raise no_function("jsonb_set", args)
-    types = [JSONB, _TEXT_ARRAY, JSONB, BOOLEAN][: len(args)]
-    a = coerce_to("jsonb_set", args, types)
+        raise no_function(name, args)
+    a = coerce_to(name, args, [JSONB, _TEXT_ARRAY, JSONB, BOOLEAN][: len(args)])
     if len(a) == 3:
-        a.append(Literal(value=True, type=BOOLEAN))
+        a.append(Literal(value=flag, type=BOOLEAN))
 
     def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
         cols = [as_array(d, n).to_pylist() for d in x]
         out: list[str | None] = []
-        for doc, path, new, create in zip(*cols, strict=True):
-            if doc is None or path is None or new is None or create is None:
+        for doc, path, new, opt in zip(*cols, strict=True):
+            if doc is None or path is None or new is None or opt is None:
                 out.append(None)
                 continue
             v = jsonb.loads(doc)
@@ -103,10 +105,16 @@ def _jsonb_set(args: list[Expr]) -> Expr:
             if not path:
                 out.append(doc)
                 continue
-            out.append(jsonb.dumps(_set(v, list(path), jsonb.loads(new), bool(create))))
+            out.append(jsonb.dumps(edit(v, list(path), jsonb.loads(new), bool(opt))))
         return pa.array(out, pa.string())
 
-    return Func("jsonb_set", tuple(a), JSONB, kernel)
+    return Func(name, tuple(a), JSONB, kernel)
+
+
+@register("jsonb_set")
+def _jsonb_set(args: list[Expr]) -> Expr:
+    """jsonb_set(target, path, new_value [, create_if_missing])."""
+    return _path_edit("jsonb_set", args, True, _set)
 
 
 def _insert(v: Any, path: list[str | None], new: Any, after: bool, level: int = 0) -> Any:
@@ -146,26 +154,4 @@ def _insert(v: Any, path: list[str | None], new: Any, after: bool, level: int = 
 @register("jsonb_insert")
 def _jsonb_insert(args: list[Expr]) -> Expr:
     """jsonb_insert(target, path, new_value [, insert_after])."""
-    if len(args) not in (3, 4):
-        raise no_function("jsonb_insert", args)
-    a = coerce_to("jsonb_insert", args, [JSONB, _TEXT_ARRAY, JSONB, BOOLEAN][: len(args)])
-    if len(a) == 3:
-        a.append(Literal(value=False, type=BOOLEAN))
-
-    def kernel(x: list[Datum], n: int, c: EvalContext) -> Datum:
-        cols = [as_array(d, n).to_pylist() for d in x]
-        out: list[str | None] = []
-        for doc, path, new, after in zip(*cols, strict=True):
-            if doc is None or path is None or new is None or after is None:
-                out.append(None)
-                continue
-            v = jsonb.loads(doc)
-            if not isinstance(v, (dict, list)):
-                raise InvalidParameterValue("cannot set path in scalar")
-            if not path:
-                out.append(doc)
-                continue
-            out.append(jsonb.dumps(_insert(v, list(path), jsonb.loads(new), bool(after))))
-        return pa.array(out, pa.string())
-
-    return Func("jsonb_insert", tuple(a), JSONB, kernel)
+    return _path_edit("jsonb_insert", args, False, _insert)

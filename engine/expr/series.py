@@ -8,8 +8,9 @@ a select list (a ProjectSet, one series per input row). As PostgreSQL:
   is bigint), step 1 by default, a negative step counting down;
 * over timestamps with an interval step (`generate_series(ts, ts, interval '1 day')`):
   timestamp when an argument is a timestamp and none a timestamptz, else timestamptz
-  (dates and quoted literals resolve to it, as PostgreSQL's preferred type); steps with months are added one after another, so the day of the month is
-  clamped as PostgreSQL's repeated `+ step` does (Jan 31, Feb 29, Mar 29, ...);
+  (dates and quoted literals resolve to it, as PostgreSQL's preferred type); steps with
+  months are added one after another, so the day of the month is clamped as
+  PostgreSQL's repeated `+ step` does (Jan 31, Feb 29, Mar 29, ...);
 * a step of zero is 22023 "step size cannot equal zero"; a NULL argument gives no rows.
 
 Lifecycle: `series_args` runs at planning time (the output type, the arguments cast to
