@@ -417,6 +417,25 @@ def broadcast(args: list[Datum], n: int) -> list[pa.Array]:
     return [as_array(a, n) for a in args]
 
 
+def per_row(fn: Callable[..., Any], out_type: pa.DataType) -> Kernel:
+    """A kernel applying the Python function `fn` row by row; NULL in any argument -> NULL out.
+
+    For functions Arrow has no compute kernel for (string edits, hashes, encodings). Scalar
+    arguments are broadcast, so an all-constant call stays one scalar."""
+
+    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        if all(is_scalar(a) for a in args):
+            vals = [a.as_py() for a in args]
+            return pa.scalar(None if any(v is None for v in vals) else fn(*vals), out_type)
+        cols = [[a.as_py()] * n if is_scalar(a) else a.to_pylist() for a in args]
+        return pa.array(
+            [None if any(v is None for v in row) else fn(*row) for row in zip(*cols, strict=True)],
+            out_type,
+        )
+
+    return kernel
+
+
 def translate_arrow_error(e: pa.ArrowInvalid, t: SqlType) -> EngineError:
     msg = str(e).lower()
     if "divide by zero" in msg:

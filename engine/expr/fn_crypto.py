@@ -35,7 +35,7 @@ from sqlglot import exp
 
 from engine.errors import InvalidParameterValue
 from engine.expr.coerce import implicit_cast, is_untyped
-from engine.expr.core import Datum, EvalContext, Expr, Func, is_scalar
+from engine.expr.core import Expr, Func, per_row
 from engine.expr.registry import FUNCTIONS, coerce_to, no_function, register
 from engine.types import BOOLEAN, BYTEA, VARCHAR, TypeKind
 
@@ -49,24 +49,6 @@ _DIGESTS = {
     "sha384": hashlib.sha384,
     "sha512": hashlib.sha512,
 }
-
-
-def _rows(
-    fn: Callable[..., Any], out_type: pa.DataType
-) -> Callable[[list[Datum], int, EvalContext], Datum]:
-    """A kernel applying `fn` per row; NULL in any argument -> NULL out."""
-
-    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
-        if all(is_scalar(a) for a in args):
-            vals = [a.as_py() for a in args]
-            return pa.scalar(None if any(v is None for v in vals) else fn(*vals), out_type)
-        cols = [[a.as_py()] * n if is_scalar(a) else a.to_pylist() for a in args]
-        return pa.array(
-            [None if any(v is None for v in row) else fn(*row) for row in zip(*cols, strict=True)],
-            out_type,
-        )
-
-    return kernel
 
 
 def _bytes_or_text(e: Expr, name: str, args: list[Expr]) -> Expr:
@@ -93,7 +75,7 @@ def _secure_compare_fn(args: list[Expr]) -> Expr:
     if len(args) != 2:
         raise no_function("secure_compare", args)
     a = [_bytes_or_text(x, "secure_compare", args) for x in args]
-    return Func("secure_compare", tuple(a), BOOLEAN, _rows(_secure_compare, pa.bool_()))
+    return Func("secure_compare", tuple(a), BOOLEAN, per_row(_secure_compare, pa.bool_()))
 
 
 # -- hmac / digests ------------------------------------------------------------------------------
@@ -121,7 +103,7 @@ def _hmac_fn(args: list[Expr]) -> Expr:
         else _bytes_or_text(args[1], "hmac", args)
     )
     algo = coerce_to("hmac", [args[2]], [VARCHAR])[0]
-    return Func("hmac", (key, msg, algo), BYTEA, _rows(_hmac_row, pa.binary()))
+    return Func("hmac", (key, msg, algo), BYTEA, per_row(_hmac_row, pa.binary()))
 
 
 def _sha(name: str) -> Callable[[list[Expr]], Expr]:
@@ -129,7 +111,7 @@ def _sha(name: str) -> Callable[[list[Expr]], Expr]:
 
     def resolve(args: list[Expr]) -> Expr:
         (a,) = coerce_to(name, args, [BYTEA])
-        return Func(name, (a,), BYTEA, _rows(lambda b: d(b).digest(), pa.binary()))
+        return Func(name, (a,), BYTEA, per_row(lambda b: d(b).digest(), pa.binary()))
 
     return resolve
 
@@ -141,7 +123,7 @@ for _n in ("sha224", "sha256", "sha384", "sha512"):
 def md5_bytea(args: list[Expr]) -> Expr:
     """md5 over bytea -> hex text (md5 over text stays with the string functions)."""
     (a,) = args
-    return Func("md5", (a,), VARCHAR, _rows(lambda b: hashlib.md5(b).hexdigest(), pa.string()))
+    return Func("md5", (a,), VARCHAR, per_row(lambda b: hashlib.md5(b).hexdigest(), pa.string()))
 
 
 # -- encode / decode / convert -------------------------------------------------------------------
@@ -176,13 +158,13 @@ def _decode_row(s: str, fmt: str) -> bytes:
 @register("encode")
 def _encode_fn(args: list[Expr]) -> Expr:
     a = coerce_to("encode", args, [BYTEA, VARCHAR])
-    return Func("encode", tuple(a), VARCHAR, _rows(_encode_row, pa.string()))
+    return Func("encode", tuple(a), VARCHAR, per_row(_encode_row, pa.string()))
 
 
 @register("decode")
 def _decode_fn(args: list[Expr]) -> Expr:
     a = coerce_to("decode", args, [VARCHAR, VARCHAR])
-    return Func("decode", tuple(a), BYTEA, _rows(_decode_row, pa.binary()))
+    return Func("decode", tuple(a), BYTEA, per_row(_decode_row, pa.binary()))
 
 
 def _check_utf8(enc: str) -> None:
@@ -206,13 +188,13 @@ def _convert_to_row(s: str, enc: str) -> bytes:
 @register("convert_from")
 def _convert_from_fn(args: list[Expr]) -> Expr:
     a = coerce_to("convert_from", args, [BYTEA, VARCHAR])
-    return Func("convert_from", tuple(a), VARCHAR, _rows(_convert_from_row, pa.string()))
+    return Func("convert_from", tuple(a), VARCHAR, per_row(_convert_from_row, pa.string()))
 
 
 @register("convert_to")
 def _convert_to_fn(args: list[Expr]) -> Expr:
     a = coerce_to("convert_to", args, [VARCHAR, VARCHAR])
-    return Func("convert_to", tuple(a), BYTEA, _rows(_convert_to_row, pa.binary()))
+    return Func("convert_to", tuple(a), BYTEA, per_row(_convert_to_row, pa.binary()))
 
 
 # -- bytea || bytea ------------------------------------------------------------------------------
@@ -226,7 +208,7 @@ def bytea_concat(left: Expr, right: Expr) -> Expr | None:
         return None
     lc, rc = implicit_cast(left, BYTEA), implicit_cast(right, BYTEA)
     assert lc is not None and rc is not None
-    return Func("bytea_concat", (lc, rc), BYTEA, _rows(lambda a, b: a + b, pa.binary()), op="||")
+    return Func("bytea_concat", (lc, rc), BYTEA, per_row(lambda a, b: a + b, pa.binary()), op="||")
 
 
 # -- binder routing ------------------------------------------------------------------------------

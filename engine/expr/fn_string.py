@@ -16,30 +16,12 @@ import pyarrow.compute as pc
 
 from engine.errors import InvalidParameterValue, ProgramLimitExceeded, SubstringError
 from engine.expr.coerce import cast, implicit_cast, is_untyped
-from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar
+from engine.expr.core import Datum, EvalContext, Expr, Func, as_array, is_scalar, per_row
 from engine.expr.ops import no_operator
 from engine.expr.registry import coerce_to, no_function, register, simple
 from engine.types import BOOLEAN, INT, JSONB, VARCHAR, TypeKind
 
 K = TypeKind
-
-
-def _per_row(
-    fn: Callable[..., Any], out_type: pa.DataType
-) -> Callable[[list[Datum], int, EvalContext], Datum]:
-    """One Python pass over the columns; NULL in -> NULL out."""
-
-    def kernel(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
-        if all(is_scalar(a) for a in args):
-            vals = [a.as_py() for a in args]
-            return pa.scalar(None if any(v is None for v in vals) else fn(*vals), out_type)
-        cols = [[a.as_py()] * n if is_scalar(a) else a.to_pylist() for a in args]
-        return pa.array(
-            [None if any(v is None for v in row) else fn(*row) for row in zip(*cols, strict=True)],
-            out_type,
-        )
-
-    return kernel
 
 
 def _text(a: Expr) -> Expr:
@@ -142,7 +124,7 @@ def _substr(args: list[Expr]) -> Expr:
                 return pc.utf8_slice_codeunits(a[0], b)
             end = max(start - 1 + length, b)
             return pc.utf8_slice_codeunits(a[0], b, end)
-        return _per_row(_substr_py, pa.string())(a, n, ctx)
+        return per_row(_substr_py, pa.string())(a, n, ctx)
 
     return Func("substr", tuple(args), VARCHAR, kernel)
 
@@ -212,7 +194,7 @@ def _trim_fn(kind: str) -> Callable[[list[Expr]], Expr]:
                     return a[0]
                 return arrow(a[0], characters=cv)
             py = {"btrim": str.strip, "ltrim": str.lstrip, "rtrim": str.rstrip}[kind]
-            return _per_row(lambda s, ch: py(s, ch), pa.string())(a, n, ctx)
+            return per_row(lambda s, ch: py(s, ch), pa.string())(a, n, ctx)
 
         return Func(kind, tuple(args), VARCHAR, kernel)
 
@@ -237,7 +219,7 @@ def _replace(args: list[Expr]) -> Expr:
             and a[1].as_py() != ""
         ):
             return pc.replace_substring(a[0], a[1].as_py(), a[2].as_py())
-        return _per_row(lambda s, f, t: s.replace(f, t) if f else s, pa.string())(a, n, ctx)
+        return per_row(lambda s, f, t: s.replace(f, t) if f else s, pa.string())(a, n, ctx)
 
     return Func("replace", tuple(args), VARCHAR, kernel)
 
@@ -281,7 +263,7 @@ def _split_part(args: list[Expr]) -> Expr:
                 picked = flat.take(pa.array(pos))
             out = pc.if_else(pa.array(ok), picked, "")
             return pc.if_else(pc.is_null(s), pa.scalar(None, pa.string()), out)
-        return _per_row(_split_part_py, pa.string())(a, n, ctx)
+        return per_row(_split_part_py, pa.string())(a, n, ctx)
 
     return Func("split_part", tuple(args), VARCHAR, kernel)
 
@@ -314,7 +296,7 @@ def _strpos(args: list[Expr]) -> Expr:
                 ]
                 chars = pa.array(pre, pa.int64())
             return pc.if_else(found, pc.add(chars, 1), 0).cast(pa.int32())
-        return _per_row(_strpos_py, pa.int32())(a, n, ctx)
+        return per_row(_strpos_py, pa.int32())(a, n, ctx)
 
     return Func("strpos", tuple(args), INT, kernel)
 
@@ -355,7 +337,7 @@ def _per_row_vec(
             if kv == 0:
                 return pc.if_else(pc.is_null(s), pa.scalar(None, pa.string()), "")
             return pc.utf8_slice_codeunits(s, -kv)
-        return _per_row(py, pa.string())(a, n, ctx)
+        return per_row(py, pa.string())(a, n, ctx)
 
     return kernel
 
@@ -393,7 +375,7 @@ def _pad_fn(left: bool) -> Callable[[list[Expr]], Expr]:
                 cut = pc.utf8_slice_codeunits(a[0], 0, w)
                 f = pc.utf8_lpad if left else pc.utf8_rpad
                 return f(cut, width=w, padding=fill.as_py())
-            return _per_row(py, pa.string())(a, n, ctx)
+            return per_row(py, pa.string())(a, n, ctx)
 
         return Func(name, tuple(args), VARCHAR, kernel)
 
@@ -414,7 +396,7 @@ def _starts_with(args: list[Expr]) -> Expr:
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
         if is_scalar(a[1]) and a[1].is_valid:
             return pc.starts_with(a[0], a[1].as_py())
-        return _per_row(lambda s, p: s.startswith(p), pa.bool_())(a, n, ctx)
+        return per_row(lambda s, p: s.startswith(p), pa.bool_())(a, n, ctx)
 
     return simple("starts_with", args, [VARCHAR, VARCHAR], BOOLEAN, kernel)
 
@@ -426,7 +408,7 @@ def _md5(args: list[Expr]) -> Expr:
         args,
         [VARCHAR],
         VARCHAR,
-        _per_row(lambda s: hashlib.md5(s.encode()).hexdigest(), pa.string()),
+        per_row(lambda s: hashlib.md5(s.encode()).hexdigest(), pa.string()),
     )
 
 
@@ -451,7 +433,7 @@ def _initcap(args: list[Expr]) -> Expr:
 @register("ascii")
 def _ascii(args: list[Expr]) -> Expr:
     return simple(
-        "ascii", args, [VARCHAR], INT, _per_row(lambda s: ord(s[0]) if s else 0, pa.int32())
+        "ascii", args, [VARCHAR], INT, per_row(lambda s: ord(s[0]) if s else 0, pa.int32())
     )
 
 
@@ -470,7 +452,7 @@ def _chr_of(code: int) -> str:
 
 @register("chr")
 def _chr(args: list[Expr]) -> Expr:
-    return simple("chr", args, [INT], VARCHAR, _per_row(_chr_of, pa.string()))
+    return simple("chr", args, [INT], VARCHAR, per_row(_chr_of, pa.string()))
 
 
 @register("to_hex")
@@ -482,7 +464,7 @@ def _to_hex(args: list[Expr]) -> Expr:
         args,
         [target],
         VARCHAR,
-        _per_row(lambda v: format(v & mask if v < 0 else v, "x"), pa.string()),
+        per_row(lambda v: format(v & mask if v < 0 else v, "x"), pa.string()),
     )
 
 
@@ -506,7 +488,7 @@ def _translate(args: list[Expr]) -> Expr:
     same position of `to`, or is dropped past its end. One Python pass over the column
     (pyarrow has no translate kernel)."""
     a = coerce_to("translate", args, [VARCHAR, VARCHAR, VARCHAR])
-    return Func("translate", tuple(a), VARCHAR, _per_row(_translate_py, pa.string()))
+    return Func("translate", tuple(a), VARCHAR, per_row(_translate_py, pa.string()))
 
 
 def _overlay_py(s: str, r: str, start: int, count: int | None = None) -> str:
@@ -524,4 +506,4 @@ def _overlay(args: list[Expr]) -> Expr:
     if len(args) not in (3, 4):
         raise no_function("overlay", args)
     a = coerce_to("overlay", args, [VARCHAR, VARCHAR, INT, INT][: len(args)])
-    return Func("overlay", tuple(a), VARCHAR, _per_row(_overlay_py, pa.string()))
+    return Func("overlay", tuple(a), VARCHAR, per_row(_overlay_py, pa.string()))
