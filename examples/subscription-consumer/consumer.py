@@ -52,9 +52,7 @@ def apply_epoch(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         if op in ("Delete", "UpdateDelete"):
             db.execute("DELETE FROM balances WHERE account = ?", (account,))
         else:  # Insert, UpdateInsert
-            db.execute(
-                "INSERT OR REPLACE INTO balances VALUES (?, ?, ?)", (account, int(total), n)
-            )
+            db.execute("INSERT OR REPLACE INTO balances VALUES (?, ?, ?)", (account, int(total), n))
     db.execute("INSERT OR REPLACE INTO progress VALUES (1, ?)", (rows[-1][4],))
     db.execute("COMMIT")
 
