@@ -1,6 +1,6 @@
 # Developer shortcuts. Uses .venv/bin/python when present, else python3 on PATH.
 PY ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
-PATHS := engine pgwire connectors tests bench
+PATHS := engine pgwire connectors tests bench examples
 
 .PHONY: help fmt lint typecheck typecheck-update test unit slt e2e crash fuzz bench planner-update
 
