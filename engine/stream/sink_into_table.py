@@ -31,7 +31,7 @@ from engine.connector_registry import register_sink
 from engine.errors import DatatypeMismatch, InvalidParameterValue, UndefinedColumn
 from engine.expr import EvalContext, Expr, InputRef, cast
 from engine.stream.graph import OP_COLUMN
-from engine.stream.sink import APPEND_ONLY, FORCE_APPEND_ONLY, BaseSinkWriter
+from engine.stream.sink_base import APPEND_ONLY, FORCE_APPEND_ONLY, BaseSinkWriter
 from engine.types import arrow_schema
 
 

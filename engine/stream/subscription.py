@@ -40,7 +40,7 @@ import pyarrow as pa
 from engine.chunk import StreamChunk
 from engine.connector_registry import register_sink
 from engine.state.table import StateTable
-from engine.stream.sink import BaseSinkWriter, SinkSpec
+from engine.stream.sink_base import BaseSinkWriter, SinkSpec
 
 CONNECTOR = "subscription"
 OP_FIELD = "__op"
