@@ -64,7 +64,12 @@ class BenchServer:
     """One Swell server process for a benchmark run (see the module docstring)."""
 
     def __init__(
-        self, *, barrier_ms: int = 1000, extra_args: list[str] | None = None, cpu: int | None = 0
+        self,
+        *,
+        barrier_ms: int = 1000,
+        extra_args: list[str] | None = None,
+        cpu: int | None = 0,
+        stall_trace: Path | None = None,
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="swell-bench-")
         self.dir = Path(self._tmp.name)
@@ -73,12 +78,16 @@ class BenchServer:
         self.barrier_ms = barrier_ms
         self.extra_args = extra_args or []
         self.cpu = cpu  # None: not pinned (a server with helper processes uses every core)
+        self.stall_trace = stall_trace  # run under bench/_stall.py's monitor, tracing there
         self.proc: subprocess.Popen[bytes] | None = None
         self._spy: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> BenchServer:
+        monitor = [] if self.stall_trace is None else [str(ROOT / "bench" / "_stall.py")]
         cmd = [
             sys.executable,
+            *monitor,
+            *([str(self.stall_trace)] if monitor else []),
             "-m",
             "pgwire.cli",
             "playground",

@@ -19,8 +19,8 @@ Load phases (each `--seconds` long; probes run through all of them):
    (1,000,000 by default) again and again;
 3. `backfill`: a loader session creates (and drops) a materialized view over `lb_src`
    (which holds every row the first phase inserted, topped up to `--backfill-rows` first,
-   e.g. 5,000,000, outside any measured phase, then FLUSHed so the CREATE does not commit
-   the earlier phases' queued writes), so a backfill runs; its rows/s is reported.
+   5,000,000 by default, outside any measured phase, then FLUSHed so the CREATE does not
+   commit the earlier phases' queued writes), so a backfill runs; its rows/s is reported.
 
 Also reported: the loader's FLUSH latency in phase 1 (the barrier the probes did not wait
 for); the backfill's rows/s over the whole CREATE, per server CPU-second, and over its
@@ -34,10 +34,16 @@ probes talk to; `--pin` pins it (and them) to CPU 0 as the other end-to-end benc
 do. `--background-load N` runs N busy loops at `nice -n 19` through the measured phases
 (a machine that is also doing other work).
 
+`--stall` runs the server under `bench/_stall.py`'s monitor and reports, per phase, the
+figure a loaded machine does not blur: the longest time one server thread kept the
+interpreter from the others (CPU milliseconds it ran while the monitor's 1 ms sleep was
+overdue for want of the lock), how often the monitor waited 16 ms or more for the lock, and
+where the longest holds ended.
+
     python bench/read_latency_bench.py [--seconds 10] [--epoch-rows 100000]
                                        [--copy-rows 1000000] [--phases idle,epochs,copy,backfill]
                                        [--backfill-rows 5000000] [--pin] [--background-load 2]
-                                       [--profile]
+                                       [--profile] [--stall]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +66,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import report  # noqa: E402
 from _server import BenchServer  # noqa: E402
+from _stall import summarise  # noqa: E402
 
 TARGET_MS = 20.0
 PAUSE_S = 0.005  # between two requests of one probe
@@ -176,15 +184,18 @@ def main() -> None:
     ap.add_argument(
         "--backfill-rows",
         type=int,
-        default=0,
+        default=5_000_000,
         help="top lb_src up to this many rows before the backfill phase (0: as it is)",
     )
     ap.add_argument("--pin", action="store_true", help="pin the server (and workers) to CPU 0")
     ap.add_argument("--background-load", type=int, default=0, metavar="N")
     ap.add_argument("--profile", action="store_true", help="py-spy the server meanwhile")
+    ap.add_argument("--stall", action="store_true", help="the server's stall monitor")
     args = ap.parse_args()
     phases = [p for p in args.phases.split(",") if p]
-    with BenchServer(barrier_ms=1000, cpu=0 if args.pin else None) as srv:
+    trace = Path(tempfile.mkdtemp(prefix="swell-stall-")) / "stall.jsonl" if args.stall else None
+    spans: dict[str, tuple[float, float]] = {}
+    with BenchServer(barrier_ms=1000, cpu=0 if args.pin else None, stall_trace=trace) as srv:
         with srv.connect() as c:
             c.execute("CREATE TABLE lb_src (id BIGINT PRIMARY KEY, g INT, v BIGINT)")
             c.execute("CREATE TABLE lb_dim (g INT PRIMARY KEY, name VARCHAR)")
@@ -285,11 +296,13 @@ def main() -> None:
                     loader.execute("FLUSH")
                 phase[0] = name
                 l0 = loadavg()
+                w0 = time.time()
                 end = time.monotonic() + args.seconds
                 while time.monotonic() < end:
                     work[name]()
                     rounds[name] = rounds.get(name, 0) + 1
                 load[name] = (l0, loadavg())
+                spans[name] = (w0, time.time())
         finally:
             for b in busy:
                 b.kill()
@@ -353,6 +366,8 @@ def main() -> None:
                         mode="e2e",
                         note=f"last fifth {r[1]:,.0f} rows/s (ratio {r[1] / r[0]:.2f})",
                     )
+        if trace is not None:
+            report_stalls(trace, spans, load)
         if flushes:
             f = np.array(flushes)
             report(
@@ -363,6 +378,30 @@ def main() -> None:
                 mode="e2e",
                 note=f"{len(f)} barriers; the probes above do not wait for it",
             )
+
+
+def report_stalls(
+    trace: Path, spans: dict[str, tuple[float, float]], load: dict[str, tuple[float, float]]
+) -> None:
+    """The stall monitor's figures per phase (`--stall`; see the module docstring)."""
+    for name, s in summarise(trace, spans).items():
+        l0, l1 = load[name]
+        report(
+            "read_latency",
+            f"longest interpreter hold during {name}",
+            s["max_hold_ms"],
+            "CPU-ms",
+            mode="e2e",
+            note=(
+                f"{s['holds_ge_10ms']} holds >= 10 ms; {s['wait_ge_16ms']:.2%} of "
+                f"{s['wakes']} 1-ms wake-ups waited >= 16 ms for the lock (max "
+                f"{s['max_wait_ms']:.0f} ms); load average {l0:.1f}->{l1:.1f}"
+            ),
+        )
+        for x in s["top"]:
+            where = " <- ".join(x["stack"][:4])
+            hold, wait = x["hold_ms"], x["wait_ms"]
+            print(f"    {hold:7.1f} CPU-ms (waited {wait:.0f} ms) in {x['holder']}: {where}")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ are gone and before the checkpoint is read (at startup and after a failed epoch)
 `engine.stream.backfill`); `source_backfill_read`, after a creating job's one-shot read of
 a source upstream returned, before its rows are stepped (without the epoch lock);
 `checkpoint_pieces`, in a checkpoint large enough to be written in pieces, once its commit
-batch is durable and before the pieces are written to their keys (`engine.state.checkpoint`).
+batch is durable and before the pieces are written to their keys (`engine.state.checkpoint`);
+`wal_part_written`, after each part of a big write (a large COPY or INSERT) is written to
+the WAL, before its commit record (`Runtime.write`).
 
 Nothing here costs more than one dict lookup per hit when no variable is set.
 """
@@ -77,6 +79,7 @@ OTHER_POINTS = (
     "backfill_sliced",
     "source_backfill_read",
     "checkpoint_pieces",
+    "wal_part_written",
 )
 
 

@@ -24,6 +24,21 @@ Lifecycle:
 
 A failed write poisons the log: every waiter and every later append raises StorageError
 (the records' fate is unknown, so nothing may be acknowledged after that).
+
+Transactions (one big write in several records, all or nothing): a record of tens of MB
+(a 1M-row COPY) held the interpreter lock for its whole `db.write` and every later
+record's acknowledgement waited for its fsync. So a big write is cut into parts:
+`begin()` gives a transaction id; `write_part(txn, i, payload)` writes each part in the
+caller's thread straight to its own key (`PART_PREFIX + txn + i`, not numbered, not
+visible to `records_after`: one `db.write` of about 1 MB each, the log files fsynced
+every `PART_SYNC_BYTES` with the lock released, so the group commit behind it has little
+left to flush); `commit(txn, payload)` then appends an ordinary numbered record (the
+caller's payload says which transaction it commits) and the write is acknowledged when
+that record is durable. RocksDB's log is sequential, so a durable commit record means
+durable parts. Recovery replays a commit record with `parts(txn)` and registers it
+(`note_commit`); `drop_orphan_parts()` deletes the parts of transactions that never
+committed (a crash or an error half-way; `abort(txn)` after an error). A checkpoint's
+`truncate_through` deletes the parts of the commit records it truncates, in its batch.
 """
 
 from __future__ import annotations
@@ -48,13 +63,23 @@ WAL_PREFIX = RESERVED_PREFIX + b"wal/"
 WAL_END = RESERVED_PREFIX + b"wal0"  # b"/" + 1: exclusive end of the record range
 WAL_FLOOR_KEY = RESERVED_PREFIX + b"walfloor"
 """Highest sequence number ever truncated; keeps numbering monotonic across restarts."""
+PART_PREFIX = RESERVED_PREFIX + b"walp/"
+"""Parts of transactions: PART_PREFIX + 8-byte BE transaction id + 4-byte BE part number."""
+PART_END = RESERVED_PREFIX + b"walp0"
+PART_SYNC_BYTES = 4 << 20
+"""A transaction's parts fsync the log files once this many bytes were written since."""
 
 _SEQ = struct.Struct(">Q")
+_PART = struct.Struct(">QI")
 _MAX_SEQ = (1 << 64) - 1
 
 
 def wal_key(seq: int) -> bytes:
     return WAL_PREFIX + _SEQ.pack(seq)
+
+
+def part_key(txn: int, part: int) -> bytes:
+    return PART_PREFIX + _PART.pack(txn, part)
 
 
 class Wal:
@@ -77,6 +102,11 @@ class Wal:
         last = _SEQ.unpack(last_key[len(WAL_PREFIX) :])[0] if last_key is not None else 0
         self._last_seq = max(self._floor, last)
         self._durable_seq = self._last_seq
+        last_part = store.last_key_in(PART_PREFIX, PART_END)
+        self._last_txn = _PART.unpack(last_part[len(PART_PREFIX) :])[0] if last_part else 0
+        self._open: dict[int, int] = {}  # open transaction -> part bytes written since a sync
+        self._commits: dict[int, int] = {}  # commit record seq -> transaction (not truncated)
+        self._aborted: list[int] = []  # transactions whose parts the next truncation deletes
 
         # metrics (read without the lock; approximate is fine)
         self.fsyncs = 0
@@ -172,6 +202,75 @@ class Wal:
                     waiters.append((seq, loop, fut))
         return fut
 
+    # -- transactions (module docstring) ------------------------------------------------------
+    def begin(self) -> int:
+        """A new transaction's id, for `write_part` and then `commit` (or `abort`)."""
+        with self._lock:
+            if self._error is not None:
+                raise StorageError("write-ahead log failed earlier") from self._error
+            if self._closing:
+                raise StorageError("write-ahead log is closed")
+            self._last_txn = txn = self._last_txn + 1
+            self._open[txn] = 0
+            return txn
+
+    def write_part(self, txn: int, part: int, payload: bytes) -> None:
+        """Write part `part` of open transaction `txn` now, in this thread (not durable
+        until its commit record is; fsyncs the log files every `PART_SYNC_BYTES`)."""
+        with self._lock:
+            if txn not in self._open:
+                raise ValueError(f"WAL transaction {txn} is not open")
+            unsynced = self._open[txn] + len(payload)
+            sync = unsynced >= PART_SYNC_BYTES
+            self._open[txn] = 0 if sync else unsynced
+        batch = self._store.new_batch()
+        batch.put(part_key(txn, part), payload)
+        self._store.write(batch, sync=sync)
+
+    def commit(self, txn: int, payload: bytes) -> int:
+        """Append the numbered record that commits `txn` (as `append`); returns its seq."""
+        with self._lock:
+            if txn not in self._open:
+                raise ValueError(f"WAL transaction {txn} is not open")
+            seq = self._append_locked(payload)
+            del self._open[txn]
+            self._commits[seq] = txn
+            return seq
+
+    def abort(self, txn: int) -> None:
+        """Give up open transaction `txn`: its parts go with the next truncation. A
+        committed (or unknown) transaction is left alone."""
+        with self._lock:
+            if self._open.pop(txn, None) is not None:
+                self._aborted.append(txn)
+
+    def parts(self, txn: int) -> Iterator[bytes]:
+        """The stored parts of transaction `txn`, in part order (for replay)."""
+        for _, payload in self._store.scan_range(part_key(txn, 0), part_key(txn + 1, 0)):
+            yield payload
+
+    def note_commit(self, seq: int, txn: int) -> None:
+        """Replay found record `seq` committing `txn`: truncating `seq` deletes its parts."""
+        with self._lock:
+            self._commits[seq] = txn
+            self._last_txn = max(self._last_txn, txn)
+
+    def drop_orphan_parts(self) -> None:
+        """Delete the parts of every transaction neither open nor committed by a record
+        still in the log (after replay has `note_commit`ted them): what a crash or a failed
+        write left half-written. Range deletes between the live ids, so it reads nothing."""
+        with self._lock:
+            live = sorted({*self._open, *self._commits.values()})
+            self._aborted = []  # deleted here
+            last = self._last_txn  # transactions begun later are not touched
+        batch = self._store.new_batch()
+        start = PART_PREFIX
+        for txn in live:
+            batch.delete_range(start, part_key(txn, 0))
+            start = part_key(txn + 1, 0)
+        batch.delete_range(start, part_key(last + 1, 0))
+        self._store.write(batch, sync=False)
+
     # -- recovery and truncation ------------------------------------------------------------
     def records_after(self, seq: int) -> Iterator[tuple[int, bytes]]:
         """Stored records with sequence > seq, in order (for replay after a checkpoint)."""
@@ -183,14 +282,20 @@ class Wal:
             yield unpack(key[plen:])[0], payload
 
     def truncate_through(self, seq: int, batch: WriteBatchLike) -> None:
-        """Add to a checkpoint batch: delete records <= seq and raise the numbering floor."""
+        """Add to a checkpoint batch: delete records <= seq (and the parts of the
+        transactions they commit, and of aborted ones) and raise the numbering floor."""
         with self._lock:
             if seq > self._last_seq:
                 raise ValueError(f"cannot truncate WAL through {seq}: last is {self._last_seq}")
             self._floor = floor = max(self._floor, seq)
+            done = [s for s in self._commits if s <= floor]
+            txns = [self._commits.pop(s) for s in done] + self._aborted
+            self._aborted = []
         end = wal_key(floor + 1) if floor < _MAX_SEQ else WAL_END
         batch.delete_range(WAL_PREFIX, end)
         batch.put(WAL_FLOOR_KEY, _SEQ.pack(floor))
+        for txn in sorted(txns):
+            batch.delete_range(part_key(txn, 0), part_key(txn + 1, 0))
 
     # -- writer thread ----------------------------------------------------------------------
     def _run(self) -> None:

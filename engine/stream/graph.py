@@ -13,6 +13,7 @@ the view's `MaterializeOp`. Its output delta is what views built on top of it co
 from __future__ import annotations
 
 import json
+import struct
 import threading
 from dataclasses import dataclass, field
 from time import thread_time
@@ -303,6 +304,24 @@ def encode_wal_record(table_id: int, chunk: StreamChunk) -> bytes:
     # accept it, and it costs a third of a stream writer for the small chunks DML makes
     batch = chunk.data.append_column(OP_COLUMN, chunk.ops)
     return b"".join((table_id.to_bytes(4, "big"), batch.schema.serialize(), batch.serialize()))
+
+
+TXN_MARK = b"\xff\xff\xff\xff"
+"""In a record's table-id field: the record commits a WAL transaction (`engine.state.wal`)
+whose parts are `encode_wal_record` records of one write, cut into slices."""
+_COMMIT = struct.Struct(">4sQII")
+
+
+def encode_commit_record(table_id: int, txn: int, parts: int) -> bytes:
+    return _COMMIT.pack(TXN_MARK, txn, parts, table_id)
+
+
+def commit_of(payload: bytes) -> tuple[int, int, int] | None:
+    """(table id, transaction, part count) of a commit record; None for a chunk's record."""
+    if payload[:4] != TXN_MARK:
+        return None
+    _, txn, parts, tid = _COMMIT.unpack(payload)
+    return tid, txn, parts
 
 
 def decode_wal_record(payload: bytes) -> tuple[int, StreamChunk]:

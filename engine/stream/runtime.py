@@ -16,10 +16,12 @@ Threading: three kinds of locks, always taken in this order (never the other way
   table's stored rows. Inserts into a table keyed by the hidden row id commute with
   every other statement and skip it (webhook rows, COPY, INSERT);
 * `queue_lock` (short: a WAL append and a list append) makes WAL order equal queue order:
-  `write` appends the WAL record and queues the chunk under it, and the barrier takes the
-  epoch's WAL cut and swaps every table's queue out (`TableFlow.begin_drain`) under it,
-  so the records <= the cut are exactly the chunks the epoch drains. Recovery holds it
-  while it rebuilds the queues from the WAL.
+  `write` (`engine.stream.runtime_writes`) appends the WAL record and queues the chunk
+  under it (a big chunk's parts are written to the WAL before, without it; the commit
+  record is the one appended under it), and the barrier takes the epoch's WAL cut and
+  swaps every table's queue out (`TableFlow.begin_drain`) under it, so the records <= the
+  cut are exactly the chunks the epoch drains. Recovery holds it while it rebuilds the
+  queues from the WAL.
 
 Ad-hoc reads take none of them: `committed()` is the pinned rows of every table and
 view as of the last committed epoch, published at each commit
@@ -69,7 +71,7 @@ import pyarrow as pa
 from engine import faults
 from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import relation_oid
-from engine.chunk import StreamChunk, TruncateChunk
+from engine.chunk import StreamChunk
 from engine.errors import EngineError, EpochFailed, not_supported
 from engine.expr import EvalContext
 from engine.expr.core import job_context
@@ -89,9 +91,6 @@ from engine.stream.graph import (
     RowIdGen,
     TableFlow,
     ViewFlow,
-    decode_wal_record,
-    encode_wal_record,
-    preview_chunks,
 )
 from engine.stream.job_plan import is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
@@ -101,6 +100,7 @@ from engine.stream.parallel.fragment import PARALLEL_NODES, PARALLELISM, choose
 from engine.stream.parallel.pool import WorkerPool
 from engine.stream.parallel.transport import WorkerLauncher, config_of
 from engine.stream.read_snapshot import EpochSnapshot, Pinned, TablePin
+from engine.stream.runtime_writes import WritePath
 from engine.stream.sink import SinkFlow, SinkNotReady, SinkStatus, build_sink_flow
 from engine.stream.source import (
     CHECKPOINT_EXTRA,
@@ -135,7 +135,9 @@ class EpochFailure:
     recovered: bool  # the in-process recovery itself worked
 
 
-class Runtime:
+class Runtime(WritePath):
+    """See the module docstring; the write path is `engine.stream.runtime_writes`."""
+
     def __init__(
         self,
         store: Any,
@@ -580,23 +582,6 @@ class Runtime:
             self._add_source(rel, self._source_positions.pop(rel.id, None))
         self._start_sources(rel)
 
-    def replay_wal(self, after: int) -> int:
-        n = 0
-        for seq, payload in self.wal.records_after(after):
-            tid, chunk = decode_wal_record(payload)
-            flow = self.tables.get(tid)
-            if flow is None:
-                continue  # the table was dropped after this write
-            if flow.rel.row_id_index is not None:
-                self.row_ids.observe(
-                    chunk.data.column(flow.rel.row_id_index).to_numpy(zero_copy_only=False)
-                )
-            with self.queue_lock:
-                flow.pending.append(chunk)
-                self.wal_seq = max(self.wal_seq, seq)
-            n += 1
-        return n
-
     # ------------------------------------------------------------------------------------
     # DDL
     # ------------------------------------------------------------------------------------
@@ -1038,85 +1023,6 @@ class Runtime:
         """Stored rows of a table or materialized view (None: not one), without the lock."""
         snap = self._published
         return snap.row_count(rel_id) if rel_id in snap else None
-
-    def dml_lock(self, rel_id: int) -> threading.RLock:
-        """The lock serialising DML on one table (see the module docstring)."""
-        lk = self._dml_locks.get(rel_id)
-        if lk is None:
-            lk = self._dml_locks.setdefault(rel_id, threading.RLock())
-        return lk
-
-    def live_rows(self, rel_id: int) -> pa.Table:
-        """A table's rows including DML not yet pushed by a barrier (for DELETE/UPDATE).
-
-        Call under `dml_lock(rel_id)`: the stored rows do not change meanwhile, and stored
-        rows + the chunks being drained + the queued chunks are the table's latest rows
-        whatever the barrier does (it moves chunks from the queue into the stored rows,
-        which keeps that sum). Never waits for a barrier; during an in-process recovery
-        (a drain failed half-way) it waits until the table's flow is rebuilt."""
-        deadline = time.monotonic() + 60.0
-        while True:
-            with self.queue_lock:
-                flow = self.tables.get(rel_id)
-                if flow is None:
-                    from engine.errors import UndefinedTable
-
-                    raise UndefinedTable(f"relation with id {rel_id} does not exist")
-                chunks = [*flow.in_flight, *flow.pending]
-            if not flow.broken:
-                break
-            if time.monotonic() > deadline:
-                raise EpochFailed("the table's rows are being recovered; retry the statement")
-            time.sleep(0.005)
-        if not chunks:
-            return flow.mat.snapshot()  # type: ignore[attr-defined]
-        if any(isinstance(c, TruncateChunk) for c in chunks):
-            chunks = preview_chunks(flow.mat.snapshot(), chunks)  # type: ignore[attr-defined]
-        return flow.mat.apply_preview(chunks)  # type: ignore[attr-defined]
-
-    # ------------------------------------------------------------------------------------
-    # writes
-    # ------------------------------------------------------------------------------------
-    def write(self, rel_id: int, chunk: StreamChunk) -> int:
-        """Queue a DML chunk for the next barrier; returns its WAL sequence number.
-
-        Takes only `queue_lock` (never waits for a barrier). The caller waits for
-        `wal.wait_durable(seq)` before answering, and holds `dml_lock(rel_id)` when the
-        chunk was computed from the table's rows (UPDATE, DELETE, INSERT on a primary key).
-        """
-        payload = encode_wal_record(rel_id, chunk)
-        while True:
-            with self.queue_lock:
-                flow = self.tables.get(rel_id)
-                if flow is None:
-                    from engine.errors import UndefinedTable
-
-                    raise UndefinedTable(f"relation with id {rel_id} does not exist")
-                if rel_id not in self._frozen:
-                    if chunk.data.num_columns != len(flow.rel.fields):
-                        from engine.errors import ObjectNotInPrerequisiteState
-
-                        raise ObjectNotInPrerequisiteState(
-                            f'table "{flow.rel.name}" was altered while the statement ran',
-                            hint="Run the statement again.",
-                        )
-                    seq: int = self.wal.append(payload)
-                    flow.pending.append(chunk)
-                    self.wal_seq = max(self.wal_seq, seq)
-                    if self._oldest_write is None:
-                        self._oldest_write = time.monotonic()
-                    return seq
-            time.sleep(0.002)  # ALTER TABLE is changing the layout (`rebuild_table`)
-
-    def enqueue(self, rel_id: int, chunks: list[StreamChunk]) -> bool:
-        """Queue chunks that are not WAL records (a source's rows, rows sunk INTO a table,
-        whose durability is the checkpoint's); False when the table is gone."""
-        with self.queue_lock:
-            flow = self.tables.get(rel_id)
-            if flow is None:
-                return False
-            flow.pending.extend(chunks)
-            return True
 
     def stats(self) -> dict[str, Any]:
         return {
