@@ -33,7 +33,9 @@ Request path and why it is shaped this way:
    the record (`Wal.wait_durable_async`: concurrent flushes share the fsync and the
    wake-up);
    otherwise answer once the rows are queued.
-No Task is created per request: the handler returns a future that callbacks resolve.
+No Task, future or loop callback is created per request: each request is an `_Item` in its
+table's batch, and when the batch's commit future is done one callback answers all of its
+requests (`Request.respond`, straight onto the connection's transport).
 
 Shutdown (`close()`): new requests get 503, in-flight ones finish (their acks are real),
 then the listener and connections close.
@@ -50,8 +52,8 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 from urllib.parse import unquote
 
@@ -142,11 +144,29 @@ class LocalBackend:
         """Nothing to stop: durability futures are resolved by the WAL's writer thread."""
 
 
-@dataclass
 class _Item:
-    req: IncomingRequest
-    decoded: Decoded | WebhookError | None  # None: a single event, decoded per flush
-    fut: asyncio.Future[None]
+    """One accepted-for-processing request: its rows and how to answer it (once)."""
+
+    __slots__ = ("req", "decoded", "http", "path", "t0", "again", "reply", "done")
+
+    def __init__(
+        self,
+        req: IncomingRequest,
+        decoded: Decoded | WebhookError | None,  # None: a single event, decoded per flush
+        http: Request,
+        path: str,
+        t0: float,
+        again: bool,
+        reply: Callable[[bytes], None],
+    ) -> None:
+        self.req = req
+        self.decoded = decoded
+        self.http = http
+        self.path = path
+        self.t0 = t0
+        self.again = again  # already redone once after a StaleTarget
+        self.reply = reply
+        self.done = False
 
 
 class _Batcher:
@@ -155,23 +175,20 @@ class _Batcher:
     def __init__(self, front: WebhookFront, target: WebhookTarget) -> None:
         self.front = front
         self.target = target
+        self.loop = asyncio.get_running_loop()
         self.pending: list[_Item] = []
         self.scheduled = False
         self.inflight = 0
 
-    def submit(
-        self, req: IncomingRequest, decoded: Decoded | WebhookError | None
-    ) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self.pending.append(_Item(req, decoded, fut))
-        self._schedule(loop)
-        return fut
+    def submit(self, item: _Item) -> None:
+        self.pending.append(item)
+        if not self.scheduled:
+            self._schedule()
 
-    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _schedule(self) -> None:
         if not self.scheduled and self.inflight < self.front.backend.max_inflight:
             self.scheduled = True
-            loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self.scheduled = False
@@ -200,22 +217,26 @@ class _Batcher:
         self._validated(items, f.result())
 
     def _validated(self, items: list[_Item], statuses: list[int | None]) -> None:
+        settle = self.front._settle
         ok: list[_Item] = []
         for it, st in zip(items, statuses, strict=True):
             if st is not None:
-                _fail(it.fut, WebhookError(st, _MESSAGES[st]))
+                settle(it, WebhookError(st, _MESSAGES[st]))
             elif isinstance(it.decoded, WebhookError):
-                _fail(it.fut, it.decoded)
+                settle(it, it.decoded)
             else:
                 ok.append(it)
         later = [it for it in ok if it.decoded is None]
         if later:  # single events: decoded together (`WebhookTarget.decode_events`)
             got = self.target.decode_events([it.req.body for it in later])
+            bad = False
             for it, d in zip(later, got, strict=True):
                 it.decoded = d
                 if isinstance(d, WebhookError):
-                    _fail(it.fut, d)
-            ok = [it for it in ok if not isinstance(it.decoded, WebhookError)]
+                    settle(it, d)
+                    bad = True
+            if bad:
+                ok = [it for it in ok if not isinstance(it.decoded, WebhookError)]
         if not ok:
             self._finish([], None)
             return
@@ -240,38 +261,36 @@ class _Batcher:
 
     def _finish(self, items: list[_Item], error: BaseException | None) -> None:
         self.inflight -= 1
-        for it in items:
-            if not it.fut.done():
-                if error is None:
-                    it.fut.set_result(None)
-                else:
-                    it.fut.set_exception(error)
+        if error is None:
+            self.front._settle_ok(items)
+        else:
+            settle = self.front._settle
+            for it in items:
+                settle(it, error)
         if self.pending:
-            self._schedule(asyncio.get_running_loop())
+            self._schedule()
         elif not self.inflight:
             self.front._batcher_idle(self)
 
 
-def _fail(fut: asyncio.Future[Any], e: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(e)
+def _setter(fut: asyncio.Future[bytes]) -> Callable[[bytes], None]:
+    """A reply callback that resolves `fut` (for the request paths that await)."""
+
+    def reply(out: bytes) -> None:
+        if not fut.done():
+            fut.set_result(out)
+
+    return reply
 
 
-def _done(value: bytes) -> asyncio.Future[bytes]:
-    fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-    fut.set_result(value)
-    return fut
-
-
-def _chain(src: asyncio.Future[bytes], dst: asyncio.Future[bytes]) -> None:
-    if dst.done():
-        return
+def _reply_when_done(reply: Callable[[bytes], None], src: asyncio.Future[bytes]) -> None:
     if src.cancelled():
-        dst.cancel()
+        reply(client_error(503, "the server is shutting down"))
     elif (e := src.exception()) is not None:
-        dst.set_exception(e)
+        log.error("webhook request failed", exc_info=e)
+        reply(client_error(500, "internal error"))
     else:
-        dst.set_result(src.result())
+        reply(src.result())
 
 
 class WebhookFront:
@@ -336,7 +355,8 @@ class WebhookFront:
         await self.http.close()
 
     # -- the request path ----------------------------------------------------------------------
-    def _handle(self, req: Request) -> bytes | Awaitable[bytes]:
+    def _handle(self, req: Request) -> bytes | Awaitable[bytes] | None:
+        """The answer now (bytes), later (an awaitable), or None: `req.respond` answers."""
         self.requests += 1
         if self._closing:
             return self._error(503, "the server is shutting down")
@@ -354,7 +374,7 @@ class WebhookFront:
             return self._error(e.status, e.message, path)
         if not isinstance(target, WebhookTarget):
             return self._ingest_later(target, req, path, t0, False)
-        return self._ingest(target, req, path, t0, False)
+        return self._ingest(target, req, path, t0, False, req.respond)
 
     async def _ingest_later(
         self, target: Awaitable[WebhookTarget], req: Request, path: str, t0: float, again: bool
@@ -363,24 +383,39 @@ class WebhookFront:
             resolved = await target
         except WebhookError as e:
             return self._error(e.status, e.message, path)
-        out = self._ingest(resolved, req, path, t0, again)
-        return out if isinstance(out, bytes) else await out
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        out = self._ingest(resolved, req, path, t0, again, _setter(fut))
+        if isinstance(out, bytes):
+            return out
+        return await (fut if out is None else out)
 
     def _again(self, req: Request, path: str, t0: float) -> Awaitable[bytes]:
         """Redo a request whose table changed under the backend's copy (once)."""
         names = [unquote(p) for p in path.split("/")[2:]]
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         try:
             target = self.backend.resolve(*names)
         except WebhookError as e:
-            return _done(self._error(e.status, e.message, path))
+            fut.set_result(self._error(e.status, e.message, path))
+            return fut
         if not isinstance(target, WebhookTarget):
             return self._ingest_later(target, req, path, t0, True)
-        out = self._ingest(target, req, path, t0, True)
-        return _done(out) if isinstance(out, bytes) else out
+        out = self._ingest(target, req, path, t0, True, _setter(fut))
+        if isinstance(out, bytes):
+            fut.set_result(out)
+        return fut if out is None or isinstance(out, bytes) else out
 
     def _ingest(
-        self, target: WebhookTarget, req: Request, path: str, t0: float, again: bool
-    ) -> bytes | Awaitable[bytes]:
+        self,
+        target: WebhookTarget,
+        req: Request,
+        path: str,
+        t0: float,
+        again: bool,
+        reply: Callable[[bytes], None],
+    ) -> bytes | Awaitable[bytes] | None:
+        """Queue the request in its table's batch; None: `reply` is called with the answer
+        (an awaitable for a body big enough to be decoded in a thread)."""
         keys = target.header_keys
         if keys is None:
             headers = req.headers
@@ -388,16 +423,19 @@ class WebhookFront:
             get = req.headers.get
             headers = {k: v for k in keys if k == k.lower() and (v := get(k)) is not None}
         body = req.body
+        inc = IncomingRequest(headers, body)
         if len(body) > INLINE_DECODE_BYTES:
-            return self._ingest_big(target, req, IncomingRequest(headers, body), path, t0, again)
-        if target.jsonb_body and not target.batched:  # decoded with its flush, after VALIDATE
-            return self._submit(target, req, IncomingRequest(headers, body), None, path, t0, again)
-        decoded: Decoded | WebhookError
-        try:
-            decoded = target.decode_rows(body)
-        except WebhookError as e:
-            decoded = e  # reported after VALIDATE: a bad signature answers 401, not 422
-        return self._submit(target, req, IncomingRequest(headers, body), decoded, path, t0, again)
+            return self._ingest_big(target, req, inc, path, t0, again)
+        decoded: Decoded | WebhookError | None = None
+        if not target.jsonb_body or target.batched:  # else decoded with its flush
+            try:
+                decoded = target.decode_rows(body)
+            except WebhookError as e:
+                decoded = e  # reported after VALIDATE: a bad signature answers 401, not 422
+        self._inflight += 1
+        self._idle.clear()
+        self._batcher(target).submit(_Item(inc, decoded, req, path, t0, again, reply))
+        return None
 
     async def _ingest_big(
         self,
@@ -413,64 +451,60 @@ class WebhookFront:
             decoded = await asyncio.to_thread(target.decode_rows, inc.body)
         except WebhookError as e:
             decoded = e
-        return await self._submit(target, req, inc, decoded, path, t0, again)
-
-    def _submit(
-        self,
-        target: WebhookTarget,
-        req: Request,
-        inc: IncomingRequest,
-        decoded: Decoded | WebhookError | None,
-        path: str,
-        t0: float,
-        again: bool,
-    ) -> asyncio.Future[bytes]:
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._inflight += 1
         self._idle.clear()
-        done = self._batcher(target).submit(inc, decoded)
-        out: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        done.add_done_callback(lambda f: self._answer(f, out, req, path, t0, again))
-        return out
+        self._batcher(target).submit(_Item(inc, decoded, req, path, t0, again, _setter(fut)))
+        return await fut
 
-    def _answer(
-        self,
-        f: asyncio.Future[None],
-        out: asyncio.Future[bytes],
-        req: Request,
-        path: str,
-        t0: float,
-        again: bool,
-    ) -> None:
-        self._inflight -= 1
-        if self._inflight == 0:
-            self._idle.set()
-        if out.done():
-            return
-        e = None if f.cancelled() else f.exception()
-        if isinstance(e, StaleTarget) and not again and not self._closing:
-            retry = asyncio.ensure_future(self._again(req, path, t0))
-            retry.add_done_callback(lambda r: _chain(r, out))
-            return
-        if f.cancelled():
-            out.set_result(self._error(503, "the server is shutting down", path))
-        elif e is None:
-            dt = time.perf_counter() - t0
-            self.ack_count += 1
+    def _settle_ok(self, items: list[_Item]) -> None:
+        """Answer 200 to the requests of a committed flush (one timestamp for all)."""
+        now = time.perf_counter()
+        ok = ok_response()
+        observe = self.ack_histogram.observe
+        n = 0
+        for it in items:
+            if it.done:
+                continue
+            it.done = True
+            n += 1
+            dt = now - it.t0
             self.ack_seconds_total += dt
             if dt > self.ack_seconds_max:
                 self.ack_seconds_max = dt
-            self.ack_histogram.observe(dt)
-            self.responses[200] += 1
-            out.set_result(ok_response())
-        elif isinstance(e, WebhookError):
-            out.set_result(self._error(e.status, e.message, path))
+            observe(dt)
+            it.reply(ok)
+        self.ack_count += n
+        self.responses[200] += n
+        self._inflight -= n
+        if self._inflight == 0:
+            self._idle.set()
+
+    def _settle(self, it: _Item, e: BaseException) -> None:
+        """Answer a request that failed (or redo it once when its table changed)."""
+        if it.done:
+            return
+        it.done = True
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+        path = it.path
+        if isinstance(e, StaleTarget) and not it.again and not self._closing:
+            retry = asyncio.ensure_future(self._again(it.http, path, it.t0))
+            retry.add_done_callback(partial(_reply_when_done, it.reply))
+            return
+        if isinstance(e, WebhookError):
+            out = self._error(e.status, e.message, path)
         elif isinstance(e, StaleTarget):
-            out.set_result(self._error(503, "the table changed meanwhile: retry", path))
+            out = self._error(503, "the table changed meanwhile: retry", path)
+        elif isinstance(e, asyncio.CancelledError):
+            out = self._error(503, "the server is shutting down", path)
         elif isinstance(e, EngineError):
-            out.set_result(self._error(500, f"failed to insert: {e}", path))
+            out = self._error(500, f"failed to insert: {e}", path)
         else:
             log.error("webhook write failed", exc_info=e)
-            out.set_result(self._error(500, "internal error", path))
+            out = self._error(500, "internal error", path)
+        it.reply(out)
 
     def _batcher(self, target: WebhookTarget) -> _Batcher:
         b = self._batchers.get(id(target))

@@ -23,6 +23,13 @@ def echo(req: Request) -> bytes | Awaitable[bytes]:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().call_later(0.01, fut.set_result, response(200, body))
         return fut
+    if req.target == "/later":  # answered later through `respond` (the handler returns None)
+        asyncio.get_running_loop().call_later(0.01, req.respond, response(200, body))
+        return None
+    if req.target == "/now":  # `respond` called before the handler returns None
+        req.respond(response(200, body))
+        req.respond(response(500))  # a second answer is ignored
+        return None
     return response(200, body)
 
 
@@ -77,6 +84,19 @@ def test_keep_alive_pipelining_and_connection_close() -> None:
         assert [json.loads(b)["t"] for _, _, b in got] == ["/a", "/slow", "/c?q=1"]
         assert json.loads(got[0][2]) == {"m": "POST", "t": "/a", "n": 3, "x": "one"}
         assert len(got) == 3  # the server closed after the request that asked for it
+        # answers through `Request.respond`, late or at once, keep the pipeline's order
+        data = (
+            b"POST /later HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+            b"POST /now HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+            b"POST /later HTTP/1.1\r\nX-A: \xc3\xa9\xff\r\nConnection: close\r\n\r\n"
+        )
+        got = responses(await exchange(port, data))
+        assert [(s, json.loads(b)["t"]) for s, _, b in got] == [
+            (200, "/later"),
+            (200, "/now"),
+            (200, "/later"),
+        ]
+        assert json.loads(got[2][2])["x"] == "\u00e9\udcff"  # UTF-8, other bytes escaped
         # HTTP/1.0 closes unless asked to keep alive
         one = responses(await exchange(port, b"POST /d HTTP/1.0\r\nContent-Length: 1\r\n\r\nz"))
         assert [s for s, _, _ in one] == [200]
@@ -120,6 +140,8 @@ def test_limits_and_malformed_requests_answer_and_close() -> None:
             b"POST / HTTP/2.0\r\n\r\n": 505,
             b"GET / HTTP/1.1\r\nBad Header\r\n\r\n": 400,
             b"GET / HTTP/1.1\r\n folded: x\r\n\r\n": 400,
+            b"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n": 400,
+            b"GET / HTTP/1.1\r\nX : a\r\n\r\n": 400,
             b"NOT HTTP AT ALL\r\n\r\n": 400,
             b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n": 400,
             b"GET / HTTP/1.1\r\nX: " + b"a" * 70000: 431,
