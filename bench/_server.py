@@ -70,8 +70,10 @@ class BenchServer:
         extra_args: list[str] | None = None,
         cpu: int | None = 0,
         stall_trace: Path | None = None,
+        parent_dir: str | None = None,
     ) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="swell-bench-")
+        # parent_dir: where the data directory goes (default the system's temporary one)
+        self._tmp = tempfile.TemporaryDirectory(prefix="swell-bench-", dir=parent_dir)
         self.dir = Path(self._tmp.name)
         self.pg_port = free_port()
         self.webhook_port = free_port()

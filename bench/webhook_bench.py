@@ -11,18 +11,23 @@ the ones of the user's webhook-to-Iceberg walkthrough:
 * the same with `is_batched = true`, 100-event NDJSON bodies per POST.
 
 The server's CPU time (utime + stime of its process, all threads) is read from /proc before
-and after each wrk run, so the events/CPU-s figure includes HTTP parsing, decoding,
-VALIDATE, the WAL and the barriers that carry the rows into the view. At the end the view's
-row count is checked against the accepted events.
+and after each wrk run, so the events/CPU-s figure (and its inverse, server CPU us per
+event) includes HTTP parsing, decoding, VALIDATE, the WAL and the barriers that carry the
+rows into the view. Each line also gives wrk's p50/p99 and the machine's 1-minute load
+average: on a shared machine wall-clock figures move with the load, CPU per event much
+less. At the end the view's row count is checked against the accepted events.
 
 `--floor` first measures the HTTP stacks' own floors on the same machine: a trivial
 handler that reads the body and answers 200 (no JSON, no WAL), pinned and driven the same
 way, on aiohttp and on Swell's webhook HTTP layer, so the webhook figures can be read as
 a fraction of what the HTTP stack allows. `--workers N` runs the server with N webhook
 acceptor processes (then nothing is pinned and CPU-s include the acceptors).
+`--memory-data-dir` puts the server's data directory in /dev/shm: an fsync there costs
+nothing, so the wait_for_persistence figures show what the CPU and the request path allow
+apart from the disk (not a durable setup; compare with the default run on disk).
 
     python bench/webhook_bench.py [--seconds 10] [--connections 32] [--batch 100] [--floor]
-                                  [--profile] [--workers N]
+                                  [--profile] [--workers N] [--memory-data-dir]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -133,6 +139,21 @@ def wrk(
     }
 
 
+def load_average() -> str:
+    """The 1-minute load average, for the notes (figures move with the machine's load)."""
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def run_wrk(
+    cpu_seconds: Callable[[], float], url: str, body: Path, a: argparse.Namespace, tmp: Path,
+    pin: bool = True,
+) -> tuple[dict[str, float], float, str]:  # fmt: skip
+    """wrk against `url`: (its figures, server CPU seconds meanwhile, the load average)."""
+    c0 = cpu_seconds()
+    r = wrk(url, body, a.seconds, a.connections, tmp, pin=pin)
+    return r, cpu_seconds() - c0, load_average()
+
+
 def wait_port(port: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -163,9 +184,8 @@ def _floor(
     try:
         wait_port(port)
         for label, body in (("single event", one), (f"NDJSON {a.batch}/request", batch)):
-            c0 = process_cpu_seconds(proc.pid)
-            r = wrk(f"http://127.0.0.1:{port}/x", body, a.seconds, a.connections, tmp)
-            cpu = process_cpu_seconds(proc.pid) - c0
+            url = f"http://127.0.0.1:{port}/x"
+            r, cpu, load = run_wrk(lambda: process_cpu_seconds(proc.pid), url, body, a, tmp)
             report(
                 "webhook",
                 f"{name} floor (trivial handler), {label}",
@@ -173,7 +193,8 @@ def _floor(
                 "req/s",
                 mode="e2e",
                 note=f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
-                f"{r['requests'] / cpu:,.0f} req/CPU-s",
+                f"{r['requests'] / cpu:,.0f} req/CPU-s ({1e6 * cpu / r['requests']:.1f} us/req), "
+                + load,
             )
     finally:
         proc.terminate()
@@ -195,6 +216,11 @@ def main(argv: list[str] | None = None) -> None:
         help="--webhook-workers of the server (acceptor processes; then neither the server "
         "nor wrk is pinned, and CPU-s include the acceptors)",
     )
+    ap.add_argument(
+        "--memory-data-dir",
+        action="store_true",
+        help="data directory in /dev/shm (fsync costs nothing: the CPU's share of the figures)",
+    )
     a = ap.parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package `wrk`)")
@@ -207,7 +233,11 @@ def main(argv: list[str] | None = None) -> None:
             floor(a, tmp, tmp / "one.json", tmp / "batch.ndjson")
         extra = ["--webhook-workers", str(a.workers)] if a.workers else []
         cpu = None if a.workers else 0
-        with BenchServer(extra_args=extra, cpu=cpu) as srv, srv.connect() as conn:
+        parent = "/dev/shm" if a.memory_data_dir else None
+        with (
+            BenchServer(extra_args=extra, cpu=cpu, parent_dir=parent) as srv,
+            srv.connect() as conn,
+        ):
             wait_port(srv.webhook_port)  # acceptor processes may still be starting
             validate = "VALIDATE AS secure_compare(headers->>'authorization', 'TEST_WEBHOOK')"
             cases = [
@@ -232,8 +262,8 @@ def main(argv: list[str] | None = None) -> None:
                 body = tmp / ("batch.ndjson" if batched else "one.json")
                 url = f"http://127.0.0.1:{srv.webhook_port}/webhook/dev/public/{table}"
                 c0 = srv.cpu_seconds()
-                r = wrk(url, body, a.seconds, a.connections, tmp, pin=not a.workers)
-                conn.execute("FLUSH")
+                r, _, load = run_wrk(srv.cpu_seconds, url, body, a, tmp, pin=not a.workers)
+                conn.execute("FLUSH")  # the barrier carrying the rows counts too
                 cpu = srv.cpu_seconds() - c0
                 if spied:
                     srv.profile_stop()
@@ -242,9 +272,10 @@ def main(argv: list[str] | None = None) -> None:
                 got = conn.execute(f"SELECT count(*) FROM {src}").fetchone()
                 assert got is not None and got[0] >= events, (got, events)
                 label = f"{label}, {a.workers} acceptors" if a.workers else label
+                label = f"{label}, data in memory" if a.memory_data_dir else label
                 note = (
                     f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, errors {r['errors']}, "
-                    f"{events / cpu:,.0f} events/CPU-s"
+                    f"{events / cpu:,.0f} events/CPU-s ({1e6 * cpu / events:.1f} us/event), " + load
                 )
                 if batched:
                     report("webhook", label, events / r["seconds"], "events/s", mode="e2e",

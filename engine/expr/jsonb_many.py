@@ -200,7 +200,7 @@ def utf8_column(parts: list[bytes]) -> pa.StringArray:
     """One Arrow string column of UTF-8 texts, built from their joined bytes (no str)."""
     if len(parts) <= 64:  # numpy's fixed cost is not worth it for a few dozen
         return pa.array([p.decode() for p in parts], pa.string())
-    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    lens = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     data = pa.py_buffer(b"".join(parts))

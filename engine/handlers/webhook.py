@@ -342,7 +342,7 @@ class WebhookTarget:
         except UnicodeDecodeError as e:
             raise WebhookError(422, "failed to parse request body: invalid UTF-8") from e
         if self.batched:
-            items = [ln for ln in text.split("\n") if ln.strip()]
+            items = list(filter(str.strip, text.split("\n")))  # non-blank lines, in C
         else:
             items = [text]
         if self._json_opts is not None and len(items) >= ARROW_JSON_MIN_ROWS:
