@@ -33,7 +33,7 @@ from engine.errors import (
     UndefinedObject,
     not_supported,
 )
-from engine.sql.parser import Statement
+from engine.sql.statement import Statement
 from engine.types import VARCHAR, Field
 
 _NAME = r'(?:"[^"]+"|[A-Za-z_][\w$]*)'
@@ -42,24 +42,12 @@ _CREATE = re.compile(
     rf"(?P<name>{_NAME})",
     re.I,
 )
-_DROP = re.compile(
-    rf"^\s*DROP\s+CONNECTION\s+(?P<ie>IF\s+EXISTS\s+)?(?:(?P<schema>{_NAME})\s*\.\s*)?"
-    rf"(?P<name>{_NAME})\s*(?:CASCADE|RESTRICT)?\s*$",
-    re.I,
-)
 
 
 def _ident(raw: str | None) -> str | None:
     if raw is None:
         return None
     return raw[1:-1] if raw.startswith('"') else raw.lower()
-
-
-def parse_drop_connection(body: str) -> dict[str, Any]:
-    m = _DROP.match(body)
-    if not m:
-        raise SqlSyntaxError('syntax error at or near "CONNECTION"')
-    return {"name": _ident(m["name"]), "schema": _ident(m["schema"]), "if_exists": bool(m["ie"])}
 
 
 def lookup(catalog: Catalog, ref: str) -> dict[str, Any]:

@@ -6,14 +6,13 @@ system schemas), was created with CREATE SCHEMA (`Catalog.schemas`, persisted wi
 checkpoint, which the handlers force) or holds a relation. These statements let scripts
 written for PostgreSQL/RisingWave (`CREATE SCHEMA IF NOT EXISTS payments`) run as written.
 
-Lifecycle: the parser hands `CREATE|DROP SCHEMA ...` to `parse_schema_statement`; the
+Lifecycle: the parser hands `CREATE|DROP SCHEMA ...` to `engine.sql.object_stmts`; the
 session dispatches to `create_schema` / `drop_schema`, which change the catalog under the
 runtime lock and force a barrier.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from engine.api import Notice, QueryResult
@@ -31,46 +30,11 @@ from engine.errors import (
     DuplicateSchema,
     InsufficientPrivilege,
     InvalidSchemaName,
-    SqlSyntaxError,
     not_supported,
 )
-from engine.sql.identifiers import fold_ident as _ident
-from engine.sql.parser import Statement
+from engine.sql.statement import Statement
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
-_CREATE = re.compile(
-    rf"^CREATE\s+SCHEMA\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?(?P<name>{_IDENT})"
-    rf"(?:\s+AUTHORIZATION\s+{_IDENT})?\s*;?\s*$",
-    re.I | re.S,
-)
-_DROP = re.compile(
-    rf"^DROP\s+SCHEMA\s+(?P<ie>IF\s+EXISTS\s+)?(?P<names>{_IDENT}(?:\s*,\s*{_IDENT})*)"
-    r"(?:\s+(?P<mode>CASCADE|RESTRICT))?\s*;?\s*$",
-    re.I | re.S,
-)
 BUILTIN = ("public", *SYSTEM_SCHEMAS)
-
-
-def parse_schema_statement(head: str, body: str, text: str) -> Statement:
-    if head == "CREATE":
-        m = _CREATE.match(body)
-        if not m:
-            raise SqlSyntaxError(
-                'syntax error at or near "SCHEMA"',
-                detail="Swell supports CREATE SCHEMA [IF NOT EXISTS] name [AUTHORIZATION role].",
-            )
-        args = {"name": _ident(m["name"]), "if_not_exists": bool(m["ine"])}
-        return Statement("create_schema", text, args=args)
-    m = _DROP.match(body)
-    if not m:
-        raise SqlSyntaxError('syntax error at or near "SCHEMA"')
-    names = [_ident(n) for n in re.findall(_IDENT, m["names"])]
-    args = {
-        "names": names,
-        "if_exists": bool(m["ie"]),
-        "cascade": (m["mode"] or "").upper() == "CASCADE",
-    }
-    return Statement("drop_schema", text, args=args)
 
 
 def schema_exists(catalog: Any, name: str) -> bool:

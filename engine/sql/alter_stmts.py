@@ -65,7 +65,7 @@ def _kind(raw: str) -> str:
 
 def parse_alter(body: str, text: str) -> Any:
     """The Statement of a schema-change ALTER, or None when `body` is another ALTER."""
-    from engine.sql.parser import Statement
+    from engine.sql.statement import Statement
 
     m = _HEAD.match(body)
     if not m:
@@ -126,7 +126,7 @@ def parse_alter(body: str, text: str) -> Any:
 
 
 def parse_comment(body: str, text: str) -> Any:
-    from engine.sql.parser import Statement
+    from engine.sql.statement import Statement
 
     m = _COMMENT.match(body)
     if not m:

@@ -28,7 +28,7 @@ from sqlglot.errors import ParseError
 from engine.errors import EngineError, SqlSyntaxError
 from engine.expr.coerce import parse_data_type
 from engine.sql.identifiers import fold_ident as ident
-from engine.sql.parser import Statement
+from engine.sql.statement import Statement
 from engine.types import Field, SqlType
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'

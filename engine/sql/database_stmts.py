@@ -8,7 +8,7 @@ import re
 
 from engine.errors import SqlSyntaxError, not_supported
 from engine.sql.identifiers import fold_ident
-from engine.sql.parser import Statement
+from engine.sql.statement import Statement
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _CREATE = re.compile(

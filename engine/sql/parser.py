@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
@@ -26,6 +25,8 @@ from engine.sql.clauses import (
     parse_drop_secret,
 )
 from engine.sql.identifiers import check_star_modifiers, normalize_identifiers
+from engine.sql.object_stmts import parse_drop_connection, parse_schema_statement
+from engine.sql.statement import Statement as Statement  # re-exported: users import it here
 
 DIALECT = "risingwave"
 
@@ -78,22 +79,6 @@ def _remember_written_names() -> None:
 
 _keep_pg_functions()
 _remember_written_names()
-
-
-@dataclass
-class Statement:
-    kind: str  # 'select', 'insert', 'update', 'delete', 'create_table', 'create_mv', 'create_view',
-    # 'drop', 'flush', 'show', 'set', 'reset', 'begin', 'commit', 'rollback', 'describe',
-    # 'explain', 'show_create', 'discard', 'empty', 'noop', 'user' (engine/sql/user_stmts.py),
-    # 'grant', 'alter_owner' (engine/sql/grant_stmts.py),
-    # 'create_function', 'create_aggregate', 'drop_function', 'show_functions'
-    # (engine/sql/create_function.py), 'alter_relation', 'comment' (engine/sql/alter_stmts.py),
-    # 'savepoint', 'release', 'rollback_to', 'declare', 'fetch', 'close', 'copy'
-    # (engine/sql/session_stmts.py)
-    sql: str
-    ast: exp.Expression | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    offset: int = 0  # where this statement starts in the query string (for error positions)
 
 
 def split_statements(sql: str) -> list[tuple[str, int]]:
@@ -397,7 +382,7 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
     if head in _SESSION_HEADS:
         from engine.sql.session_stmts import parse_session_statement
 
-        st = parse_session_statement(head, body, text)
+        st = parse_session_statement(head, body, text, parse_one)
         if st is not None:
             return st
     from engine.sql.index_stmts import is_index_statement, parse_index_statement
@@ -415,8 +400,6 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
             return Statement("create_secret", text, args={"secret": parse_create_secret(text)})
         return Statement("create_connection", text, args={"clauses": parse_ddl_clauses(text)})
     if head == "DROP" and words[1:2] == ["CONNECTION"]:
-        from engine.handlers.connection import parse_drop_connection
-
         return Statement("drop_connection", text, args=parse_drop_connection(body))
     if head == "CREATE" and re.match(
         r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|AGGREGATE)\b", body, re.I
@@ -437,8 +420,6 @@ def _parse_own(head: str, words: list[str], body: str, text: str) -> Statement |
 
         return parse_database_statement(head, body, text)
     if head in ("CREATE", "DROP") and words[1:2] == ["SCHEMA"]:
-        from engine.handlers.schema import parse_schema_statement
-
         return parse_schema_statement(head, body, text)
     if head == "DROP" and words[1:2] == ["SECRET"]:
         name, exists = parse_drop_secret(text)

@@ -12,10 +12,12 @@ what to do; DECLARE and COPY (query) keep the inner query as its own parsed `Sta
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from engine.errors import FeatureNotSupported, SqlSyntaxError
 from engine.sql.identifiers import fold_ident as ident
+from engine.sql.statement import Statement
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 
@@ -43,10 +45,13 @@ _COPY = re.compile(
 )
 
 
-def parse_session_statement(head: str, body: str, text: str) -> Any:
-    """A `Statement` for SAVEPOINT/RELEASE/ROLLBACK TO/DECLARE/FETCH/MOVE/CLOSE/COPY."""
-    from engine.sql.parser import Statement, parse_one
+def parse_session_statement(
+    head: str, body: str, text: str, parse_one: Callable[[str], Statement]
+) -> Statement | None:
+    """A `Statement` for SAVEPOINT/RELEASE/ROLLBACK TO/DECLARE/FETCH/MOVE/CLOSE/COPY.
 
+    `parse_one` is the main parser's entry point (passed in by `engine.sql.parser`, which
+    calls this module): DECLARE and COPY (query) parse their inner query with it."""
     if head == "SAVEPOINT":
         m = _SAVEPOINT.match(body)
         if not m:
@@ -114,7 +119,7 @@ def parse_session_statement(head: str, body: str, text: str) -> Any:
             raise SqlSyntaxError('syntax error at or near "CLOSE"')
         return Statement("close", text, args={"name": ident(m["name"])})
     if head == "COPY":
-        return _parse_copy(body, text)
+        return _parse_copy(body, text, parse_one)
     return None
 
 
@@ -161,9 +166,7 @@ def parse_direction(raw: str) -> tuple[str, int]:
     return ("forward", n) if n >= 0 else ("backward", -n)
 
 
-def _parse_copy(body: str, text: str) -> Any:
-    from engine.sql.parser import Statement, parse_one
-
+def _parse_copy(body: str, text: str, parse_one: Callable[[str], Statement]) -> Statement:
     m = _COPY.match(body)
     if not m:
         raise SqlSyntaxError('syntax error at or near "COPY"')

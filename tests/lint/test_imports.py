@@ -100,14 +100,6 @@ ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("engine.session", "engine.handlers.subscription"),
         ("engine.session", "engine.handlers.txn"),
         ("engine.session", "engine.handlers.verify"),
-        ("engine.sql.alter_stmts", "engine.sql.parser"),
-        ("engine.sql.parser", "engine.handlers.connection"),
-        ("engine.sql.parser", "engine.handlers.schema"),
-        ("engine.sql.parser", "engine.sql.alter_stmts"),
-        ("engine.sql.parser", "engine.sql.create_function"),
-        ("engine.sql.parser", "engine.sql.database_stmts"),
-        ("engine.sql.parser", "engine.sql.session_stmts"),
-        ("engine.sql.session_stmts", "engine.sql.parser"),
         ("engine.stream.job_plan", "engine.plan.stream_lower"),
     }
 )
