@@ -52,6 +52,8 @@ from collections.abc import Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import numpy as np
+
 from engine.state import codec, memcmp
 from engine.state.table import StateTable
 
@@ -68,6 +70,8 @@ them (segment blobs of relations are megabytes)."""
 _TOMB = object()
 _LEGACY_START = b"\x01"  # first byte after the table id of StateTable's layouts
 _HEAD = 6  # table id (4) + 0x00 + vnode byte: the bytes before the encoded key
+_SORTED_WRITES = 1024
+"""A checkpoint writes an overlay of at least this many rows in key order."""
 
 
 def vnode_of(dist_bytes: bytes) -> int:
@@ -290,8 +294,16 @@ class DiskStateTable:
         """Cache committed rows (not absent ones, nor values over `CACHE_MAX_VALUE`
         bytes: the cache is counted in rows). A row not cached now loses any value the
         cache held for it: a committed row that grew past the limit would otherwise be
-        read back as its older, smaller value in every later epoch."""
+        read back as its older, smaller value in every later epoch. More rows than the
+        table's share at once (a checkpoint of a large epoch) replace the whole cache with
+        the last three quarters of a share of them: the older rows and the earlier ones of
+        the list would be evicted right away, so they are never copied in."""
         cache = self._cache
+        cap = self._hot.per_table()
+        keep = cap - cap // 4
+        if cap > 0 and len(keys) > keep:
+            cache.clear()
+            keys, vals, sizes = keys[-keep:], vals[-keep:], sizes[-keep:]
         big = CACHE_MAX_VALUE
         fit = [
             (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
@@ -300,7 +312,6 @@ class DiskStateTable:
             for k, v, n in zip(keys, vals, sizes, strict=True):
                 if v is None or n > big:
                     cache.pop(k, None)
-        cap = self._hot.per_table()
         if cap <= 0:
             return
         cache.update(fit)
@@ -670,6 +681,16 @@ class DiskStateTable:
         keys = list(self._overlay)
         vals = list(self._overlay.values())
         fulls = self._full_many(keys)
+        if len(fulls) >= _SORTED_WRITES:
+            # in key order: RocksDB inserts a batch into its memtable in the batch's
+            # order, and random keys cost about 10x more there (2 us vs 0.2 us an entry
+            # measured at 500k entries) than sorted ones. numpy sorts the bytes as
+            # zero-padded strings: keys that differ only in trailing zero bytes may swap,
+            # which only costs locality (the overlay's keys are distinct)
+            order = np.argsort(np.array(fulls), kind="stable").tolist()
+            keys = [keys[i] for i in order]
+            vals = [vals[i] for i in order]
+            fulls = [fulls[i] for i in order]
         put, delete = batch.put, batch.delete
         live_k: list[Key] = []
         live_b: list[bytes] = []

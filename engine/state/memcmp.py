@@ -244,8 +244,15 @@ def encode_keys(keys: list[Key]) -> list[bytes]:
     if n < 64:
         return [encode_key(k) for k in keys]
     widths = set(map(len, keys))
-    if len(widths) != 1:
-        return [encode_key(k) for k in keys]
+    if len(widths) != 1:  # e.g. a join's heads and fragments: each width in bulk
+        by_width: dict[int, list[int]] = {}
+        for i, k in enumerate(keys):
+            by_width.setdefault(len(k), []).append(i)
+        mixed: list[bytes] = [b""] * n
+        for idx in by_width.values():
+            for i, e in zip(idx, encode_keys([keys[i] for i in idx]), strict=True):
+                mixed[i] = e
+        return mixed
     w = widths.pop()
     parts = [_column(list(map(itemgetter(j), keys))) for j in range(w)]
     if any(p is None for p in parts):

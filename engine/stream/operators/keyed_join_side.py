@@ -65,6 +65,7 @@ from engine.errors import InternalError
 from engine.state.disk_table import DiskStateTable
 from engine.state.table import StateTable
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
 from engine.stream.operators.row_blob import RowBlobs
 from engine.stream.operators.segments import SHIFT, by_segment, gather, rows_equal
@@ -146,6 +147,7 @@ class KeyedJoinSide:
         self.what = what
         self.schema = arrow_schema(fields)
         self._blobs = RowBlobs(self.schema, 2)
+        self._filter = JoinKeyFilter()
         self._reset()
 
     def _reset(self) -> None:
@@ -193,6 +195,13 @@ class KeyedJoinSide:
             return
         if len(self._values) < len(ids):
             self._values = list(ids.ids)
+        if self._filter.complete:  # keys no row was ever written under: nothing to read
+            vals = self._values
+            absent = self._filter.absent(key_hashes([vals[i] for i in need.tolist()]))
+            self._heads[need[absent]] = True
+            need = need[~absent]
+            if not len(need):
+                return
         got = self.table.get_many(self._store_keys(need))
         self._heads[need] = True
         present = [i for i, v in enumerate(got) if v is not None]
@@ -362,9 +371,12 @@ class KeyedJoinSide:
             return
         d = deg if deg is not None and self.with_degree else np.zeros(len(w), np.int64)
         uk = np.unique(jk)
-        # keys that hold rows, none decoded this step, and get only inserts: appended to
+        if self._filter.complete:
+            vals = self._values
+            self._filter.add(key_hashes([vals[i] for i in uk.tolist()]))
+        # keys none decoded this step that get only inserts (fresh keys too): appended to
         # without reading their rows
-        app = self.tot[uk] > 0
+        app = np.ones(len(uk), bool)
         if app.any():
             bad = w <= 0
             if bad.any():
@@ -443,13 +455,19 @@ class KeyedJoinSide:
         join = self._blobs.join
         tl = [tails_of.get(k) for k in kids]
         big = TAIL_BYTES
-        fits = [t is not None and len(t) + len(b) <= big for t, b in zip(tl, blobs, strict=True)]
+        # a key without a tail takes the new rows as its tail when it has no fragments
+        # either (a fresh key, the common case of an event stream)
+        fits = [
+            (len(b) if t is None else len(t) + len(b)) <= big
+            and (t is not None or not frags_of.get(k))
+            for k, t, b in zip(kids, tl, blobs, strict=True)
+        ]
         keys: list[tuple[Any, ...]] = []
         vals: list[tuple[Any, ...]] = []
         # the common case: the new rows join the key's tail
         for kid, head, tot, t, b, ok in zip(kids, heads, tots, tl, blobs, fits, strict=True):
             if ok:
-                nt = tails_of[kid] = join([t, b])
+                nt = tails_of[kid] = b if t is None else join([t, b])
                 fr = frags_of.get(kid)
                 keys.append(head)
                 vals.append((tot, _frag_bytes(fr) if fr else b"", nt))
@@ -768,10 +786,16 @@ class KeyedJoinSide:
     # -- persistence ------------------------------------------------------------------------
     def load(self, jkids: JoinKeyIds) -> None:
         """Nothing is read eagerly; a table in `JoinSide`'s older segment layout (which the
-        disk table read into its overlay) is converted into this layout."""
+        disk table read into its overlay) is converted into this layout. A table found
+        empty makes the key filter complete (fresh keys then cost no reads)."""
         t = self.table
-        if not isinstance(t, DiskStateTable) or not t.converting:
+        if not isinstance(t, DiskStateTable):
+            self._filter.reset(len(t) == 0)
             return
+        if not t.converting:
+            self._filter.reset(not t.has_overlay and (t.cleared or t.committed_empty()))
+            return
+        self._filter.reset(False)
         old_rows = dict(t.items())
         legacy = StateTable(t.table_id, t.name)
         legacy.put_many(list(old_rows), list(old_rows.values()))
