@@ -48,6 +48,7 @@ import heapq
 import weakref
 import zlib
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import dropwhile, islice, takewhile
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -305,6 +306,10 @@ class DiskStateTable:
             cache.clear()
             keys, vals, sizes = keys[-keep:], vals[-keep:], sizes[-keep:]
         big = CACHE_MAX_VALUE
+        if cap > 0 and max(sizes, default=0) <= big and None not in vals:  # all fit
+            cache.update(zip(keys, vals, strict=True))
+            self._evict(cap)
+            return
         fit = [
             (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
         ]
@@ -315,8 +320,14 @@ class DiskStateTable:
         if cap <= 0:
             return
         cache.update(fit)
+        self._evict(cap)
+
+    def _evict(self, cap: int) -> None:
+        """Over `cap` cached rows: drop the oldest (insertion order), down to three
+        quarters of it."""
+        cache = self._cache
         over = len(cache) - cap
-        if over > 0:  # drop the oldest (insertion order), down to three quarters
+        if over > 0:
             for k in list(islice(cache, over + cap // 4)):
                 del cache[k]
 
@@ -692,21 +703,22 @@ class DiskStateTable:
             vals = [vals[i] for i in order]
             fulls = [fulls[i] for i in order]
         put, delete = batch.put, batch.delete
-        live_k: list[Key] = []
-        live_b: list[bytes] = []
-        live_v: list[Value] = []
+        live_k: list[Key] = keys
+        live_b: list[bytes] = fulls
+        live_v: list[Value] = vals
         dead: list[Key] = []
-        for k, f, v in zip(keys, fulls, vals, strict=True):
-            if v is _TOMB:
-                delete(f)
-                dead.append(k)
-            else:
-                live_k.append(k)
-                live_b.append(f)
-                live_v.append(v)
+        if _TOMB in vals:
+            live_k, live_b, live_v = [], [], []
+            for k, f, v in zip(keys, fulls, vals, strict=True):
+                if v is _TOMB:
+                    delete(f)
+                    dead.append(k)
+                else:
+                    live_k.append(k)
+                    live_b.append(f)
+                    live_v.append(v)
         vbs = codec.encode_values(live_v)
-        for f, vb in zip(live_b, vbs, strict=True):
-            put(f, vb)
+        deque(map(put, live_b, vbs), maxlen=0)  # the puts, without a Python loop
         self._overlay = {}
         cache = self._cache
         for k in dead:
