@@ -10,13 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from unit.stream.operators.helpers import assert_chunk
+from unit.stream.operators.helpers import chunk as text
 from unit.stream.operators.join_topn_helpers import DiskAllocator, checkpoint, restart
 
 from engine.chunk import StreamChunk
 from engine.state.store import StateStore
 from engine.stream.operators import LocalStateAllocator
 from engine.stream.operators.frames import batch_from_rows
+from engine.stream.operators import join_key_filter
 from engine.stream.operators.hash_join import HashJoinOp
+from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
 from engine.stream.operators.keyed_join_side import TAIL_ROWS, KeyedJoinSide, plan_merges
 from engine.stream.operators.row_blob import RowBlobs
 from engine.stream.operators.segments import rows_equal
@@ -207,3 +211,74 @@ def test_keys_growing_over_many_epochs_keep_every_row(tmp_path: Path) -> None:
         assert {r[0] for r, w in rows_of(out) if w < 0} == set().union(*want.values()) - set(gone)
     finally:
         store.close()
+
+
+def test_fresh_keys_skip_reads_and_retractions_on_both_sides(tmp_path: Path) -> None:
+    """A full join over RocksDB-first sides from an empty store: fresh keys are written
+    without reads (the key filter is complete), rows under them are found again in the
+    same step, after a checkpoint and after a restart (filter incomplete: store reads),
+    and retractions on either side pad or drop their partners."""
+    store = StateStore.open(tmp_path / "state")
+    try:
+
+        def make() -> HashJoinOp:
+            return join(DiskAllocator(store, {"left": 1, "right": 1}), "full")
+
+        op = make()
+        assert isinstance(op._left, KeyedJoinSide) and op._left._filter.complete is False
+        assert_chunk(
+            op.step([text("+ 1 10 1\n+ 2 20 2", L), text("+ 5 10 5\n+ 6 30 6", R)]),
+            """
+            + 1 10 1 5 10 5
+            + 2 20 2 . . .
+            + . . . 6 30 6
+            """,
+        )
+        assert op._left._filter.complete and op._right._filter.complete
+        assert op._left._filter.size == 2
+        checkpoint(store, op)
+        assert_chunk(  # both sides retract under a key the other side holds
+            op.step([text("- 1 10 1\n+ 3 30 3", L), text("- 6 30 6\n+ 7 20 7", R)]),
+            """
+            - 1 10 1 5 10 5
+            + . . . 5 10 5
+            - 2 20 2 . . .
+            + 2 20 2 7 20 7
+            - . . . 6 30 6
+            + 3 30 3 . . .
+            """,
+        )
+        checkpoint(store, op)
+        op = restart(store, make)
+        assert not op._left._filter.complete  # rows in the store: every key is read
+        assert_chunk(
+            op.step([text("+ 4 10 4", L), text("- 7 20 7\n+ 8 30 8", R)]),
+            """
+            - . . . 5 10 5
+            + 4 10 4 5 10 5
+            - 2 20 2 7 20 7
+            + 2 20 2 . . .
+            - 3 30 3 . . .
+            + 3 30 3 8 30 8
+            """,
+        )
+        checkpoint(store, op)
+        op = restart(store, make)
+        assert op.side_rows(0) == 3 and op.side_rows(1) == 2
+    finally:
+        store.close()
+
+
+def test_key_filter_is_a_superset_and_gives_up_when_large(monkeypatch: object) -> None:
+    f = JoinKeyFilter()
+    f.add(key_hashes([1, 2]))
+    assert not f.absent(key_hashes([1, 3])).any()  # not complete: nothing is known absent
+    f.reset(True)
+    for batch in ([1, 2, 2], [3], [2, 4], ["a", (1, 2)], [5, 6, 7, 8]):
+        f.add(key_hashes(batch))
+    assert f.size == 10
+    assert f.absent(key_hashes([1, 1.0, 4, "a", (1, 2), 8])).tolist() == [False] * 6
+    assert f.absent(key_hashes([9, "b", (2, 1)])).tolist() == [True] * 3
+    monkeypatch.setattr(join_key_filter, "MAX_KEYS", 12)  # type: ignore[attr-defined]
+    f.add(key_hashes(list(range(100, 110))))
+    assert not f.complete and not f.absent(key_hashes([9])).any()
