@@ -16,9 +16,8 @@ from unit.stream.operators.join_topn_helpers import DiskAllocator, checkpoint, r
 
 from engine.chunk import StreamChunk
 from engine.state.store import StateStore
-from engine.stream.operators import LocalStateAllocator
+from engine.stream.operators import LocalStateAllocator, join_key_filter
 from engine.stream.operators.frames import batch_from_rows
-from engine.stream.operators import join_key_filter
 from engine.stream.operators.hash_join import HashJoinOp
 from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
 from engine.stream.operators.keyed_join_side import TAIL_ROWS, KeyedJoinSide, plan_merges
