@@ -166,10 +166,46 @@ def wait_port(port: int, timeout_s: float = 60.0) -> None:
             time.sleep(0.1)
 
 
+BARE_FLOOR_APP = """
+import asyncio, sys
+
+OK = b"HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\n\\r\\n"
+
+class Bare(asyncio.Protocol):
+    # the least an asyncio server can do: find the header end and Content-Length, answer
+    def connection_made(self, t):
+        self.t, self.buf = t, b""
+
+    def data_received(self, data):
+        buf = self.buf + data
+        while (end := buf.find(b"\\r\\n\\r\\n")) >= 0:
+            i = buf.lower().find(b"content-length:", 0, end)
+            n = int(buf[i + 15 : buf.find(b"\\r\\n", i)]) if i >= 0 else 0
+            if len(buf) < end + 4 + n:
+                break
+            buf = buf[end + 4 + n :]
+            self.t.write(OK)
+        self.buf = buf
+
+async def main():
+    loop = asyncio.get_running_loop()
+    await loop.create_server(Bare, "127.0.0.1", int(sys.argv[1]), backlog=1024)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
 def floor(a: argparse.Namespace, tmp: Path, one: Path, batch: Path) -> None:
-    """The HTTP stacks' own floors: a trivial handler, same pinning and load; aiohttp's
-    and that of Swell's webhook HTTP layer (`connectors/webhook/http.py`)."""
-    for name, source in (("aiohttp", FLOOR_APP), ("swell http.py", OWN_FLOOR_APP)):
+    """The HTTP stacks' own floors: a trivial handler, same pinning and load: aiohttp's,
+    that of Swell's webhook HTTP layer (`connectors/webhook/http.py`), and a bare asyncio
+    Protocol that only frames requests (what any asyncio server pays: the event loop,
+    the socket calls)."""
+    for name, source in (
+        ("aiohttp", FLOOR_APP),
+        ("swell http.py", OWN_FLOOR_APP),
+        ("bare asyncio Protocol", BARE_FLOOR_APP),
+    ):
         _floor(a, tmp, one, batch, name, source)
 
 
