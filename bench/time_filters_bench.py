@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine import expr as ex  # noqa: E402
 from engine.chunk import StreamChunk  # noqa: E402
 from engine.expr import EvalContext  # noqa: E402
-from engine.plan.plan_time import TimeBound  # noqa: E402
+from engine.plan.time_nodes import TimeBound  # noqa: E402
 from engine.stream.operators import HashJoinOp, LocalStateAllocator  # noqa: E402
 from engine.stream.operators.dynamic_filter import DynamicFilterOp  # noqa: E402
 from engine.stream.operators.interval_join import IntervalJoinOp  # noqa: E402

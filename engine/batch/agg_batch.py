@@ -27,8 +27,7 @@ from engine import expr as ex
 from engine.errors import FeatureNotSupported, NumericValueOutOfRange, not_supported
 from engine.expr.nonstrict import ErrorSink
 from engine.numeric import has_special
-from engine.plan.logical import Agg, AggSpec
-from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
+from engine.plan.logical import ORDERED_SET_KINDS, Agg, AggSpec
 from engine.sort_keys import sortable
 from engine.stream.operators.agg_calls import REGR_KINDS, RegrImpl
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias

@@ -13,6 +13,7 @@ from engine.batch.stream_join import CHUNK_ROWS, stream_join
 from engine.errors import EngineError, not_supported
 from engine.expr import EvalContext
 from engine.plan.logical import (
+    ORDERED_SET_KINDS,
     Agg,
     Filter,
     Join,
@@ -30,7 +31,6 @@ from engine.plan.logical import (
     WorkTable,
 )
 from engine.plan.logical_window import OverWindow
-from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
 from engine.sort_keys import sortable
 from engine.stream.operators.window_kernel import compute_windows
 from engine.types import arrow_schema

@@ -1,4 +1,4 @@
-"""Ad-hoc execution of the time plan nodes (`engine.plan.plan_time`).
+"""Ad-hoc execution of the time plan nodes (`engine.plan.time_nodes`).
 
 `TimeWindow` (TUMBLE/HOP) runs the same vectorised kernel as the streaming operator;
 `TemporalFilter` is an ordinary filter with `now()` taken from the statement's context;
@@ -16,8 +16,7 @@ import pyarrow.compute as pc
 from engine.errors import not_supported
 from engine.numeric import array_of
 from engine.plan.logical import Agg, PlanNode
-from engine.plan.plan_dynamic import DynamicFilter
-from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow
+from engine.plan.time_nodes import DynamicFilter, EowcAgg, EowcSort, TemporalFilter, TimeWindow
 from engine.stream.operators.time_window import apply_windows
 from engine.types import arrow_schema
 

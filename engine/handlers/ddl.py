@@ -352,7 +352,7 @@ def _create_view(
         if used:
             rel.extra["functions"] = used
         if materialized:
-            from engine.plan.plan_time import watermark_columns
+            from engine.plan.time_nodes import watermark_columns
 
             rel.append_only = eowc or derived_append_only(plan)  # what sinks on it may assume
 

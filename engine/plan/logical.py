@@ -19,6 +19,10 @@ from typing import Any
 from engine.catalog import Relation
 from engine.types import Field, SqlType
 
+#: aggregate kinds of the ordered-set aggregates (`percentile_cont(f) WITHIN GROUP (ORDER BY
+#: x)`): planned by engine.plan.plan_ordered_set, computed over the collected group values
+ORDERED_SET_KINDS = ("percentile_cont", "percentile_disc", "mode")
+
 
 @dataclass(frozen=True)
 class AggSpec:

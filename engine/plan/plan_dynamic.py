@@ -14,7 +14,6 @@ value (index `len(left.schema)`), so type coercion is the binder's. Operator:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -23,27 +22,11 @@ from engine import expr as ex
 from engine.errors import UndefinedColumn, UndefinedTable, not_supported
 from engine.plan.helpers import _conjuncts, _visible
 from engine.plan.logical import Agg, Filter, PlanNode, Project
+from engine.plan.time_nodes import DynamicFilter
 
 _CMP = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
 _FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
 HINT = "The subquery must return a single row: use an aggregate without GROUP BY, such as max(v)."
-
-
-@dataclass(eq=False)
-class DynamicFilter(PlanNode):
-    """Left rows for which `predicate` (over left columns + the right value) holds."""
-
-    left: PlanNode = None  # type: ignore[assignment]
-    right: PlanNode = None  # type: ignore[assignment]
-    right_col: int = 0  # the value's column in the right plan
-    predicate: Any = None  # engine.expr.Expr; column len(left.schema) is the right value
-    left_expr: Any = None  # the compared expression over the left columns
-
-    def inputs(self) -> list[PlanNode]:
-        return [self.left, self.right]
-
-    def describe(self) -> str:
-        return f"DynamicFilter {{ predicate: {self.predicate} }}"
 
 
 def plan_dynamic_filters(
@@ -87,11 +70,10 @@ def _dynamic(
     cmp: str,
     sub: exp.Expression,
 ) -> PlanNode:
-    from engine.plan.planner import Planner
-
     while isinstance(sub, exp.Paren):
         sub = sub.this
-    inner = Planner(
+    # a fresh planner of the caller's class (engine.plan.planner imports this module)
+    inner = type(planner)(
         planner.catalog,
         params=planner.params,
         streaming=True,

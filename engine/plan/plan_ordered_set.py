@@ -32,7 +32,7 @@ from engine.errors import (
     WrongObjectType,
     not_supported,
 )
-from engine.plan.logical import AggSpec
+from engine.plan.logical import ORDERED_SET_KINDS, AggSpec
 from engine.types import DOUBLE, SqlType, TypeKind, list_of
 
 ORDERED_SET_CLASSES: dict[type, str] = {
@@ -40,7 +40,7 @@ ORDERED_SET_CLASSES: dict[type, str] = {
     exp.PercentileDisc: "percentile_disc",
     exp.Mode: "mode",
 }
-ORDERED_SET_KINDS = tuple(ORDERED_SET_CLASSES.values())
+assert tuple(ORDERED_SET_CLASSES.values()) == ORDERED_SET_KINDS
 
 _NO_MATCH = (
     "No function matches the given name and argument types. "

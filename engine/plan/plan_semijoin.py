@@ -54,10 +54,10 @@ class SubqueryPlannerMixin:
     """Subquery half of `Planner` (see module docstring)."""
 
     def _child_planner(self) -> Any:
-        from engine.plan.planner import Planner
-
+        """A planner for a subquery: this planner's class (`Planner`, which mixes this class
+        in) with the same catalog, parameters, CTEs and dependency list."""
         me: Any = self
-        sub = Planner(
+        sub = type(me)(
             me.catalog,
             params=me.params,
             streaming=me.streaming,

@@ -31,8 +31,8 @@ from engine.expr.codec import (
 from engine.expr.core import Func
 from engine.plan.logical import AggSpec, SortKey
 from engine.plan.logical_window import WindowCall, WindowFrame
-from engine.plan.plan_time import TimeBound
 from engine.plan.stream_plan import NODE_TYPES, StreamNode, StreamPlan, TableDesc
+from engine.plan.time_nodes import TimeBound
 from engine.types import Field
 
 FORMAT_VERSION = 1

@@ -24,6 +24,7 @@ from engine.plan.append_only import (
     derived_append_only,
 )
 from engine.plan.logical import (
+    ORDERED_SET_KINDS,
     Agg,
     AggSpec,
     Filter,
@@ -39,9 +40,7 @@ from engine.plan.logical import (
     Values,
 )
 from engine.plan.logical_window import GroupTopN, OverWindow
-from engine.plan.plan_dynamic import DynamicFilter
-from engine.plan.plan_ordered_set import ORDERED_SET_KINDS
-from engine.plan.plan_time import EowcAgg, EowcSort, TemporalFilter, TimeWindow, interval_spec
+from engine.plan.plan_time import interval_spec
 from engine.plan.plan_udf import udtf_calls
 from engine.plan.stream_plan import (
     StreamCollectAgg,
@@ -65,6 +64,7 @@ from engine.plan.stream_plan import (
     StreamValues,
     TableDesc,
 )
+from engine.plan.time_nodes import DynamicFilter, EowcAgg, EowcSort, TemporalFilter, TimeWindow
 from engine.types import Field
 
 # recomputed per touched group from the group's rows (CollectAggOp); "udaf": user-defined

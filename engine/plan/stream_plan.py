@@ -31,10 +31,10 @@ from typing import Any, ClassVar
 from engine.expr.temporal import format_interval
 from engine.plan.logical import AggSpec, SortKey
 from engine.plan.logical_window import DEFAULT_FRAME, WindowCall
-from engine.plan.plan_time import TimeBound, floor_to, monotone
+from engine.plan.time_nodes import TimeBound, floor_to, monotone
 from engine.types import Field
 
-#: (out column, [(input port, input column)], monotone map or None); see plan_time
+#: (out column, [(input port, input column)], monotone map or None); see time_nodes
 Transfer = list[tuple[int, list[tuple[int, int]], Any]]
 
 

@@ -42,7 +42,7 @@ class Node:
     op: Operator
     # ("rel", relation_id) or ("node", index into the flow's nodes)
     inputs: list[tuple[str, int]]
-    # watermark transfer of this node (engine.plan.plan_time.watermark_transfer)
+    # watermark transfer of this node (engine.plan.time_nodes.watermark_transfer)
     wm: list[Any] | None = None
 
 

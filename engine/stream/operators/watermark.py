@@ -12,7 +12,7 @@ Per epoch (the runtime's barrier), alongside the chunks:
    back). Rows are kept in the table even when late; the operators that need it (EOWC
    aggregation) drop late rows themselves, as RisingWave's do.
 2. `propagate` computes each dataflow node's output watermarks from its inputs' with the
-   plan's transfer (`engine.plan.plan_time.watermark_transfer`): a per-column message
+   plan's transfer (`engine.plan.time_nodes.watermark_transfer`): a per-column message
    `{column: value}` per epoch, like RisingWave's `Message::Watermark` after the chunk.
    Project/filter pass watermark columns through (and shift them for `ts - INTERVAL`),
    aggregations keep those in the group key, inner joins take the minimum of the two sides

@@ -12,7 +12,7 @@ from unit.stream.operators.helpers import assert_chunk, chunk
 
 from engine import expr as ex
 from engine.expr import EvalContext
-from engine.plan.plan_time import TimeBound
+from engine.plan.time_nodes import TimeBound
 from engine.stream.operators import LocalStateAllocator
 from engine.stream.operators.agg_calls import AggCall
 from engine.stream.operators.eowc import EowcAggOp
