@@ -97,3 +97,11 @@ def test_integer_keys_without_nulls_hash_from_their_values() -> None:
     c = pa.array(rng.integers(0, 2**32, 300).astype(np.uint32))
     for cols in ([a], [b, c], [c, a, b]):
         assert vnodes(cols).tolist() == reference(cols)
+
+
+def test_integer_keys_over_several_blocks_hash_as_the_state_layout() -> None:
+    rng = np.random.default_rng(5)
+    n = 70_000  # more than one block of the integer path, the last one partial
+    a = pa.array(rng.integers(-(2**53), 2**53, n))
+    b = pa.array(rng.integers(-3, 3, n))
+    assert vnodes([a, b]).tolist() == reference([a, b])
