@@ -44,7 +44,7 @@ from engine.stream.operator import Operator
 from engine.stream.parallel import protocol
 from engine.stream.parallel.exchange import split
 from engine.stream.parallel.fragment import PARALLEL_NODES, node_json, partition_keys
-from engine.stream.parallel.pool import WorkerPool
+from engine.stream.parallel.pool import Pending, WorkerPool
 from engine.types import arrow_schema
 
 SHIP_BATCH = 100_000
@@ -130,6 +130,11 @@ class ParallelOp(Operator):
         self.holds = sn.kind == "StreamHashAgg"
         self.hold = False
         self.held: set[int] = set()
+        # a barrier's step (not a backfill slice: `holding_outputs` sets `slicing`) sends
+        # the checkpoint's collect right away: the workers write their logs while the
+        # coordinator runs the rest of the job, and `collect` reads them
+        self.slicing = False
+        self._collecting: Pending | None = None
 
     @property
     def time_driven(self) -> bool:
@@ -225,10 +230,23 @@ class ParallelOp(Operator):
                         self.exchange_bytes += len(bodies[s["out"]])
         outs.sort(key=lambda x: x[0])
         chunks = [c for _, c in outs]
+        if not self.slicing and not self.held:
+            self._collect_early()
         if not chunks:
             return None
         self.rows_out += sum(len(c) for c in chunks)
         return self._concat(chunks)
+
+    def _collect_early(self) -> None:
+        """Send the collect of every actor stepped since the last one without waiting
+        (`collect` reads the answers at the checkpoint; a step meanwhile on the same
+        worker reads them first and makes its actors dirty again)."""
+        if self._collecting is not None:
+            return  # read at the checkpoint together with what is dirty then
+        reqs = self._collect_requests()
+        if reqs:
+            self._collecting = self.pool.start(reqs)
+            self.dirty.clear()
 
     def _concat(self, chunks: list[StreamChunk]) -> StreamChunk | None:
         if len(chunks) == 1:
@@ -249,19 +267,31 @@ class ParallelOp(Operator):
         err.sqlstate = sqlstate  # type: ignore[misc]
         errors.report(expr, err, count, sample)
 
-    def collect(self, batch: Any) -> int:
-        """Every actor's dirty writes into the checkpoint `batch` (in actor order): one
-        request to each worker with an actor stepped since the last collect."""
+    def _collect_requests(self) -> dict[int, bytes]:
         reqs: dict[int, bytes] = {}
-        by_worker = self.actors_on()
-        for w, actors in by_worker.items():
+        for w, actors in self.actors_on().items():
             keys = [self.actor_keys[i] for i in actors if i in self.dirty]
             if keys:
                 reqs[w] = protocol.encode({"cmd": "collect", "actors": keys})
-        if not reqs:
-            return 0
-        res = self.pool.call(reqs)
-        self.dirty.clear()
+        return reqs
+
+    def collect(self, batch: Any) -> int:
+        """Every actor's dirty writes into the checkpoint `batch` (in actor order): the
+        answers of the collect sent after the barrier's step (`_collect_early`), then one
+        request to each worker with an actor stepped since."""
+        n = 0
+        early, self._collecting = self._collecting, None
+        if early is not None:
+            n += self._replay(self.pool.result(early), batch)
+        reqs = self._collect_requests()
+        if reqs:
+            res = self.pool.call(reqs)
+            self.dirty.clear()
+            n += self._replay(res, batch)
+        return n
+
+    @staticmethod
+    def _replay(res: dict[int, tuple[dict[str, Any], list[bytes]]], batch: Any) -> int:
         n = 0
         for w in sorted(res):
             header, bodies = res[w]
@@ -360,8 +390,10 @@ def holding_outputs(nodes: list[Node], on: bool = True) -> Iterator[None]:
     ops = [n.op for n in nodes if isinstance(n.op, ParallelOp)]
     for op in ops:
         op.hold = on
+        op.slicing = True
     try:
         yield
     finally:
         for op in ops:
             op.hold = False
+            op.slicing = False

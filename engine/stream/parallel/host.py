@@ -24,7 +24,9 @@ Commands (header `"cmd"`):
   each group's net change once per epoch instead of once per slice.
 * `collect` per actor: its tables' `write_dirty` into a recording batch, also applied to
   the scratch store (the tables read committed rows from there); returns the write logs
-  the coordinator applies into its checkpoint WriteBatch.
+  the coordinator applies into its checkpoint WriteBatch. The scratch write is deferred
+  (`defer`/`finish`): it runs once the response is sent, while the coordinator replays
+  the logs, and always before the next request is read.
 * `drop` (actors), `reset` (everything: recovery), `stats`.
 
 Single-threaded and does no I/O besides its scratch store.
@@ -40,6 +42,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -148,6 +151,10 @@ class WorkerHost:
         self._disk: DiskTables | None = None
         self._dir: Path | None = None
         self.requests = 0
+        # work a response does not wait for (`defer`): run by `finish` once the response
+        # is on its way, at the latest before the next request
+        self._deferred: list[Callable[[], None]] = []
+        self._deferred_error: BaseException | None = None
         self._no_wal = WriteOptions()
         self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
 
@@ -173,7 +180,26 @@ class WorkerHost:
         its writes (the actors' whole dirty state every checkpoint) would be wasted."""
         self._scratch().db.write(batch, self._no_wal)
 
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run `fn` after the current response is sent (`finish`), before the next request."""
+        self._deferred.append(fn)
+
+    def finish(self) -> None:
+        """The deferred work of the last request (the transport calls this once it has
+        sent the response; `handle` calls it too, so a transport that does not is only
+        slower). An error is kept and answers the next request, which rolls the epoch back:
+        the scratch store may lack the writes of the last collect."""
+        work, self._deferred = self._deferred, []
+        for fn in work:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - answered with the next request
+                log.error("worker %s: deferred work failed", self.worker_id, exc_info=e)
+                self._deferred_error = self._deferred_error or e
+
     def close(self) -> None:
+        self._deferred = []
+        self._deferred_error = None
         self.actors = {}
         if self._store is not None:
             self._store.close()
@@ -188,7 +214,11 @@ class WorkerHost:
         self.requests += 1
         t0 = time.perf_counter()
         try:
+            self.finish()
             header, bodies = protocol.decode(request)
+            if self._deferred_error is not None and header.get("cmd") != "reset":
+                err, self._deferred_error = self._deferred_error, None
+                raise EngineError(f"the worker's scratch store write failed: {err}") from err
             cmd = header.get("cmd")
             fn = getattr(self, f"_cmd_{cmd}", None)
             if fn is None:
@@ -279,15 +309,20 @@ class WorkerHost:
                 keys += t.write_dirty(rec)
             rec.sort()
             if len(rec):
-                batch = store.new_batch()
-                rec.apply(batch)
-                self._write(batch)
+                self.defer(lambda rec=rec: self._apply(store, rec))
             logs.append(rec.body())
         # the actors' state lives in long-lived Python objects (caches, operator state):
         # moved out of the collector's generations at each checkpoint, as the runtime does
         # in the server, so GC passes stay proportional to new garbage, not to the state
-        gc.freeze()
+        self.defer(gc.freeze)
         return protocol.encode({"ok": True, "keys": keys}, logs)
+
+    def _apply(self, store: StateStore, rec: protocol.RecordingBatch) -> None:
+        """A collected write log into the scratch store: deferred until the log is sent,
+        so the worker writes while the coordinator replays the log into its checkpoint."""
+        batch = store.new_batch()
+        rec.apply(batch)
+        self._write(batch)
 
     def _cmd_drop(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         ids: list[int] = []

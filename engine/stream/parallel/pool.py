@@ -8,6 +8,10 @@ shipping their state again); `close()` at shutdown stops them.
 `call({worker: request})` sends one request to each worker first and then reads every
 response, so the workers run concurrently; it always reads every response before raising
 (the first `WorkerLost`, else the first worker error), keeping each pipe in step.
+`start(requests)` sends without waiting and `result(pending)` reads later, so the
+coordinator can work while the workers answer (the checkpoint's collect is sent right
+after the barrier's step); a request to a worker whose earlier response is still unread
+reads that one first, so every pipe has at most one request in flight.
 
 Hung workers: a call gives its workers `timeout` seconds (the server's
 `--max-heartbeat-interval-secs`, RisingWave's name for how long a silent worker is still
@@ -23,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.stream.parallel import protocol
@@ -33,6 +38,20 @@ log = logging.getLogger("swell.parallel")
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a worker may take to answer one request before it is declared lost."""
+
+
+@dataclass
+class Pending:
+    """Requests sent by `WorkerPool.start` and what was read of their responses."""
+
+    t0: float
+    sync: bool  # `call`: the caller waits at once (alignment wait is measured)
+    sent: list[int] = field(default_factory=list)
+    read: set[int] = field(default_factory=set)
+    out: dict[int, tuple[dict[str, Any], list[bytes]]] = field(default_factory=dict)
+    busy: dict[int, float] = field(default_factory=dict)
+    first: BaseException | None = None  # the first WorkerLost
+    failed: BaseException | None = None  # the first error a worker answered
 
 
 class WorkerPool:
@@ -57,6 +76,7 @@ class WorkerPool:
         # its CPU seconds (as last reported), seconds busy with requests, seconds it sat
         # idle in a call waiting for the slowest worker (barrier alignment)]
         self.traffic: dict[int, list[float]] = {}
+        self._outstanding: dict[int, Pending] = {}  # worker -> a `start` not yet read
 
     def worker_of(self, actor: int) -> int:
         return actor % self.size
@@ -70,50 +90,78 @@ class WorkerPool:
 
     def call(self, requests: dict[int, bytes]) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
         """Each worker's response (header, bodies) to its request; see the module docstring."""
+        return self.result(self.start(requests, sync=True))
+
+    def start(self, requests: dict[int, bytes], *, sync: bool = False) -> Pending:
+        """Send one request to each worker and return without reading the responses:
+        `result(pending)` reads them later (the coordinator works meanwhile). A worker's
+        earlier unread response is read first, so each pipe keeps one request in flight."""
         with self._lock:
-            t_call = time.perf_counter()
-            busy: dict[int, float] = {}
-            sent: list[int] = []
-            first: BaseException | None = None
+            p = Pending(time.perf_counter(), sync)
             for i, req in requests.items():
+                self._drain(i)
                 try:
                     self.handle(i).submit(req)
-                    sent.append(i)
+                    p.sent.append(i)
+                    self._outstanding[i] = p
                     t = self.traffic.setdefault(i, [0, 0, 0, 0.0, 0.0, 0.0, 0.0])
                     t[0] += 1
                     t[1] += len(req)
                 except WorkerLost as e:
-                    first = first or e
+                    p.first = p.first or e
                     self._forget(i, "died")
-            out: dict[int, tuple[dict[str, Any], list[bytes]]] = {}
-            failed: BaseException | None = None
-            for i in sent:
-                t0 = time.perf_counter()
-                try:
-                    raw = self.workers[i].result(timeout=self.timeout)
-                except WorkerLost as e:
-                    first = first or e
-                    self._forget(i, "timeout" if e.timed_out else "died")
-                    continue
-                t = self.traffic[i]
-                t[2] += len(raw)
-                t[3] += time.perf_counter() - t0
-                header, bodies = protocol.decode(raw)
-                t[4] = float(header.get("cpu", t[4]))
-                busy[i] = float(header.get("busy", 0.0))
-                t[5] += busy[i]
-                if not header.get("ok"):
-                    failed = failed or protocol.remote_error(header, f"worker {i}")
-                    continue
-                out[i] = (header, bodies)
-            wall = time.perf_counter() - t_call
-            for i, b in busy.items():
-                self.traffic[i][6] += max(wall - b, 0.0)
-            if first is not None:
-                raise first
-            if failed is not None:
-                raise failed
-            return out
+            return p
+
+    def result(self, p: Pending) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
+        """The responses of `start`'s requests; raises the first `WorkerLost`, else the
+        first worker error, after reading every response."""
+        with self._lock:
+            for i in p.sent:
+                if i not in p.read:
+                    self._read(p, i)
+            if p.sync:  # a worker's idle time while the slowest one finished
+                wall = time.perf_counter() - p.t0
+                for i, b in p.busy.items():
+                    self.traffic[i][6] += max(wall - b, 0.0)
+            if p.first is not None:
+                raise p.first
+            if p.failed is not None:
+                raise p.failed
+            return p.out
+
+    def _drain(self, i: int) -> None:
+        """Read worker `i`'s response to an earlier `start` still unread (under the lock)."""
+        p = self._outstanding.get(i)
+        if p is not None and i not in p.read:
+            self._read(p, i)
+
+    def _read(self, p: Pending, i: int) -> None:
+        """Read worker `i`'s response into `p` (under the lock)."""
+        p.read.add(i)
+        if self._outstanding.get(i) is p:
+            del self._outstanding[i]
+        w = self.workers.get(i)
+        if w is None:  # forgotten meanwhile (lost during another request)
+            p.first = p.first or WorkerLost(f"worker {i} was lost")
+            return
+        t0 = time.perf_counter()
+        try:
+            raw = w.result(timeout=self.timeout)
+        except WorkerLost as e:
+            p.first = p.first or e
+            self._forget(i, "timeout" if e.timed_out else "died")
+            return
+        t = self.traffic[i]
+        t[2] += len(raw)
+        t[3] += time.perf_counter() - t0
+        header, bodies = protocol.decode(raw)
+        t[4] = float(header.get("cpu", t[4]))
+        p.busy[i] = float(header.get("busy", 0.0))
+        t[5] += p.busy[i]
+        if not header.get("ok"):
+            p.failed = p.failed or protocol.remote_error(header, f"worker {i}")
+            return
+        p.out[i] = (header, bodies)
 
     def _forget(self, i: int, reason: str) -> None:
         w = self.workers.pop(i, None)
@@ -127,6 +175,8 @@ class WorkerPool:
     def reset(self) -> None:
         """Recovery: every live worker drops its actors; lost ones are replaced."""
         with self._lock:
+            for i in list(self._outstanding):  # responses nobody will read any more
+                self._drain(i)
             for i, w in list(self.workers.items()):
                 if not w.alive():
                     self._forget(i, "died")
@@ -146,5 +196,6 @@ class WorkerPool:
 
     def close(self) -> None:
         with self._lock:
+            self._outstanding = {}
             self.workers = {}
             self.launcher.close()

@@ -38,6 +38,7 @@ def main() -> int:
             if req is None:
                 return 0
             write_frame(proto_out, host.handle(req))
+            host.finish()  # work the response did not wait for
     except BrokenPipeError:
         return 0
     finally:
