@@ -296,8 +296,7 @@ class ParallelOp(Operator):
         for w in sorted(res):
             header, bodies = res[w]
             for body in bodies:
-                kinds, a, b = protocol.log_from(body)
-                protocol.replay(kinds, a, b, batch)
+                protocol.replay_body(body, batch)
             n += int(header.get("keys", 0))
         return n
 

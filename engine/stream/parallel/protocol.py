@@ -19,12 +19,15 @@ a barrier, it rolls the epoch back and recovery starts the worker again.
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
+from collections.abc import Sequence
+from itertools import repeat
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.chunk import StreamChunk
 from engine.errors import EngineError
@@ -145,17 +148,28 @@ def kv_from(body: bytes) -> tuple[list[bytes], list[bytes]]:
 
 class RecordingBatch:
     """A WriteBatch stand-in that records puts, deletes and range deletes in order: what
-    an actor's tables' `write_dirty` would have written into the checkpoint batch."""
+    an actor's tables' `write_dirty` would have written into the checkpoint batch.
+
+    Recorded as Python lists; `sort` turns them into Arrow columns (kind, key, value)
+    in key order, which `body` sends as they are and `apply` reads back once."""
 
     def __init__(self) -> None:
         self.kinds: list[int] = []
         self.a: list[bytes] = []
         self.b: list[bytes | None] = []
+        self._cols: tuple[pa.Array, pa.Array, pa.Array] | None = None  # after `sort`
 
     def put(self, key: bytes, value: bytes) -> None:
         self.kinds.append(PUT)
         self.a.append(key)
         self.b.append(value)
+
+    def put_many(self, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
+        """Puts of `keys[i]` -> `values[i]` in order (a table's rows in one call, as
+        the checkpoint's `EpochChanges.put_many`)."""
+        self.a.extend(keys)
+        self.b.extend(values)
+        self.kinds.extend(repeat(PUT, len(self.a) - len(self.kinds)))
 
     def delete(self, key: bytes) -> None:
         self.kinds.append(DELETE)
@@ -176,33 +190,43 @@ class RecordingBatch:
         keep their order). RocksDB inserts a batch's keys into its memtable several times
         faster in key order (measured 0.7-1.1 against 1.6-3.0 us per key), in the
         worker's scratch store and again in the coordinator's checkpoint: a join's heads
-        come out of its tables in the order the step touched them."""
+        come out of its tables in the order the step touched them.
+
+        The keys are sorted as numpy fixed-width byte strings (zero-padded: a key that
+        equals another but for trailing zero bytes ties with it, and two different keys'
+        records commute), about five times faster than Arrow's sort of binary values."""
         if len(self.kinds) < 2 or DELETE_RANGE in self.kinds:
             return
-        keys = pa.array(self.a, pa.large_binary())
-        order = pc.sort_indices(keys).to_numpy()
+        width = max(map(len, self.a))
+        order = np.argsort(np.array(self.a, dtype=f"S{max(width, 1)}"), kind="stable")
         if (order[1:] > order[:-1]).all():
             return  # already in key order (e.g. a GROUP BY's groups)
-        kinds = pa.array(self.kinds, pa.uint8()).take(order)
-        self.kinds = kinds.to_pylist()
-        self.a = keys.take(order).to_pylist()
-        self.b = pa.array(self.b, pa.large_binary()).take(order).to_pylist()
-
-    def body(self) -> bytes:
-        return _ipc(
-            pa.RecordBatch.from_arrays(
-                [
-                    pa.array(self.kinds, pa.uint8()),
-                    pa.array(self.a, pa.large_binary()),
-                    pa.array(self.b, pa.large_binary()),
-                ],
-                schema=_LOG,
-            )
+        idx = pa.array(order.astype(np.uint32) if len(order) < 1 << 32 else order)
+        self._cols = (
+            pa.array(self.kinds, pa.uint8()).take(idx),
+            pa.array(self.a, pa.large_binary()).take(idx),
+            pa.array(self.b, pa.large_binary()).take(idx),
         )
 
+    def columns(self) -> tuple[pa.Array, pa.Array, pa.Array]:
+        if self._cols is None:
+            return (
+                pa.array(self.kinds, pa.uint8()),
+                pa.array(self.a, pa.large_binary()),
+                pa.array(self.b, pa.large_binary()),
+            )
+        return self._cols
+
+    def body(self) -> bytes:
+        return _ipc(pa.RecordBatch.from_arrays(list(self.columns()), schema=_LOG))
+
     def apply(self, batch: Any) -> None:
-        """Replay the recorded writes, in order, into `batch` (a WriteBatch)."""
-        replay(self.kinds, self.a, self.b, batch)
+        """Replay the recorded writes, in order (sorted: by key), into `batch`."""
+        if self._cols is None:
+            replay(self.kinds, self.a, self.b, batch)
+            return
+        k, a, b = self._cols
+        replay(k.to_numpy(zero_copy_only=False).tolist(), a.to_pylist(), b.to_pylist(), batch)
 
 
 def replay(kinds: list[int], a: list[bytes], b: list[bytes | None], batch: Any) -> int:
@@ -215,6 +239,28 @@ def replay(kinds: list[int], a: list[bytes], b: list[bytes | None], batch: Any) 
             delete(x)
         else:
             drange(x, y)
+    return len(kinds)
+
+
+def replay_body(body: bytes, batch: Any) -> int:
+    """Apply the write log of `RecordingBatch.body` to `batch`, in order; runs of puts
+    go in one `put_many` call when the batch has one (the checkpoint's `EpochChanges`)."""
+    log = _read(body)
+    kinds = log.column(0).to_numpy(zero_copy_only=False)
+    a, b = log.column(1).to_pylist(), log.column(2).to_pylist()
+    put_many = getattr(batch, "put_many", None)
+    if put_many is None:
+        return replay(kinds.tolist(), a, b, batch)
+    is_put = kinds == PUT
+    edges = np.flatnonzero(is_put[1:] != is_put[:-1]) + 1
+    bounds = [0, *edges.tolist(), len(kinds)]
+    for s, e in itertools.pairwise(bounds):
+        if s == e:
+            continue
+        if is_put[s]:
+            put_many(a[s:e], b[s:e])
+        else:
+            replay(kinds[s:e].tolist(), a[s:e], b[s:e], batch)
     return len(kinds)
 
 

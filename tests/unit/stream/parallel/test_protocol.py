@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.chunk import StreamChunk
+from engine.state.checkpoint import EpochChanges
 from engine.stream.parallel import protocol
 from engine.types import INT, VARCHAR, Field
 
@@ -90,3 +91,30 @@ def test_a_log_without_range_deletes_is_sorted_by_key_keeping_each_keys_order() 
     ranged.put(b"k1", b"y")
     ranged.sort()  # a range delete orders the log: left as recorded
     assert ranged.a == [b"k2", b"a", b"k1"]
+
+
+def test_a_sorted_log_replays_into_the_checkpoint_in_runs_of_puts() -> None:
+    rec = protocol.RecordingBatch()
+    rec.put_many([b"k5", b"k4\x00", b"k4"], [b"a", b"b", b"c"])
+    rec.delete(b"k2")
+    rec.put(b"k10", b"d")
+    rec.put(b"k4", b"e")
+    rec.sort()
+    direct = _Batch()
+    rec.apply(direct)
+    changes = EpochChanges()
+    assert protocol.replay_body(rec.body(), changes) == 6
+    shipped = _Batch()
+    protocol.replay_body(rec.body(), shipped)
+    assert shipped.ops == direct.ops
+    # a key's records keep their order; k4 and k4\x00 tie (different keys commute)
+    assert [k for _, k, _ in direct.ops if k.startswith(b"k4")] in (
+        [b"k4\x00", b"k4", b"k4"],
+        [b"k4", b"k4\x00", b"k4"],
+        [b"k4", b"k4", b"k4\x00"],
+    )
+    assert [v for _, k, v in direct.ops if k == b"k4"] == [b"c", b"e"]
+    assert sorted({k for _, k, _ in direct.ops}) == sorted({b"k5", b"k4\x00", b"k4", b"k2", b"k10"})
+    assert [(k, v) for k, v in zip(changes.keys, changes.values, strict=True)] == [
+        (k, v) for _, k, v in direct.ops
+    ]
