@@ -35,6 +35,7 @@ Single-threaded and does no I/O besides its scratch store.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import logging
 import os
@@ -309,7 +310,7 @@ class WorkerHost:
                 keys += t.write_dirty(rec)
             rec.sort()
             if len(rec):
-                self.defer(lambda rec=rec: self._apply(store, rec))
+                self.defer(functools.partial(self._apply, store, rec))
             logs.append(rec.body())
         # the actors' state lives in long-lived Python objects (caches, operator state):
         # moved out of the collector's generations at each checkpoint, as the runtime does
