@@ -313,9 +313,10 @@ def _column(col: list[Any]) -> list[bytes] | None:
     return None
 
 
-def encode_int_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
-    """`encode_key((v,))` of each int64 of `values` (`(None,)` where `nulls`), in bulk for
-    the common case (|v| <= 2**53, not NULL) and per element for the rest."""
+def encode_int_matrix(values: np.ndarray, nulls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`encode_key((v,))` of each int64 of `values` as rows of an (n, 11) uint8 matrix, and
+    the mask of rows whose encoding is not that row (NULL, or |v| > 2**53: those encode
+    to other lengths, `encode_int_column` gives them)."""
     arr = np.asarray(values, np.int64)
     n = arr.size
     u = (arr.astype(np.float64) + 0.0).view(np.uint64)
@@ -326,22 +327,37 @@ def encode_int_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
     rows[:, 1:9] = u.view(np.uint8).reshape(-1, 8)
     rows[:, 9] = _REST_ZERO
     rows[:, 10] = _INT
+    odd = np.asarray(nulls, bool) | (arr < -_SAFE_INT) | (arr > _SAFE_INT)
+    return rows, odd
+
+
+def encode_int_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
+    """`encode_key((v,))` of each int64 of `values` (`(None,)` where `nulls`), in bulk for
+    the common case (|v| <= 2**53, not NULL) and per element for the rest."""
+    arr = np.asarray(values, np.int64)
+    rows, odd = encode_int_matrix(arr, nulls)
     out: list[bytes] = rows.view("V11").ravel().tolist()
-    odd = np.flatnonzero(nulls | (arr < -_SAFE_INT) | (arr > _SAFE_INT))
-    for i in odd.tolist():
+    for i in np.flatnonzero(odd).tolist():
         out[i] = b"\x01" if nulls[i] else _int(int(arr[i]))
     return out
+
+
+def encode_timestamp_matrix(values: np.ndarray, nulls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`encode_key((v,))` of naive timestamps (int64 microseconds since 1970-01-01) as
+    rows of an (n, 9) uint8 matrix, and the mask of rows that are not (NULLs)."""
+    us = np.asarray(values, np.int64) + _EPOCH_US
+    rows = np.empty((us.size, 9), dtype=np.uint8)
+    rows[:, 0] = T_DT
+    rows[:, 1:] = us.astype(">u8").view(np.uint8).reshape(-1, 8)
+    return rows, np.asarray(nulls, bool).copy()
 
 
 def encode_timestamp_column(values: np.ndarray, nulls: np.ndarray) -> list[bytes]:
     """`encode_key((v,))` of each naive timestamp given as int64 microseconds since
     1970-01-01 (`(None,)` where `nulls`), in bulk."""
-    us = np.asarray(values, np.int64) + _EPOCH_US
-    rows = np.empty((us.size, 9), dtype=np.uint8)
-    rows[:, 0] = T_DT
-    rows[:, 1:] = us.astype(">u8").view(np.uint8).reshape(-1, 8)
+    rows, odd = encode_timestamp_matrix(values, nulls)
     out: list[bytes] = rows.view("V9").ravel().tolist()
-    for i in np.flatnonzero(nulls).tolist():
+    for i in np.flatnonzero(odd).tolist():
         out[i] = b"\x01"
     return out
 

@@ -56,8 +56,27 @@ Cols = list[np.ndarray]
 Valids = list[np.ndarray | None]
 _VNODE_AT = 5
 """Where a disk table's store key holds its vnode byte (table id, 0x00, vnode)."""
-_ROW_OVERHEAD = 48
-"""Cache bytes per row besides the slot data: key, index entries, flags, stamp."""
+_ROW_OVERHEAD = 96
+"""Cache bytes per row besides the slot data: key, index entries, flags, stamp, and the
+row's store key (a bytes object, kept so a checkpoint does not encode it again)."""
+
+
+def _crc_table() -> np.ndarray:
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> np.uint32(1)) ^ np.uint32(0xEDB88320), t >> np.uint32(1))
+    return t.astype(np.uint32)
+
+
+_CRC = _crc_table()
+
+
+def crc32_rows(mat: np.ndarray) -> np.ndarray:
+    """`zlib.crc32` of each row of an (n, w) uint8 matrix, a numpy step per byte column."""
+    crc = np.full(len(mat), 0xFFFFFFFF, np.uint32)
+    for j in range(mat.shape[1]):
+        crc = _CRC[(crc ^ mat[:, j]) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
 
 
 class ColumnarGroups:
@@ -90,6 +109,7 @@ class ColumnarGroups:
         self._alive = np.empty(0, bool)
         self._dirty = np.empty(0, bool)
         self._stamp = np.empty(0, np.int64)
+        self._full = np.empty(0, object)  # store key bytes of each row (disk backend)
         self._sk = np.empty(0, np.int64)  # sorted codes (one column: its non-NULL values)
         self._sp = np.empty(0, np.int64)  # their rows
         self._null_row = -1  # one column: the row of the NULL key
@@ -111,6 +131,7 @@ class ColumnarGroups:
 
         self._keys, self._knull = ext(self._keys), ext(self._knull)
         self._alive, self._dirty, self._stamp = ext(self._alive), ext(self._dirty), ext(self._stamp)
+        self._full = ext(self._full)
         self._cols = [ext(c) for c in self._cols]
         self._valids = [None if v is None else ext(v) for v in self._valids]
 
@@ -134,13 +155,16 @@ class ColumnarGroups:
         return (*keys[i].tolist(), *knull[i].tolist())
 
     def _append(self, keys: np.ndarray, knull: np.ndarray, cols: Cols, valids: Valids,
-                alive: np.ndarray) -> np.ndarray:  # fmt: skip
-        """Add rows (keys not in the cache yet); their row numbers."""
+                alive: np.ndarray, fulls: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """Add rows (keys not in the cache yet, `fulls` their store keys, computed here
+        when not given); their row numbers."""
         m = len(keys)
         start = self._n
         self._grow(start + m)
         sl = slice(start, start + m)
         self._keys[sl], self._knull[sl], self._alive[sl] = keys, knull, alive
+        if self._disk is not None:
+            self._full[sl] = self._full_keys(keys, knull) if fulls is None else fulls
         self._dirty[sl] = False
         for dst, src in zip(self._cols, cols, strict=True):
             dst[sl] = src
@@ -208,12 +232,13 @@ class ColumnarGroups:
         miss = np.flatnonzero(pos < 0)
         if miss.size:
             mk, mn = keys[miss], knull[miss]
+            fulls = None if self._disk is None else self._full_keys(mk, mn)
             if self._all_cached():
                 cols, valids = self.layout.empty(miss.size)
                 found = np.zeros(miss.size, bool)
             else:
-                cols, valids, found = self._load(mk, mn)
-            pos[miss] = self._append(mk, mn, cols, valids, found)
+                cols, valids, found = self._load(mk, mn, fulls)
+            pos[miss] = self._append(mk, mn, cols, valids, found, fulls)
         self._stamp[pos] = self._clock
         return pos, self._alive[pos].copy()
 
@@ -283,8 +308,43 @@ class ColumnarGroups:
             out = list(map(bytes.__add__, out, p))
         return out
 
-    def _load(self, keys: np.ndarray, knull: np.ndarray) -> tuple[Cols, Valids, np.ndarray]:
-        """Committed (or overlay) states of keys the cache misses; `found` per key."""
+    def _full_keys(self, keys: np.ndarray, knull: np.ndarray) -> np.ndarray:
+        """The disk table's store keys of key rows (an object array of bytes): table
+        prefix, 0x00, vnode (crc32 of the encoded key, as `DiskStateTable` computes it),
+        encoded key. Built as one byte matrix with numpy steps per key column; the rare
+        rows whose encoding has another length (NULL keys, ints past 2**53) one by one."""
+        disk = self._disk
+        assert disk is not None
+        m = len(keys)
+        out = np.empty(m, object)
+        if not m:
+            return out
+        mats, odd = [], np.zeros(m, bool)
+        for j, kind in enumerate(self.kinds):
+            enc = memcmp.encode_timestamp_matrix if kind == "t" else memcmp.encode_int_matrix
+            mat, o = enc(keys[:, j], knull[:, j])
+            mats.append(mat)
+            odd |= o
+        ek = np.concatenate(mats, axis=1) if len(mats) > 1 else mats[0]
+        head = np.frombuffer(codec.table_prefix(disk.table_id) + b"\x00\x00", np.uint8)
+        full = np.empty((m, head.size + ek.shape[1]), np.uint8)
+        full[:, : head.size] = head
+        full[:, head.size :] = ek
+        if disk.dist_len:
+            full[:, _VNODE_AT] = (crc32_rows(ek) & np.uint32(0xFF)).astype(np.uint8)
+        out[:] = full.view(f"V{full.shape[1]}").ravel().tolist()
+        at = np.flatnonzero(odd)
+        if at.size:
+            eks = self._encoded(keys[at], knull[at])
+            for i, f in zip(at.tolist(), disk.encoded_full_keys(eks), strict=True):
+                out[i] = f
+        return out
+
+    def _load(
+        self, keys: np.ndarray, knull: np.ndarray, fulls: np.ndarray | None
+    ) -> tuple[Cols, Valids, np.ndarray]:
+        """Committed (or overlay) states of keys the cache misses (`fulls`: their store
+        keys, disk backend); `found` per key."""
         lay = self.layout
         m = len(keys)
         disk = self._disk
@@ -294,8 +354,8 @@ class ColumnarGroups:
             raws: list[Any] = [None] * m
             rows = dict(enumerate(got))
         else:
-            fulls = disk.encoded_full_keys(self._encoded(keys, knull))
-            raws = disk.committed_raw(fulls)
+            assert fulls is not None
+            raws = disk.committed_raw(fulls.tolist())
             if disk.has_overlay:  # rows the tuple interface wrote this epoch win
                 rows = dict(disk.overlay_lookup(self._key_tuples(keys, knull)))
         cols, valids = lay.empty(m)
@@ -349,28 +409,27 @@ class ColumnarGroups:
         if not d.size:
             return 0
         keys, knull = self._keys[d], self._knull[d]
-        fulls = disk.encoded_full_keys(self._encoded(keys, knull))
+        fulls = self._full[d]
         # RocksDB inserts a batch's keys into its memtable one at a time; in key order each
         # insert starts where the last one ended (measured 5-10x cheaper than the random
         # order the vnode prefix gives). The keys are distinct: the order changes nothing
         # else, so sorting by the vnode byte then the key values (the memcomparable
         # encoding's order up to where NULLs go) is as good as sorting the bytes, and
         # numeric sorts cost a fraction of a sort of byte strings.
-        vnode = np.frombuffer(bytes(map(itemgetter(_VNODE_AT), fulls)), np.uint8)
+        vnode = np.frombuffer(bytes(map(itemgetter(_VNODE_AT), fulls.tolist())), np.uint8)
         cols = [keys[:, j] for j in range(self._k - 1, -1, -1)]
         nulls = [knull[:, j] for j in range(self._k - 1, -1, -1)]
         order = np.lexsort([x for pair in zip(cols, nulls, strict=True) for x in pair] + [vnode])
         alive = self._alive[d][order]
         live, dead = order[alive], order[~alive]
         cols, valids = self.gather(d[live])
-        at = fulls.__getitem__
-        live_keys = list(map(at, live.tolist()))
+        live_keys = fulls[live].tolist()
         put_many = getattr(batch, "put_many", None)  # the checkpoint's `EpochChanges`
         if put_many is not None:
             put_many(live_keys, self.layout.encode(cols, valids))
         else:
             deque(map(batch.put, live_keys, self.layout.encode(cols, valids)), 0)
-        deque(map(batch.delete, map(at, dead.tolist())), 0)
+        deque(map(batch.delete, fulls[dead].tolist()), 0)
         self._dirty[d] = False
         self._dirty_n = 0
         self._len_delta = 0
@@ -397,10 +456,11 @@ class ColumnarGroups:
         cols, valids = self.gather(rows)
         alive = self._alive[rows]
         stamps = self._stamp[rows]
+        fulls = self._full[rows] if self._disk is not None else None
         clock = self._clock
         self._reset()
         self._clock = clock
-        self._append(keys, knull, cols, valids, alive)
+        self._append(keys, knull, cols, valids, alive, fulls)
         self._stamp[: rows.size] = stamps
 
     def spill(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import decimal
 import tempfile
+import zlib
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -38,6 +39,7 @@ from engine.state.fixed_rows import (
 from engine.state.store import StateStore
 from engine.state.table import StateTable
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
+from engine.stream.operators.agg_columns import ColumnarGroups, crc32_rows
 from engine.types import BIGINT, BOOLEAN, INT, NUMERIC, TIMESTAMP, Field
 
 F = [Field("k", BIGINT), Field("v", INT), Field("f", BOOLEAN), Field("b", BIGINT)]
@@ -388,3 +390,23 @@ def test_two_key_columns_on_disk_equal_the_tuple_path(
             integrate(want, ref.step([c]))
             assert got == want, f"step {step}"
             checkpoint(store, op)
+
+
+@pytest.mark.parametrize(("kinds", "dist"), [("i", 1), ("it", 2), ("i", 0), ("ti", 0)])
+def test_store_keys_built_as_a_byte_matrix_equal_the_tables_own(kinds: str, dist: int) -> None:
+    """The columnar cache encodes its rows' store keys itself (one numpy pass, cached per
+    row); they must be the bytes the disk table's tuple interface reads and writes."""
+    rng = np.random.default_rng(5)
+    n = 300
+    keys = rng.integers(-(10**6), 10**6, (n, len(kinds)))
+    keys[:5, 0] = [2**60, -(2**60), 2**53 + 1, 0, -1]  # past 2**53: other lengths
+    knull = rng.random((n, len(kinds))) < 0.05
+    keys[knull] = 0
+    with tempfile.TemporaryDirectory() as d, StateStore.open(Path(d)) as store:
+        table = DiskTables(store, HotCache(0)).table(9, "groups", dist)
+        g = ColumnarGroups(table, FixedLayout("qq"), kinds)
+        got = g._full_keys(keys, knull).tolist()
+        want = table.encoded_full_keys(g._encoded(keys, knull))
+        assert got == want
+    m = rng.integers(0, 256, (50, 11)).astype(np.uint8)
+    assert crc32_rows(m).tolist() == [zlib.crc32(r.tobytes()) for r in m]
