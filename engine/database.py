@@ -51,12 +51,12 @@ from engine.state.store import StateStore
 from engine.state.uploader import Uploader
 from engine.state.wal import Wal
 from engine.stream.runtime import Runtime
+from engine.version import SERVER_VERSION as SERVER_VERSION  # re-exported
+from engine.version import SWELL_VERSION
 
 log = logging.getLogger("swell.database")
 
 DATABASE_NAME = DEFAULT_DATABASE  # the default database (engine/catalog/databases.py)
-SERVER_VERSION = "13.14.0"
-SWELL_VERSION = "0.1.0"
 
 
 @dataclass

@@ -282,6 +282,10 @@ class InvalidCursorName(EngineError):
     sqlstate = "34000"
 
 
+class DuplicateCursor(InvalidCursorName):
+    sqlstate = "42P03"
+
+
 class InvalidPreparedStatement(EngineError):
     sqlstate = "26000"
 

@@ -19,7 +19,6 @@ from typing import Any
 from engine import cancel as cancellation
 from engine.api import Notice, QueryResult, StatementDescription
 from engine.batch.memory import SETTING as MEMORY_SETTING
-from engine.batch.memory import default_limit
 from engine.catalog.credentials import option_credentials, scrub
 from engine.catalog.databases import in_database
 from engine.catalog.privileges import acting_as
@@ -33,6 +32,12 @@ from engine.errors import (
 from engine.expr import EvalContext, ParamContext
 from engine.latency import STATEMENT_KINDS, STATEMENTS
 from engine.recursion import too_complex
+
+# the settings every session starts from (engine.session_vars), also read by SHOW-like
+# catalogs and functions without a session
+from engine.session_vars import DEFAULT_VARS as DEFAULT_VARS
+from engine.session_vars import DISPLAY as DISPLAY
+from engine.session_vars import REPORTED as REPORTED
 from engine.setting_units import (
     TIME_SETTINGS,
     parse_bytes,
@@ -57,76 +62,6 @@ def _log_ddl(tag: str, user: str, sql: str, seconds: float) -> None:
     text = " ".join(redact(sql.strip(), limit=300).split()).replace('"', '\\"')
     tag = tag.replace(" ", "_")
     log.info('ddl tag=%s user=%s ms=%d statement="%s"', tag, user, seconds * 1000, text)
-
-
-# name -> default; SHOW prints these; pgwire reports the `REPORTED` ones as ParameterStatus
-DEFAULT_VARS: dict[str, str] = {
-    "application_name": "",
-    "client_encoding": "UTF8",
-    "client_min_messages": "notice",
-    "datestyle": "ISO, MDY",
-    "default_transaction_isolation": "read committed",
-    "default_transaction_read_only": "off",
-    "extra_float_digits": "1",
-    "integer_datetimes": "on",
-    "intervalstyle": "postgres",
-    "is_superuser": "on",
-    "lock_timeout": "0",
-    "search_path": '"$user", public',
-    "server_encoding": "UTF8",
-    "server_version": "13.14.0",
-    "server_version_num": "130014",
-    "standard_conforming_strings": "on",
-    "statement_timeout": "0",
-    # per-query memory of ad-hoc queries (engine/batch/memory.py); 0 = no limit
-    "query_memory_limit": show_bytes(default_limit()),
-    "timezone": "UTC",
-    "transaction_isolation": "read committed",
-    "transaction_read_only": "off",
-    "rw_implicit_flush": "false",
-    "implicit_flush": "false",
-    "background_ddl": "false",
-    "backfill_rate_limit": "-1",
-    "streaming_parallelism": "adaptive",
-    "query_mode": "auto",
-    "max_split_range_gap": "8",
-    "iceberg_engine_connection": "",
-    "sink_decouple": "default",
-    "dml_wait_persistence": "false",
-    "idle_in_transaction_session_timeout": "0",
-    "bytea_output": "hex",
-    "jit": "off",
-    "enable_seqscan": "on",
-    # read-only PostgreSQL settings tools ask for (SQLAlchemy, pgjdbc, DBeaver)
-    "default_table_access_method": "heap",
-    "max_identifier_length": "63",
-    "max_index_keys": "32",
-    "block_size": "8192",
-    "lc_collate": "C.UTF-8",
-    "lc_ctype": "C.UTF-8",
-    "password_encryption": "scram-sha-256",
-}
-# display names for SHOW ALL / ParameterStatus
-DISPLAY = {
-    "datestyle": "DateStyle",
-    "timezone": "TimeZone",
-    "intervalstyle": "IntervalStyle",
-}
-REPORTED = [
-    "application_name",
-    "client_encoding",
-    "datestyle",
-    "default_transaction_read_only",
-    "in_hot_standby",
-    "integer_datetimes",
-    "intervalstyle",
-    "is_superuser",
-    "server_encoding",
-    "server_version",
-    "session_authorization",
-    "standard_conforming_strings",
-    "timezone",
-]
 
 
 @dataclass
@@ -258,7 +193,7 @@ class SwellSession:
         # DECLARE/COPY wrap a query: infer its parameters; they return no row set
         inner = st.args["query"] if st.kind in ("declare", "copy") else st
         if inner.kind in ("select", "insert", "update", "delete"):
-            from engine.handlers.query import describe_statement
+            from engine.handlers.dml import describe_statement
 
             columns = describe_statement(self, inner, params)
         if inner is not st:
@@ -470,7 +405,9 @@ class SwellSession:
                 return jobs.wait_all(self)
             return jobs.cancel_jobs(self, st.args["ids"])
         if k == "explain":
-            return query.explain(self, st)
+            from engine.handlers.explain_stream import explain
+
+            return explain(self, st)
         if k in ("show_objects", "describe", "show_create", "show_special"):
             return show.run(self, st)
         if k == "show":

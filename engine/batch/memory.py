@@ -23,29 +23,16 @@ Exceeding it raises `OutOfMemory` ("out of memory", 53200) and frees what the qu
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 import pyarrow as pa
 
 from engine.errors import OutOfMemory
+from engine.session_vars import default_limit as default_limit  # its default
 from engine.setting_units import show_bytes
 
 SETTING = "query_memory_limit"
-
-
-def physical_memory() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 8 * 1024**3
-
-
-def default_limit() -> int:
-    """A quarter of physical memory, in whole megabytes."""
-    mb = max(64, physical_memory() // 4 // 1024**2)
-    return mb * 1024**2
 
 
 class MemoryBudget:

@@ -33,6 +33,7 @@ from engine.catalog.indexes import index_info
 from engine.catalog.pg_builtin import PROCS, TYPES
 from engine.catalog.pg_columns import PG_COLUMNS
 from engine.catalog.pg_columns_types import parse_columns, rows_from_dicts
+from engine.catalog.pg_names import index_definition
 from engine.catalog.system import (
     FIRST_USER_OID,
     INFORMATION_SCHEMA,
@@ -491,8 +492,6 @@ def _pg_constraint(ctx: SystemContext, fields: list[Field]) -> list[dict[str, An
 
 
 def _pg_indexes(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    from engine.expr.fn_catalog import index_definition
-
     m = CatalogModel.of(ctx)
     return [
         {
@@ -734,7 +733,7 @@ def _pg_user(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
 
 # -- settings and statistics ------------------------------------------------------------------
 def _pg_settings(ctx: SystemContext, fields: list[Field]) -> list[dict[str, Any]]:
-    from engine.session import DEFAULT_VARS, DISPLAY
+    from engine.session_vars import DEFAULT_VARS, DISPLAY
 
     vars_ = ctx.session.vars if ctx.session is not None else DEFAULT_VARS
     return [

@@ -19,6 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from engine.catalog.pg_builtin import PROCS, TYPES
+from engine.catalog.pg_names import index_definition
+from engine.catalog.pg_names import quote_ident as quote_ident  # also a SQL function
 from engine.catalog.system import FIRST_USER_OID as _FIRST_USER_OID
 from engine.errors import UndefinedFunction, UndefinedObject, UndefinedTable
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array
@@ -266,20 +268,6 @@ def relation_name(ctx: EvalContext, oid: int | None) -> str | None:
     return f"{quote_ident(r.schema)}.{quote_ident(r.name)}"
 
 
-def index_definition(r: Any) -> str:
-    t = r.index_of
-    desc = ((getattr(r.rel, "extra", None) or {}).get("index") or {}).get("desc") or []
-    cols = ", ".join(
-        quote_ident(a.name) + (" DESC" if i < len(desc) and desc[i] else "")
-        for i, a in enumerate(r.attrs)
-    )
-    unique = "UNIQUE " if getattr(r, "index_keys", None) is None else ""  # CREATE INDEX: not
-    return (
-        f"CREATE {unique}INDEX {quote_ident(r.name)} ON {quote_ident(t.schema)}."
-        f"{quote_ident(t.name)} USING btree ({cols})"
-    )
-
-
 def constraint_definition(ctx: EvalContext, oid: int | None) -> str | None:
     from engine.catalog.pg_catalog import PK_CONSTRAINT_OID_BASE, PK_INDEX_OID_BASE
 
@@ -289,28 +277,6 @@ def constraint_definition(ctx: EvalContext, oid: int | None) -> str | None:
     if idx is None or idx.index_of is None:
         return None
     return "PRIMARY KEY (" + ", ".join(quote_ident(a.name) for a in idx.attrs) + ")"
-
-
-_KEYWORDS = {
-    "all", "and", "any", "array", "as", "asc", "between", "both", "case", "cast", "check",
-    "collate", "column", "constraint", "create", "cross", "current_date", "current_user",
-    "default", "desc", "distinct", "do", "else", "end", "except", "false", "for", "foreign",
-    "from", "full", "grant", "group", "having", "in", "inner", "intersect", "into", "is",
-    "join", "leading", "left", "like", "limit", "natural", "not", "null", "offset", "on",
-    "only", "or", "order", "outer", "primary", "references", "right", "select", "session_user",
-    "some", "table", "then", "to", "trailing", "true", "union", "unique", "user", "using",
-    "when", "where", "window", "with",
-}  # fmt: skip
-
-
-def quote_ident(name: str) -> str:
-    if (
-        name
-        and (name[0].isalpha() and name[0].islower() or name[0] == "_")
-        and all(c.islower() or c.isdigit() or c == "_" for c in name)
-    ) and name not in _KEYWORDS:
-        return name
-    return '"' + name.replace('"', '""') + '"'
 
 
 # -- row-at-a-time kernels --

@@ -603,7 +603,7 @@ def _typed_func(name: str, keys: tuple[str, ...]) -> Any:
 def _session_var(ctx: EvalContext, name: str, missing_ok: bool = False) -> str | None:
     s = ctx.session
     key = name.lower()
-    from engine.session import DEFAULT_VARS
+    from engine.session_vars import DEFAULT_VARS
 
     vars_ = s.vars if s is not None else DEFAULT_VARS
     if key in vars_:

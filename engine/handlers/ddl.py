@@ -239,7 +239,9 @@ def create_table(session: Any, st: Statement) -> QueryResult:
         rt.create_table(rel)
     if iceberg_engine:
         try:
-            iceberg_table.create_hidden_sink(session, rel)
+            from engine.handlers.sink import create_sink
+
+            iceberg_table.create_hidden_sink(session, rel, create_sink)
         except BaseException:
             rt.drop([rel])
             raise

@@ -37,8 +37,9 @@ from engine.errors import (
     UndefinedColumn,
     WrongObjectType,
 )
+from engine.expr import ParamContext
 from engine.expr.casts import cast_datum
-from engine.handlers import column_defaults
+from engine.handlers import column_defaults, query
 from engine.numeric import array_of
 from engine.sql.parser import Statement
 from engine.types import Field, SqlType, arrow_schema
@@ -494,3 +495,13 @@ def _needs_cast(src: SqlType, column: SqlType) -> bool:
     """A value of `src` stored in a `column`: another type, or a varchar(n) / numeric(p, s)
     column whose modifier must be checked (modifiers take no part in type equality)."""
     return src != column or column.mod is not None
+
+
+def describe_statement(session: Any, st: Statement, params: ParamContext) -> list[Field] | None:
+    """Result columns of a statement without running it (and infer parameter types)."""
+    if st.kind == "select":
+        assert st.ast is not None
+        plan = query.plan_select(session, st.ast, params)
+        return [f for f in plan.schema if not f.hidden]
+    bind_only(session, st, params)
+    return None

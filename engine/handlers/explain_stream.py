@@ -1,4 +1,5 @@
-"""EXPLAIN of streaming jobs: `EXPLAIN [(VERBOSE)] CREATE MATERIALIZED VIEW / CREATE SINK`.
+"""EXPLAIN: of streaming jobs (`EXPLAIN [(VERBOSE)] CREATE MATERIALIZED VIEW / CREATE SINK`)
+and of SELECT (`explain`, the statement's entry point, prints the batch plan).
 
 The query is planned for streaming and lowered to its stream plan
 (`engine.plan.stream_plan`), exactly as CREATE would do, and that plan is printed in
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.api import QueryResult
 from engine.errors import SqlSyntaxError
 from engine.handlers.ddl import plan_view_query
+from engine.handlers.query import plan_select
 from engine.handlers.sink import sink_type
 from engine.plan.append_only import derived_append_only
 from engine.plan.logical import PlanNode
@@ -27,6 +30,7 @@ from engine.plan.stream_plan import StreamPlan, explain_lines
 from engine.sql.parser import Statement, parse_one
 from engine.stream.parallel.fragment import choose
 from engine.stream.parallel.introspect import explain_parallel, planned_parallelism
+from engine.types import VARCHAR, Field
 
 
 def stream_plan_for(session: Any, inner: Statement) -> tuple[StreamPlan, str | None]:
@@ -69,3 +73,22 @@ def explain_stream(session: Any, inner: Statement, verbose: bool) -> list[str]:
         if chosen:
             return explain_parallel(splan, chosen, p, verbose=verbose, header=header)
     return explain_lines(splan, verbose=verbose, header=header)
+
+
+def explain(session: Any, st: Statement) -> QueryResult:
+    inner = parse_one(st.args["inner"])
+    lines: list[str]
+    if inner.kind in ("create_mv", "create_sink"):
+        lines = explain_stream(session, inner, bool(st.args.get("verbose")))
+    elif inner.kind == "select":
+        assert inner.ast is not None
+        plan = plan_select(session, inner.ast, None)
+        lines = [
+            "Batch" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Batch", 1)
+            for ln in plan.explain()
+        ]
+    else:
+        from engine.errors import not_supported
+
+        raise not_supported(f"EXPLAIN of {inner.kind.replace('_', ' ').upper()}")
+    return QueryResult("EXPLAIN", [Field("QUERY PLAN", VARCHAR)], [(ln,) for ln in lines])

@@ -24,6 +24,7 @@ The connector is reached only through `engine.connector_registry`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -111,9 +112,11 @@ def prepare_engine_table(session: Any, rel: Any) -> None:
     # user-visible options of the Swell table stay as written (no connector: DML allowed)
 
 
-def create_hidden_sink(session: Any, rel: Any) -> None:
-    """After the Swell table exists: the upsert sink that mirrors it into Iceberg."""
-    from engine.handlers.sink import create_sink
+def create_hidden_sink(session: Any, rel: Any, create_sink: Callable[[Any, Any], Any]) -> None:
+    """After the Swell table exists: the upsert sink that mirrors it into Iceberg.
+
+    `create_sink(session, statement)` is CREATE SINK's handler, passed in by the caller
+    (`engine.handlers.ddl`): the sink handler reads Iceberg tables through this module."""
     from engine.sql.parser import parse_one
 
     ice = rel.extra["iceberg"]

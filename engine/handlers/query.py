@@ -1,4 +1,7 @@
-"""SELECT and EXPLAIN.
+"""SELECT: planning (`planner_for`, `plan_select`) and running (`run_select`, `run_plan`).
+
+The other handlers plan and run their queries through this module (it imports none of
+them); EXPLAIN is `engine.handlers.explain_stream.explain`.
 
 An ad-hoc SELECT takes no lock: it is planned against the catalog as it is (the catalog's
 relation map is copy-on-write), its tables and materialized views are read from the last
@@ -25,13 +28,12 @@ from engine.expr import ParamContext
 from engine.handlers.result_stream import first_rows, rows_of
 from engine.plan.logical import PlanNode, Scan, load_system_scans, relations_scanned
 from engine.plan.planner import Planner
-from engine.sql.parser import Statement, parse_one
-from engine.types import INT, VARCHAR, Field, SqlType
+from engine.sql.parser import Statement
+from engine.types import INT, VARCHAR, SqlType
+from engine.version import SERVER_VERSION, SWELL_VERSION
 
 
 def session_func(session: Any) -> Any:
-    from engine.database import SERVER_VERSION, SWELL_VERSION
-
     def f(name: str) -> tuple[Any, SqlType] | None:
         if name in ("version", "current_version"):
             return (
@@ -202,39 +204,6 @@ def run_select(
     fields = [plan.schema[i] for i in vis]
     rows = rows_of(t)
     return QueryResult(f"SELECT {len(rows)}", fields, rows)
-
-
-def describe_statement(session: Any, st: Statement, params: ParamContext) -> list[Field] | None:
-    """Result columns of a statement without running it (and infer parameter types)."""
-    if st.kind == "select":
-        assert st.ast is not None
-        plan = plan_select(session, st.ast, params)
-        return [f for f in plan.schema if not f.hidden]
-    from engine.handlers import dml
-
-    dml.bind_only(session, st, params)
-    return None
-
-
-def explain(session: Any, st: Statement) -> QueryResult:
-    inner = parse_one(st.args["inner"])
-    lines: list[str]
-    if inner.kind in ("create_mv", "create_sink"):
-        from engine.handlers.explain_stream import explain_stream
-
-        lines = explain_stream(session, inner, bool(st.args.get("verbose")))
-    elif inner.kind == "select":
-        assert inner.ast is not None
-        plan = plan_select(session, inner.ast, None)
-        lines = [
-            "Batch" + ln if not ln.lstrip().startswith("└─") else ln.replace("└─", "└─Batch", 1)
-            for ln in plan.explain()
-        ]
-    else:
-        from engine.errors import not_supported
-
-        raise not_supported(f"EXPLAIN of {inner.kind.replace('_', ' ').upper()}")
-    return QueryResult("EXPLAIN", [Field("QUERY PLAN", VARCHAR)], [(ln,) for ln in lines])
 
 
 def _indent(lines: list[str]) -> list[str]:

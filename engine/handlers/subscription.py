@@ -282,7 +282,7 @@ class SubscriptionCursor:
 
 
 def _declare_subscription_cursor(session: Any, a: dict[str, Any], st: Statement) -> QueryResult:
-    from engine.handlers.txn import DuplicateCursor
+    from engine.errors import DuplicateCursor
     from engine.stream.subscription import OP_FIELD, subscription_log
 
     if a["name"] in session.cursors:

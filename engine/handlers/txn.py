@@ -24,6 +24,7 @@ from typing import Any
 
 from engine.api import Notice, QueryResult
 from engine.errors import (
+    DuplicateCursor,
     FeatureNotSupported,
     InvalidCursorName,
     InvalidSavepointSpecification,
@@ -51,10 +52,6 @@ KINDS = frozenset(
         "discard",
     )
 )
-
-
-class DuplicateCursor(InvalidCursorName):
-    sqlstate = "42P03"
 
 
 class ActiveSqlTransaction(InvalidTransactionState):
