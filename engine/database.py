@@ -35,12 +35,13 @@ from typing import Any
 
 import engine.catalog.state_store_status  # noqa: F401  (registers rw_state_store_status)
 import engine.stream.parallel.introspect  # noqa: F401  (registers rw_fragments, rw_actors, ...)
-from engine.catalog import Catalog, Relation
+from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.databases import DEFAULT_DATABASE, database_exists, in_database
 from engine.catalog.privileges import require_connect
 from engine.catalog.secret_box import KEY_ENV, KEY_FILE, SecretKeyError, open_secret_box
 from engine.errors import InvalidCatalogName
-from engine.plan.logical import PlanNode
+from engine.plan.stream_lower import lower_stream_plan
+from engine.plan.stream_plan import IdFn, StreamPlan
 from engine.state import format as data_format
 from engine.state import restore as remote_restore
 from engine.state.budget import StateBudget
@@ -189,14 +190,17 @@ class SwellDatabase:
         for note in ctx.notes:
             log.info("data directory %s: %s", self.data_dir, note)
 
-    def _plan_from_sql(self, rel: Relation) -> PlanNode:
-        """A job's logical plan from its SQL: only for the format migration that stores
-        stream plans, and to compile calls a stored plan names but cannot look up by name
-        (`engine.stream.job_plan`); jobs are otherwise never planned again."""
+    def _plan_from_sql(self, rel: Relation, ids: IdFn) -> StreamPlan:
+        """A job's stream plan from its SQL with state-table ids `ids`: only for the format
+        migration that stores stream plans, and to compile calls a stored plan names but
+        cannot look up by name (`engine.stream.job_plan`); jobs are otherwise never
+        planned again."""
         from engine.handlers.ddl import plan_view_query
 
         with in_database(rel.database):
-            return plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))
+            logical = plan_view_query(self, rel.query, bool(rel.extra.get("emit_on_window_close")))
+        sink = rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION)
+        return lower_stream_plan(logical, ids, materialize=not sink)
 
     def connect(self, user: str, database: str, options: dict[str, str] | None = None) -> Any:
         from engine.session import SwellSession

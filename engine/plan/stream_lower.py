@@ -15,8 +15,6 @@ before stream plans were stored recorded, so their state stays attached on migra
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from engine.errors import not_supported
 from engine.plan.append_only import (
     append_only_extremes,
@@ -42,6 +40,7 @@ from engine.plan.logical import (
 from engine.plan.logical_window import GroupTopN, OverWindow
 from engine.plan.plan_time import interval_spec
 from engine.plan.plan_udf import udtf_calls
+from engine.plan.stream_plan import IdFn as IdFn
 from engine.plan.stream_plan import (
     StreamCollectAgg,
     StreamDynamicFilter,
@@ -64,6 +63,7 @@ from engine.plan.stream_plan import (
     StreamValues,
     TableDesc,
 )
+from engine.plan.stream_plan import local_ids as local_ids
 from engine.plan.time_nodes import DynamicFilter, EowcAgg, EowcSort, TemporalFilter, TimeWindow
 from engine.types import Field
 
@@ -82,21 +82,6 @@ def recomputes(a: AggSpec, append_only_input: bool) -> bool:
         return a.kind in COLLECT_KINDS
     r = getattr(a.udf, "routine", None)
     return not append_only_input and (r is None or r.retract is None)
-
-
-IdFn = Callable[[str], int]
-
-
-def local_ids(start: int = 0) -> IdFn:
-    """Ids for a plan that is only shown (EXPLAIN, planner tests): 0, 1, 2... by name."""
-    seen: dict[str, int] = {}
-
-    def ids(name: str) -> int:
-        if name not in seen:
-            seen[name] = start + len(seen)
-        return seen[name]
-
-    return ids
 
 
 def lower_stream_plan(plan: PlanNode, ids: IdFn, *, materialize: bool = True) -> StreamPlan:

@@ -25,6 +25,7 @@ names operators ask their allocator for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -587,3 +588,19 @@ def explain_lines(
         for t in sorted(plan.tables, key=lambda t: t.id):
             lines.append(t.describe())
     return lines
+
+
+#: state-table ids by stable name (`engine.plan.stream_lower` asks one per state table)
+IdFn = Callable[[str], int]
+
+
+def local_ids(start: int = 0) -> IdFn:
+    """Ids for a plan that is only shown (EXPLAIN, planner tests): 0, 1, 2... by name."""
+    seen: dict[str, int] = {}
+
+    def ids(name: str) -> int:
+        if name not in seen:
+            seen[name] = start + len(seen)
+        return seen[name]
+
+    return ids

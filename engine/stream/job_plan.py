@@ -29,10 +29,8 @@ from engine.catalog import Catalog, Relation, RelationKind
 from engine.catalog.system import RW_CATALOG, SystemContext, register_system_relation
 from engine.expr.codec import PlanDecodeError, PlanEncodeError
 from engine.expr.core import Func
-from engine.plan.logical import PlanNode
 from engine.plan.stream_codec import decode_plan, encode_plan, funcs_of
-from engine.plan.stream_lower import IdFn, local_ids, lower_stream_plan
-from engine.plan.stream_plan import StreamPlan
+from engine.plan.stream_plan import IdFn, StreamPlan, local_ids
 from engine.state import format as data_format
 from engine.state.disk_table import DiskStateTable
 from engine.types import INT, VARCHAR, Field
@@ -41,7 +39,9 @@ log = logging.getLogger("swell.stream")
 
 PLAN_KEY = "stream_plan"
 
-PlanFn = Callable[[Relation], PlanNode]
+#: a job's stream plan planned from its SQL with the given state-table ids (the database
+#: passes its planner in: this layer runs plans, it does not plan)
+PlanFn = Callable[[Relation, IdFn], StreamPlan]
 
 
 def state_ids(rel: Relation, catalog: Catalog) -> IdFn:
@@ -79,17 +79,16 @@ def store_plan(rel: Relation, plan: StreamPlan) -> StreamPlan:
 
 def load_plan(rel: Relation, catalog: Catalog, plan_fn: PlanFn) -> tuple[StreamPlan, bool]:
     """The job's stream plan, and whether it was migrated (planned now, to be stored)."""
-    sink = rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION)
     data = rel.extra.get(PLAN_KEY)
     if data is None:
-        plan = lower_stream_plan(plan_fn(rel), state_ids(rel, catalog), materialize=not sink)
+        plan = plan_fn(rel, state_ids(rel, catalog))
         log.info("stream plan of %s stored (planned from its SQL once)", rel.name)
         return store_plan(rel, plan), True
     fresh: list[Callable[[Func], Func | None]] = []
 
     def source(f: Func) -> Func | None:
         if not fresh:  # bind the SQL again only if some call needs it
-            again = lower_stream_plan(plan_fn(rel), local_ids(), materialize=not sink)
+            again = plan_fn(rel, local_ids())
             fresh.append(funcs_of(again))
         return fresh[0](f)
 
@@ -109,10 +108,7 @@ def _store_stream_plans(ctx: data_format.MigrationContext) -> None:
     n = 0
     for rel in catalog.ordered():
         if is_job(rel) and PLAN_KEY not in rel.extra:
-            sink = rel.kind in (RelationKind.SINK, RelationKind.SUBSCRIPTION)
-            plan = lower_stream_plan(
-                db._plan_from_sql(rel), state_ids(rel, catalog), materialize=not sink
-            )
+            plan = db._plan_from_sql(rel, state_ids(rel, catalog))
             store_plan(rel, plan)
             n += 1
     ctx.extras["catalog"] = catalog.to_bytes()

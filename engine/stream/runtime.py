@@ -76,7 +76,6 @@ from engine.errors import EngineError, EpochFailed, not_supported
 from engine.expr import EvalContext
 from engine.expr.core import job_context
 from engine.latency import Histogram
-from engine.plan.logical import PlanNode
 from engine.plan.stream_plan import StreamPlan
 from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
@@ -92,7 +91,7 @@ from engine.stream.graph import (
     TableFlow,
     ViewFlow,
 )
-from engine.stream.job_plan import is_job, load_plan, store_plan
+from engine.stream.job_plan import PlanFn, is_job, load_plan, store_plan
 from engine.stream.operators import ColumnarMaterializeOp
 from engine.stream.operators.watermark import WatermarkTracker
 from engine.stream.parallel.flow import build_parallel_plan, holding_outputs
@@ -174,7 +173,7 @@ class Runtime(WritePath):
         self.watermarks = WatermarkTracker()
         self.epoch = 0
         self.wal_seq = 0  # highest WAL record queued into pending
-        self.plan_fn: Callable[[Relation], PlanNode] | None = None  # set by `recover`
+        self.plan_fn: PlanFn | None = None  # set by `recover`
         self.failure: EpochFailure | None = None
         self.failed_epochs = 0  # epochs rolled back since start
         self._where = ""  # what the barrier is running (for the failure message)
@@ -468,7 +467,7 @@ class Runtime(WritePath):
         )
         return err
 
-    def recover(self, plan_fn: Callable[[Relation], PlanNode] | None = None) -> int:
+    def recover(self, plan_fn: PlanFn | None = None) -> int:
         """Rebuild every flow from the last checkpoint and queue the WAL records after it.
 
         Used at startup (by the database, on empty flows) and after a failed epoch: the
@@ -558,7 +557,7 @@ class Runtime(WritePath):
             if so:
                 self._source_positions = {int(k): v for k, v in json.loads(so).items()}
 
-    def restore_relation(self, rel: Relation, plan_fn: Callable[[Relation], PlanNode]) -> None:
+    def restore_relation(self, rel: Relation, plan_fn: PlanFn) -> None:
         """Rebuild one relation's flow; a view or sink from its stored stream plan
         (`plan_fn` plans one from SQL only for entries stored without one)."""
         splan: StreamPlan | None = None

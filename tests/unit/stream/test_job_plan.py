@@ -88,9 +88,9 @@ class _NoPlanning(SwellDatabase):
 
     calls: list[str] = []
 
-    def _plan_from_sql(self, rel: Any) -> Any:
+    def _plan_from_sql(self, rel: Any, ids: Any) -> Any:
         _NoPlanning.calls.append(rel.name)
-        return super()._plan_from_sql(rel)
+        return super()._plan_from_sql(rel, ids)
 
 
 def test_recovery_builds_the_stored_plan_without_planning(data_dir: Path) -> None:
