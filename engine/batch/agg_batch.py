@@ -29,7 +29,7 @@ from engine.expr.nonstrict import ErrorSink
 from engine.numeric import has_special
 from engine.plan.logical import ORDERED_SET_KINDS, Agg, AggSpec
 from engine.sort_keys import sortable
-from engine.stream.operators.agg_calls import REGR_KINDS, RegrImpl
+from engine.stream.operators.agg_calls import REGR_KINDS, AggImpl, ExactRegrImpl, RegrImpl
 from engine.types import BYTEA, JSONB, VARCHAR, SqlType, TypeKind, arrow_schema, list_of, pg_alias
 
 TEXT = pg_alias(VARCHAR, "text")
@@ -121,7 +121,16 @@ def _rank(t: pa.Table, keys: tuple[tuple[int, bool, bool], ...]) -> np.ndarray:
 _PLAIN_KINDS = ("sum", "avg", "min", "max", "bool_and", "bool_or")
 
 
-def _expr(spec: AggSpec, i: int) -> pl.Expr:
+def _regr_impl(spec: AggSpec, t: pa.Table) -> AggImpl:
+    """The regression accumulator the streaming operator would use for `spec` (exact
+    over integer arguments, which the planner passes as bigint)."""
+    assert spec.arg is not None and spec.arg2 is not None
+    if pa.types.is_integer(t.schema.field(spec.arg).type):
+        return ExactRegrImpl(spec.kind, f"c{spec.arg2}")
+    return RegrImpl(spec.kind, f"c{spec.arg2}")
+
+
+def _expr(spec: AggSpec, i: int, t: pa.Table) -> pl.Expr:
     ok = pl.col(f"f{spec.filter}") if spec.filter is not None else pl.col("__one").is_null()
     if spec.kind == "count_star":
         if spec.filter is None:
@@ -145,7 +154,7 @@ def _expr(spec: AggSpec, i: int) -> pl.Expr:
     if spec.kind in REGR_KINDS:  # the incremental slots, over the group at once
         assert spec.arg2 is not None
         ok2 = ok_nn & pl.col(f"c{spec.arg2}").is_not_null()
-        impl = RegrImpl(spec.kind, f"c{spec.arg2}")
+        impl = _regr_impl(spec, t)
         slots = impl.delta_exprs(ok2, col, pl.lit(1, pl.Int64))
         return pl.struct([e.alias(f"s{j}") for j, e in enumerate(slots)]).alias(f"a{i}")
     if spec.kind in ORDERED_SET_KINDS:
@@ -265,7 +274,7 @@ def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Ta
     cols["__row"] = pa.array(np.arange(t.num_rows, dtype=np.int64))
     df = pl.from_arrow(pa.table(cols))
     assert isinstance(df, pl.DataFrame)
-    exprs = [_expr(s, i) for i, s in enumerate(p.aggs)]
+    exprs = [_expr(s, i, t) for i, s in enumerate(p.aggs)]
     if p.group_keys:
         out = df.group_by([f"k{k}" for k in p.group_keys], maintain_order=True).agg(exprs)
     else:
@@ -287,7 +296,7 @@ def run_agg_batch(p: Agg, t: pa.Table, errors: ErrorSink | None = None) -> pa.Ta
             continue
         if spec.kind in REGR_KINDS:
             assert spec.arg2 is not None
-            impl = RegrImpl(spec.kind, f"c{spec.arg2}")
+            impl = _regr_impl(spec, t)
             deltas = [a.field(j).to_pylist() for j in range(impl.n_slots)]
             old: list[Sequence[Any]] = [[v] * len(a) for v in impl.init]
             values = impl.output(impl.merge(old, deltas))

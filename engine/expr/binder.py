@@ -40,6 +40,7 @@ from engine.expr import (  # noqa: F401  (register)
     fn_system,
     fn_time,
     ops,
+    subscript,
 )
 from engine.expr.coerce import (
     UntypedLiteral,

@@ -413,29 +413,6 @@ def _make_cmp_binder(op: str) -> Any:
 
 
 # -- arrays --
-def _bind_bracket(b: Any, node: exp.Bracket) -> Expr | None:
-    if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
-        return None
-    arr = b._bind(node.this)
-    idx_node = node.expressions[0]
-    if isinstance(idx_node, exp.Literal) and not idx_node.is_string:
-        # sqlglot stores literal subscripts 0-based (it subtracts the dialect's offset)
-        idx_node = exp.Literal.number(int(idx_node.this) + 1)
-    idx = b._bind(idx_node)
-    if arr.type.kind is not K.LIST:
-        return None
-    assert arr.type.elem is not None
-    et = arr.type.elem
-    ic = implicit_cast(idx, INT)
-    if ic is None:
-        raise no_function("array subscript", [arr, idx])
-
-    def get(a: list[Any], i: int) -> Any:
-        return a[i - 1] if 1 <= i <= len(a) else None
-
-    return Func("subscript", (arr, ic), et, cat.rowwise(get, et))
-
-
 def _bind_array_concat(b: Any, node: exp.DPipe) -> Expr | None:
     """`array || array`, `array || element`, `element || array` (NULL arrays are empty)."""
     left, right = b._bind(node.this), b._bind(node.expression)
@@ -991,7 +968,6 @@ NODE_BINDERS[exp.RegexpLike] = _bind_regexp_like
 NODE_BINDERS[exp.RegexpILike] = _bind_regexp_like
 NODE_BINDERS[exp.Collate] = _bind_collate
 NODE_BINDERS[exp.Dot] = _bind_dot
-NODE_BINDERS[exp.Bracket] = _bind_bracket
 NODE_BINDERS[exp.CurrentSchemas] = _bind_current_schemas
 NODE_BINDERS[exp.ArrayToString] = _typed_func("array_to_string", ("this", "expression", "null"))
 NODE_BINDERS[exp.Format] = _typed_func("format", ("this", "expressions"))

@@ -407,7 +407,8 @@ def plan_regr(
     filt: exp.Expression | None,
 ) -> AggSpec:
     """corr / covar_* / regr_*(Y, X): both arguments cast to double precision (the only
-    signature PostgreSQL has) into the pre-projection."""
+    signature PostgreSQL has) into the pre-projection, or both to bigint when both are
+    integers (summed exactly over their double precision values, see ExactRegrImpl)."""
     y_node, x_node = node.this, node.args.get("expression")
     if isinstance(y_node, exp.Distinct):
         raise not_supported(f"{kind}(DISTINCT ...)")
@@ -426,9 +427,13 @@ def plan_regr(
     for n in (y_node, x_node):
         if n is not None and any(_find_aggs(n)):
             raise GroupingError("aggregate function calls cannot be nested")
+    # integer arguments stay integers (as bigint): agg_calls.ExactRegrImpl sums them exactly,
+    # so a view's retractions leave no float rounding behind
+    exact = all(a.type.is_integer for a in args)
+    to = BIGINT if exact else DOUBLE
     idx = []
     for a in args:
-        pre.append(a if a.type.kind is TypeKind.DOUBLE else ex.cast(a, DOUBLE))
+        pre.append(a if a.type.kind is to.kind else ex.cast(a, to))
         idx.append(len(pre) - 1)
     filt_idx = None
     if filt is not None:

@@ -574,37 +574,124 @@ class RegrImpl(AggImpl):
             sums = np.stack([sxx, syy, sxy, sx, sy])
             if bool((inputs_finite & ~np.isfinite(sums).all(axis=0)).any()):
                 raise NumericValueOutOfRange("value out of range: overflow")
-            nn = n.astype(np.float64)
-            null = n < 1
-            k = self.kind
-            if k == "regr_sxx":
-                r = sxx
-            elif k == "regr_syy":
-                r = syy
-            elif k == "regr_sxy":
-                r = sxy
-            elif k == "regr_avgx":
-                r = sx / nn
-            elif k == "regr_avgy":
-                r = sy / nn
-            elif k == "covar_pop":
-                r = sxy / nn
-            elif k == "covar_samp":
-                r = sxy / (nn - 1.0)
-                null = n < 2
-            elif k == "corr":
-                r = sxy / np.sqrt(sxx * syy)
-                null = null | (sxx == 0) | (syy == 0)
-            elif k == "regr_r2":
-                r = np.where(syy == 0, 1.0, (sxy * sxy) / (sxx * syy))
-                null = null | (sxx == 0)
-            elif k == "regr_slope":
-                r = sxy / sxx
-                null = null | (sxx == 0)
-            else:  # regr_intercept
-                r = (sy - sx * sxy / sxx) / nn
-                null = null | (sxx == 0)
-        return [None if z else v for v, z in zip(r.tolist(), null.tolist(), strict=True)]
+        return regr_final(self.kind, n, sxx, syy, sxy, sx, sy)
+
+
+def regr_final(
+    kind: str,
+    n: np.ndarray,
+    sxx: np.ndarray,
+    syy: np.ndarray,
+    sxy: np.ndarray,
+    sx: np.ndarray,
+    sy: np.ndarray,
+) -> list[Any]:
+    """PostgreSQL's float8_regr_* finals from N, Sxx, Syy, Sxy, Sx, Sy per group."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        nn = n.astype(np.float64)
+        null = n < 1
+        k = kind
+        if k == "regr_sxx":
+            r = sxx
+        elif k == "regr_syy":
+            r = syy
+        elif k == "regr_sxy":
+            r = sxy
+        elif k == "regr_avgx":
+            r = sx / nn
+        elif k == "regr_avgy":
+            r = sy / nn
+        elif k == "covar_pop":
+            r = sxy / nn
+        elif k == "covar_samp":
+            r = sxy / (nn - 1.0)
+            null = n < 2
+        elif k == "corr":
+            r = sxy / np.sqrt(sxx * syy)
+            null = null | (sxx == 0) | (syy == 0)
+        elif k == "regr_r2":
+            r = np.where(syy == 0, 1.0, (sxy * sxy) / (sxx * syy))
+            null = null | (sxx == 0)
+        elif k == "regr_slope":
+            r = sxy / sxx
+            null = null | (sxx == 0)
+        else:  # regr_intercept
+            r = (sy - sx * sxy / sxx) / nn
+            null = null | (sxx == 0)
+    return [None if z else v for v, z in zip(r.tolist(), null.tolist(), strict=True)]
+
+
+def _cross_limbs(u: pl.Expr, v: pl.Expr) -> list[pl.Expr]:
+    """Per-row pieces of u·v by limb degree, as `_limbs` splits u² (int128 sums of them
+    are exact for up to 2^39 rows of a group)."""
+    b = pl.lit(_LIMB, pl.Int128)
+    hu, mu, lu = u // b // b, (u // b) % b, u % b
+    hv, mv, lv = v // b // b, (v // b) % b, v % b
+    return [
+        lu * lv,
+        lu * mv + mu * lv,
+        lu * hv + mu * mv + hu * lv,
+        mu * hv + hu * mv,
+        hu * hv,
+    ]
+
+
+class ExactRegrImpl(AggImpl):
+    """corr / covar_* / regr_*(Y, X) over integer arguments (the planner passes them as
+    bigint): every slot is an exact integer sum, so retractions leave no rounding behind
+    (a float Σx² that saw 2^31 and lost it again would). The sums are over the arguments
+    rounded to double precision, as PostgreSQL's float8 signature sees them. Slots: (n, Σx,
+    Σy, Σx² by limb degree ×5, Σy² ×5, Σxy ×5), int128 sums as VarianceImpl keeps Σu².
+    Sxx, Syy and Sxy are computed exactly from them and rounded once to double precision,
+    then PostgreSQL's float finals apply (`regr_final`), so a group whose X are all equal has Sxx exactly 0
+    (NULL slope) however it got there."""
+
+    init = (0,) * 18
+
+    def __init__(self, kind: str, x_col: str) -> None:
+        self.kind = kind
+        self.x_col = x_col
+
+    def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
+        assert x is not None
+        zero = pl.lit(0, pl.Int128)
+        # the values PostgreSQL computes with: the arguments rounded to double precision
+        # (an integer still: beyond 2^53 doubles are integers), then summed exactly
+        yv = pl.when(ok).then(x.cast(pl.Float64).cast(pl.Int128)).otherwise(zero)
+        xv = pl.when(ok).then(pl.col(self.x_col).cast(pl.Float64).cast(pl.Int128))
+        xv = xv.otherwise(zero)
+        wi = w.cast(pl.Int128)
+        return [
+            _count_expr(ok, w),
+            (xv * wi).sum(),
+            (yv * wi).sum(),
+            *[(q * wi).sum() for q in _cross_limbs(xv, xv)],
+            *[(q * wi).sum() for q in _cross_limbs(yv, yv)],
+            *[(q * wi).sum() for q in _cross_limbs(xv, yv)],
+        ]
+
+    def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
+        raise NotImplementedError("the planner refuses DISTINCT for regression aggregates")
+
+    def output(self, slots: list[Col]) -> list[Any]:
+        n = np.asarray(slots[0], dtype=np.int64)
+        if self.kind == "regr_count":
+            return list(n.tolist())
+        m = len(n)
+        sxx, syy, sxy, sx, sy = (np.zeros(m) for _ in range(5))
+        for g, row in enumerate(zip(*slots, strict=True)):
+            k, ax, ay = int(row[0]), int(row[1]), int(row[2])
+            if k == 0:
+                continue
+            qxx, qyy, qxy = (
+                sum(int(v) << (43 * d) for d, v in enumerate(row[i : i + 5])) for i in (3, 8, 13)
+            )
+            # S = Σuv - Σu·Σv / n, exact, rounded once
+            sxx[g] = (k * qxx - ax * ax) / k
+            syy[g] = (k * qyy - ay * ay) / k
+            sxy[g] = (k * qxy - ax * ay) / k
+            sx[g], sy[g] = float(ax), float(ay)
+        return regr_final(self.kind, n, sxx, syy, sxy, sx, sy)
 
 
 def _pivots(col: Col) -> np.ndarray:
@@ -729,6 +816,8 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
     if k in REGR_KINDS:
         if call.arg2 is None:
             raise ValueError(f"aggregate {k} needs two arguments")
+        if arg_type.is_integer:  # the planner passes integer arguments as bigint
+            return ExactRegrImpl(k, col_name(call.arg2))
         return RegrImpl(k, col_name(call.arg2))
     raise UndefinedFunction(f"function {k} does not exist")
 
