@@ -643,8 +643,8 @@ class ExactRegrImpl(AggImpl):
     rounded to double precision, as PostgreSQL's float8 signature sees them. Slots: (n, Σx,
     Σy, Σx² by limb degree ×5, Σy² ×5, Σxy ×5), int128 sums as VarianceImpl keeps Σu².
     Sxx, Syy and Sxy are computed exactly from them and rounded once to double precision,
-    then PostgreSQL's float finals apply (`regr_final`), so a group whose X are all equal has Sxx exactly 0
-    (NULL slope) however it got there."""
+    then PostgreSQL's float finals apply (`regr_final`), so a group whose X are all equal
+    has Sxx exactly 0 (NULL slope) however it got there."""
 
     init = (0,) * 18
 
@@ -658,8 +658,8 @@ class ExactRegrImpl(AggImpl):
         # the values PostgreSQL computes with: the arguments rounded to double precision
         # (an integer still: beyond 2^53 doubles are integers), then summed exactly
         yv = pl.when(ok).then(x.cast(pl.Float64).cast(pl.Int128)).otherwise(zero)
-        xv = pl.when(ok).then(pl.col(self.x_col).cast(pl.Float64).cast(pl.Int128))
-        xv = xv.otherwise(zero)
+        xr = pl.col(self.x_col).cast(pl.Float64).cast(pl.Int128)
+        xv = pl.when(ok).then(xr).otherwise(zero)
         wi = w.cast(pl.Int128)
         return [
             _count_expr(ok, w),
