@@ -448,11 +448,11 @@ def check_range_offsets(frame: WindowFrame, order_type: Any) -> None:
         return
     import pyarrow as pa
 
-    from engine.stream.operators.window_frames import _keys
+    from engine.stream.operators.window_frames import range_keys
 
     for kind, off in (frame.start, frame.end):
         if kind in ("preceding", "following"):
-            _keys(pa.array([], order_type.arrow), off, order_type.display)
+            range_keys(pa.array([], order_type.arrow), off, order_type.display)
 
 
 def _conjuncts(e: ex.Expr) -> list[ex.Expr]:

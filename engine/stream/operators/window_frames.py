@@ -73,7 +73,7 @@ def range_bound(
     qend: np.ndarray,
 ) -> np.ndarray:
     """Row position of a RANGE `off PRECEDING/FOLLOWING` bound for every row."""
-    key, delta = _keys(col, off)
+    key, delta = range_keys(col, off)
     valid = np.asarray(pc.is_valid(col))
     if desc:
         key = -key
@@ -118,9 +118,11 @@ def _segmented_search(
     return np.where(ok, idx, -1)
 
 
-def _keys(col: pa.Array, off: Any, type_name: str | None = None) -> tuple[np.ndarray, Any]:
+def range_keys(col: pa.Array, off: Any, type_name: str | None = None) -> tuple[np.ndarray, Any]:
     """The ORDER BY column as a comparable numpy key, and the offset in the same units
-    (`type_name`: the column's SQL type, for the refusal message)."""
+    (`type_name`: the column's SQL type, for the refusal message). The planner calls it on
+    an empty column (`engine.plan.plan_window.check_range_offsets`) to refuse an offset
+    that does not fit the column when the statement is planned, with the same message."""
     t = col.type
     try:
         return _keys_of(col, t, off)
