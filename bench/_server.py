@@ -204,6 +204,7 @@ class BenchServer:
             self._spy.kill()
         self._spy = None
         print_collapsed(self._spy_out, top)
+        print(f"(collapsed stacks: {self._spy_out})")
 
 
 def print_collapsed(path: Path, top: int = 25) -> None:

@@ -283,7 +283,7 @@ def main() -> None:
         work = {"idle": idle, "epochs": epochs, "copy": copy, "backfill": backfill}
         rounds: dict[str, int] = {}
         load: dict[str, tuple[float, float]] = {}
-        spy = args.profile and srv.profile_start(srv.dir / "profile.txt")
+        spy = args.profile and srv.profile_start(Path(tempfile.mkdtemp()) / "profile.txt")
         busy = background_load(args.background_load)
         try:
             for name in phases:

@@ -25,9 +25,9 @@ Checkpoint order (`Checkpointer.commit`):
      WriteBatch of its own, and a last batch deletes the staged blobs and `PENDING_KEY`.
 
 Why pieces: rocksdict holds the interpreter lock for the whole of a `db.write` (about 1 to
-2 ms per MB or per 4k keys, more when RocksDB stalls the write for a memtable flush), so
-one WriteBatch of a 1M-row epoch stopped every session's thread for hundreds of ms.
-Between pieces the lock is free for a moment and the sessions answer.
+2 ms per MB or per 4k keys on an idle machine, more when RocksDB stalls the write for a
+memtable flush), so one WriteBatch of a 1M-row epoch stopped every session's thread for
+hundreds of ms. Between pieces the lock is free for a moment and the sessions answer.
 
 Why it is atomic: RocksDB applies a WriteBatch all-or-nothing, including after a crash
 (the batch is one record in RocksDB's own log, fsynced by sync=True before `commit`
@@ -98,10 +98,11 @@ STAGE_PREFIX = META_PREFIX + b"s/"
 STAGE_END = META_PREFIX + b"s0"  # b"/" + 1
 PENDING_KEY = META_PREFIX + b"pending"
 """Present while a committed checkpoint's pieces are not all written: 4-byte BE count."""
-PIECE_OPS = 4096
-PIECE_BYTES = 1 << 20
+PIECE_OPS = 1024
+PIECE_BYTES = 1 << 18
 """A checkpoint larger than this (operations, bytes of values) is written in pieces of at
-most this size (module docstring): each is one `db.write` of about 2 ms."""
+most this size (module docstring): each is one `db.write` of under a millisecond on an idle
+machine (1 MB pieces held the interpreter lock for 2 ms idle, 6-8 ms on a loaded one)."""
 
 _FORMAT_VERSION = 1
 _RECORD = struct.Struct(">BQQ")

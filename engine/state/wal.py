@@ -25,16 +25,16 @@ Lifecycle:
 A failed write poisons the log: every waiter and every later append raises StorageError
 (the records' fate is unknown, so nothing may be acknowledged after that).
 
-Transactions (one big write in several records, all or nothing): a record of tens of MB
-(a 1M-row COPY) held the interpreter lock for its whole `db.write` and every later
-record's acknowledgement waited for its fsync. So a big write is cut into parts:
-`begin()` gives a transaction id; `write_part(txn, i, payload)` writes each part in the
-caller's thread straight to its own key (`PART_PREFIX + txn + i`, not numbered, not
-visible to `records_after`: one `db.write` of about 1 MB each, the log files fsynced
-every `PART_SYNC_BYTES` with the lock released, so the group commit behind it has little
-left to flush); `commit(txn, payload)` then appends an ordinary numbered record (the
-caller's payload says which transaction it commits) and the write is acknowledged when
-that record is durable. RocksDB's log is sequential, so a durable commit record means
+Transactions (one big write in several records, all or nothing): a record of tens of MB (a
+1M-row COPY) held the interpreter lock for its whole `db.write` and every later record's
+acknowledgement waited for its fsync. So a big write is cut into parts: `begin()` gives a
+transaction id; `write_part(txn, i, payload)` writes each part in the caller's thread
+straight to its own key (`PART_PREFIX + txn + i`, not numbered, not visible to
+`records_after`: one short `db.write` each, the caller picks their size; the log files
+fsynced every `PART_SYNC_BYTES` with the lock released, so the group commit behind it has
+little left to flush); `commit(txn, payload)` then appends an ordinary numbered record
+(the caller's payload says which transaction it commits) and the write is acknowledged
+when that record is durable. RocksDB's log is sequential, so a durable commit record means
 durable parts. Recovery replays a commit record with `parts(txn)` and registers it
 (`note_commit`); `drop_orphan_parts()` deletes the parts of transactions that never
 committed (a crash or an error half-way; `abort(txn)` after an error). A checkpoint's

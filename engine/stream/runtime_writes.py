@@ -11,8 +11,8 @@ A write's durability: `write` appends the chunk's WAL record and queues the chun
 before answering. A chunk larger than `PART_BYTES` (a 1M-row COPY is about 20 MB) is
 written as a WAL transaction (`engine.state.wal`): its slices are encoded and written as
 parts one by one in the writer's thread, without any runtime lock (each an Arrow IPC
-encode and a `db.write` of about 1 MB, so no other thread waits for the interpreter lock
-longer than that), then one small commit record is appended and the whole chunk queued
+encode and a `db.write` of about 256 kB, so no other thread waits for the interpreter
+lock longer than that), then one small commit record is appended and the whole chunk queued
 under `queue_lock`. A crash before the commit record is durable leaves none of it
 visible after recovery; once the client saw `COPY n`, all of it.
 
@@ -44,7 +44,7 @@ from engine.stream.graph import (
     preview_chunks,
 )
 
-PART_BYTES = 1 << 20
+PART_BYTES = 1 << 18
 """A written chunk larger than this goes to the WAL as a transaction of parts of about
 this size (module docstring)."""
 

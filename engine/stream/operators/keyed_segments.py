@@ -16,8 +16,8 @@ store, built on `segments.SegmentTable` (persistence as few large values):
 * compaction keeps this amortised: `finish` drops segments with no live rows, and
   rewrites segments whose live fraction fell below `MIN_LIVE_FRACTION`, and all small
   segments once more than `MAX_SMALL_SEGMENTS` have accumulated (one-row epochs), into
-  new segments of at most `MAX_SEGMENT_ROWS` rows; it returns the locations it moved so
-  owners holding locations (the top-N cache) can follow.
+  new segments of at most `MAX_SEGMENT_ROWS` rows (and about `SEGMENT_BYTES`); it
+  returns the locations it moved so owners holding locations (the top-N cache) can follow.
 
 Snapshots (`pin`): segments are immutable and a live mask is never changed in place
 (`kill` writes a new array), so pinning the current rows is O(segments): a tuple of
@@ -64,6 +64,10 @@ SMALL_SEGMENT_ROWS = 4096
 MAX_SMALL_SEGMENTS = 16
 MAX_SEGMENT_ROWS = 1 << 18
 """Segments are split at this size so no single store value grows unboundedly."""
+SEGMENT_BYTES = 1 << 20
+"""... and at about this many bytes (not below `SMALL_SEGMENT_ROWS` rows): a segment is one
+store value, and RocksDB holds the interpreter lock for a whole `db.write`, so the
+checkpoint piece carrying a 5 MB segment of a COPY stopped every session for 10-15 ms."""
 MIN_LIVE_FRACTION = 0.5
 
 EMPTY = np.empty(0, np.int64)
@@ -262,8 +266,11 @@ class KeyedSegments:
         n = batch.num_rows
         out: list[np.ndarray] = []
         self._pinned = None
-        for start in range(0, n, MAX_SEGMENT_ROWS):
-            part = batch.slice(start, MAX_SEGMENT_ROWS) if n > MAX_SEGMENT_ROWS else batch
+        step = MAX_SEGMENT_ROWS
+        if n > SMALL_SEGMENT_ROWS and batch.nbytes > SEGMENT_BYTES:
+            step = max(SMALL_SEGMENT_ROWS, min(step, n * SEGMENT_BYTES // batch.nbytes))
+        for start in range(0, n, step):
+            part = batch.slice(start, step) if n > step else batch
             sid = self._table.new_sid()
             rows = part.num_rows
             self.segments[sid] = Segment(self._table.write(sid, part), None, rows)

@@ -327,6 +327,18 @@ def test_large_input_is_split(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert again.get((48,)) == (48, "n48", 1)
 
 
+def test_a_large_input_is_split_into_segments_of_about_segment_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cm, "SMALL_SEGMENT_ROWS", 4)
+    monkeypatch.setattr(cm, "SEGMENT_BYTES", 256)  # 100 rows here are about 1.5 kB
+    op = ColumnarMaterializeOp(F, [0], LocalStateAllocator())
+    op.step([ints(list(range(100)), 0)])
+    assert 4 <= op.segment_count <= 10  # one store value each: short writes
+    assert [r[0] for r in sorted(snapshot_rows(op))] == list(range(100))
+    assert op.get((99,)) == (99, "n99", 0)
+
+
 def test_checkpoint_writes_few_keys_and_restart_continues(tmp_path: Path) -> None:
     op = ColumnarMaterializeOp(F, [0], LocalStateAllocator())
     (table,) = op.state_tables()
