@@ -128,6 +128,8 @@ def summarise(trace: Path, spans: dict[str, tuple[float, float]], top: int = 5) 
         holds = sorted(late, key=lambda x: -x["hold_ms"])
         out[name] = {
             "wakes": wakes,
+            "p99_below_ms": _bound(hist, 0.99),
+            "p999_below_ms": _bound(hist, 0.999),
             "wait_ge_4ms": sum(hist[3:]) / wakes if wakes else 0.0,
             "wait_ge_16ms": sum(hist[5:]) / wakes if wakes else 0.0,
             "max_wait_ms": max((x["wait_ms"] for x in late), default=0.0),
@@ -136,6 +138,17 @@ def summarise(trace: Path, spans: dict[str, tuple[float, float]], top: int = 5) 
             "top": holds[:top],
         }
     return out
+
+
+def _bound(hist: list[int], q: float) -> float:
+    """The bucket bound (1, 2, 4 ... 64 ms; inf above) that a share `q` of wake-ups
+    waited less than."""
+    total, run = sum(hist), 0
+    for i, n in enumerate(hist):
+        run += n
+        if total and run >= q * total:
+            return float(1 << i) if i < 7 else float("inf")
+    return 0.0
 
 
 def main() -> None:

@@ -393,7 +393,8 @@ def report_stalls(
             "CPU-ms",
             mode="e2e",
             note=(
-                f"{s['holds_ge_10ms']} holds >= 10 ms; {s['wait_ge_16ms']:.2%} of "
+                f"{s['holds_ge_10ms']} holds >= 10 ms; 99% / 99.9% of waits below "
+                f"{s['p99_below_ms']:g} / {s['p999_below_ms']:g} ms; {s['wait_ge_16ms']:.2%} of "
                 f"{s['wakes']} 1-ms wake-ups waited >= 16 ms for the lock (max "
                 f"{s['max_wait_ms']:.0f} ms); load average {l0:.1f}->{l1:.1f}"
             ),

@@ -66,7 +66,7 @@ WAL_FLOOR_KEY = RESERVED_PREFIX + b"walfloor"
 PART_PREFIX = RESERVED_PREFIX + b"walp/"
 """Parts of transactions: PART_PREFIX + 8-byte BE transaction id + 4-byte BE part number."""
 PART_END = RESERVED_PREFIX + b"walp0"
-PART_SYNC_BYTES = 4 << 20
+PART_SYNC_BYTES = 1 << 20
 """A transaction's parts fsync the log files once this many bytes were written since."""
 
 _SEQ = struct.Struct(">Q")
