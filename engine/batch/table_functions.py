@@ -33,9 +33,11 @@ def run_table_function(p: TableFunction, ctx: EvalContext) -> pa.Table:
         return pa.Table.from_arrays(arrays, schema=schema)
     vals = [a.eval(one, ctx)[0] for a in p.args]
     cols: list[pa.Array]
-    if p.name == "scalar":
-        return pa.Table.from_arrays([pa.array([vals[0].as_py()], schema.field(0).type)],
-                                    schema=schema)  # fmt: skip
+    if p.name == "scalar":  # one row (and its ordinality, 1)
+        cols = [pa.array([vals[0].as_py()], schema.field(0).type)]
+        if p.ordinality:
+            cols.append(pa.array([1], pa.int64()))
+        return pa.Table.from_arrays(cols, schema=schema)
     if p.name == "generate_series":
         _lens, flat, _offs = series_columns([pa.array([v]) for v in vals], p.schema[0].type, 1)
         cols = [flat]

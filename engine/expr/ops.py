@@ -57,6 +57,7 @@ from engine.types import (
     INT,
     INTERVAL,
     NUMERIC,
+    TIME,
     TIMESTAMP,
     UNKNOWN,
     VARCHAR,
@@ -504,6 +505,8 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
         assert c is not None
         left, lt = c, c.type
     name = _OP_NAMES[op]
+    if lt.kind is K.TIME or rt.kind is K.TIME:
+        return _bind_time_arith(op, left, right)
     if op == "+" and lt.kind is K.INTERVAL and rt.kind in ts_kinds:
         left, right, lt, rt = right, left, rt, lt
     if op in "+-" and lt.kind in ts_kinds and rt.kind is K.INTERVAL:
@@ -537,6 +540,34 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
     if op == "/" and lt.kind is K.INTERVAL and rt.is_numeric:
         inv = bind_arith("/", _one_double(), implicit_cast(right, DOUBLE) or right)
         return Func(name, (left, inv), INTERVAL, _iv_mul, op=op)
+    raise no_operator(op, lt, rt)
+
+
+def _bind_time_arith(op: str, left: Expr, right: Expr) -> Expr:
+    """time + interval, interval + time, time - interval (time), time - time (interval);
+    an unknown literal beside a time is the interval (or, for `-`, the time) it needs."""
+    lt, rt = left.type, right.type
+    if lt.kind is K.TIME and is_untyped(right) and op in "+-":
+        right = implicit_cast(right, INTERVAL if op == "+" else TIME) or right
+    elif rt.kind is K.TIME and is_untyped(left) and op == "+":
+        left = implicit_cast(left, INTERVAL) or left
+    lt, rt = left.type, right.type
+    name = _OP_NAMES[op]
+    if op == "+" and lt.kind is K.INTERVAL and rt.kind is K.TIME:
+        left, right, lt, rt = right, left, rt, lt
+    if op in "+-" and lt.kind is K.TIME and rt.kind is K.INTERVAL:
+        sign = 1 if op == "+" else -1
+
+        def plus(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+            return temporal.time_plus_interval(as_array(args[0], n), as_array(args[1], n), sign)
+
+        return Func(name, (left, right), TIME, plus, op=op)
+    if op == "-" and lt.kind is K.TIME and rt.kind is K.TIME:
+
+        def minus(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
+            return temporal.time_minus_time(as_array(args[0], n), as_array(args[1], n))
+
+        return Func(name, (left, right), INTERVAL, minus, op=op)
     raise no_operator(op, lt, rt)
 
 

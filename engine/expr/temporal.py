@@ -309,6 +309,25 @@ def make_interval_array(
     )
 
 
+def time_plus_interval(t: pa.Array, iv: pa.Array, sign: int) -> pa.Array:
+    """`time ± interval` as PostgreSQL's time_pl_interval: only the interval's time part
+    moves the clock (its months and days are ignored), wrapping around midnight."""
+    mask = pc.or_(pc.is_null(t), pc.is_null(iv)).to_numpy(zero_copy_only=False)
+    us = np.asarray(t.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    _, _, nanos = interval_parts(iv)
+    out = np.mod(us + sign * (nanos // 1000), US_PER_DAY)
+    return pa.array(out, pa.int64(), mask=mask).cast(pa.time64("us"))
+
+
+def time_minus_time(a: pa.Array, b: pa.Array) -> pa.Array:
+    """`time - time`: the difference as an interval of hours, minutes and seconds."""
+    mask = pc.or_(pc.is_null(a), pc.is_null(b)).to_numpy(zero_copy_only=False)
+    ua = np.asarray(a.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    ub = np.asarray(b.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    zeros = np.zeros(len(ua), np.int64)
+    return make_interval_array(zeros, zeros, (ua - ub) * 1000, mask)
+
+
 def add_interval_us(
     us: np.ndarray, months: np.ndarray, days: np.ndarray, nanos: np.ndarray
 ) -> np.ndarray:

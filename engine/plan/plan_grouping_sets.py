@@ -35,7 +35,16 @@ def has_grouping_sets(q: exp.Select) -> bool:
     group = q.args.get("group")
     if group is None:
         return False
-    return any(isinstance(g, (exp.GroupingSets, exp.Rollup, exp.Cube)) for g in group.expressions)
+    return any(
+        isinstance(g, (exp.GroupingSets, exp.Rollup, exp.Cube)) or _is_empty_set(g)
+        for g in group.expressions
+    )
+
+
+def _is_empty_set(g: exp.Expression) -> bool:
+    """`GROUP BY ()`: the empty grouping set (one group over every row, as no GROUP BY
+    would give, but an aggregate query: ungrouped columns are refused)."""
+    return isinstance(g, exp.Tuple) and not g.expressions
 
 
 def _items_of(node: exp.Expression) -> list[exp.Expression]:
@@ -48,6 +57,8 @@ def _items_of(node: exp.Expression) -> list[exp.Expression]:
 
 
 def _sets_of(g: exp.Expression) -> list[list[exp.Expression]]:
+    if _is_empty_set(g):
+        return [[]]
     if isinstance(g, exp.GroupingSets):
         out: list[list[exp.Expression]] = []
         for e in g.expressions:

@@ -79,12 +79,16 @@ def plan_table_function(planner: Any, item: exp.Expression) -> tuple[PlanNode, l
         value = planner._bind(item.this, ex.Scope([]))
         alias_node = item.args.get("alias")
         has_alias = isinstance(alias_node, exp.TableAlias) and bool(alias_node.name)
-        col = alias_node.name if has_alias else name
+        names = [alias_node.name if has_alias else name, "ordinality"]
         if isinstance(alias_node, exp.TableAlias) and alias_node.columns:
-            col = alias_node.columns[0].name
-        f = Field(col, value.type)
-        node = TableFunction([f], None, name="scalar", args=[value])
-        return node, [_Col(f.name, f.type, alias_node.name if alias_node else name)]
+            for i, c in enumerate(alias_node.columns[:2]):
+                names[i] = c.name
+        sfields = [Field(names[0], value.type)]
+        if ordinality:  # one row, numbered 1 (WITH ORDINALITY)
+            sfields.append(Field(names[1], BIGINT))
+        node = TableFunction(sfields, None, name="scalar", args=[value], ordinality=ordinality)
+        table = alias_node.name if alias_node else name
+        return node, [_Col(f.name, f.type, table) for f in sfields]
     args = [planner._bind(a, ex.Scope([])) for a in arg_nodes]
     args = typed_args(name, args)
     fields = _result_fields(name, args)
