@@ -156,6 +156,8 @@ def _expr(spec: AggSpec, i: int, t: pa.Table) -> pl.Expr:
         ok2 = ok_nn & pl.col(f"c{spec.arg2}").is_not_null()
         impl = _regr_impl(spec, t)
         slots = impl.delta_exprs(ok2, col, pl.lit(1, pl.Int64))
+        if isinstance(impl, ExactRegrImpl):  # Arrow has no int128: exact as decimal(38, 0)
+            slots = [e.cast(pl.Decimal(38, 0)) for e in slots]
         return pl.struct([e.alias(f"s{j}") for j, e in enumerate(slots)]).alias(f"a{i}")
     if spec.kind in ORDERED_SET_KINDS:
         return _ordered_set_expr(spec, col.filter(ok_nn)).alias(f"a{i}")

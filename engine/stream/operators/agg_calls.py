@@ -674,7 +674,7 @@ class ExactRegrImpl(AggImpl):
         raise NotImplementedError("the planner refuses DISTINCT for regression aggregates")
 
     def output(self, slots: list[Col]) -> list[Any]:
-        n = np.asarray(slots[0], dtype=np.int64)
+        n = np.asarray([int(v) for v in slots[0]], dtype=np.int64)  # ints or Decimals
         if self.kind == "regr_count":
             return list(n.tolist())
         m = len(n)
