@@ -9,7 +9,13 @@ monitor itself sat in the kernel's run queue (`/proc/thread-self/schedstat`: the
 load), what remains is its wait for the interpreter lock. A wake-up that waited `LATE_MS`
 or more also records the CPU time each server thread ran meanwhile
 (`time.pthread_getcpuclockid`) and the stack of the one that ran the most, at the line
-where it let go: the holder, unless it ran outside the lock (an fsync's kernel time).
+where it let go: the holder, unless it ran outside the lock. Numpy and Arrow compute
+kernels, copies, sorts and `os.fsync` release the lock; a thread busy in them shows up as
+the "holder" of a wait that another thread caused (one holding the lock while the machine's
+load kept it off the CPU). Read the stacks as suspects and confirm a call holds the lock in
+isolation (a second thread's wake-ups while it runs) before cutting it; rocksdict's
+`db.write`, `marshal` and conversions of Python objects (`np.fromiter`, `pa.array` of a
+list, `to_pylist`) do hold it.
 
 Lifecycle: `python bench/_stall.py TRACE -m pgwire.cli ...` starts the monitor, then runs
 the module as `python -m` would; the monitor appends one JSON line per second of wake-up
