@@ -192,6 +192,14 @@ class QueryGen:
                 return f"CAST(extract(year FROM {date}) AS INT)"
             if choice == 4:
                 return f"({self.expr('date', scope, d)} - DATE '2000-01-01')"
+            if r.random() < 0.5:  # an element of an array, or of a slice of one
+                items = ", ".join(self.expr("int", scope, d) for _ in range(r.randint(1, 3)))
+                sub = r.choice(["1", "2", "0", "-1", self.expr("int", scope, d)])
+                if r.random() < 0.4:
+                    lo = r.choice(["", "1", "2", self.expr("int", scope, d)])
+                    hi = r.choice(["", "2", "3"])
+                    return f"((ARRAY[{items}])[{lo}:{hi}])[{sub}]"
+                return f"(ARRAY[{items}])[{sub}]"
             return f"strpos({self.expr('text', scope, d)}, {_literal('text', r, 0)})"
         if kind == "int":
             choice = r.randrange(9)
@@ -414,7 +422,7 @@ class QueryGen:
                 out.append(f"{name}({y}, {x}) AS a{i}")
             elif fn == "percentile":
                 desc = r.choice(["", " DESC"])
-                frac = r.choice(["0", "0.25", "0.5", "0.9", "1"])  # no arrays: ORDER BY one fails
+                frac = r.choice(["0", "0.25", "0.5", "0.9", "1", "ARRAY[0.5, 0]", "ARRAY[1, 0.25]"])
                 form = r.choice(["percentile_cont", "percentile_disc", "mode"])
                 kind = "int" if form == "percentile_cont" else r.choice(["int", "text", "date"])
                 arg = "" if form == "mode" else frac
@@ -432,7 +440,9 @@ class QueryGen:
         items = [f"{k} AS k{i}" for i, k in enumerate(keys)] + aggs
         q = f"SELECT {', '.join(items)} FROM fz_t t{self._maybe_where(scope)}"
         if keys:
-            q += " GROUP BY " + ", ".join(keys)
+            q += " GROUP BY " + ", ".join(keys) + r.choice(["", "", "", ", ()"])
+        elif r.random() < 0.2:
+            q += " GROUP BY ()"
         if r.random() < 0.3:
             q += f" HAVING count(*) > {r.randint(0, 2)}"
         return q + self._order_limit(len(items))
