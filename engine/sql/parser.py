@@ -77,8 +77,35 @@ def _remember_written_names() -> None:
     parser.FUNCTION_PARSERS = {**parser.FUNCTION_PARSERS, "DATE_PART": parse_date_part}
 
 
+def _full_grouping_elements() -> None:
+    """ROLLUP / CUBE / GROUPING SETS elements are any expression in PostgreSQL
+    (`ROLLUP (a > 1, b)`); sqlglot parses them without comparisons or AND/OR."""
+    from sqlglot.dialects.risingwave import RisingWave
+
+    parser = RisingWave.Parser
+
+    def parse_cube_or_rollup(self: Any, with_prefix: bool = False) -> Any:
+        if self._match(TokenType.CUBE):
+            kind: Any = exp.Cube
+        elif self._match(TokenType.ROLLUP):
+            kind = exp.Rollup
+        else:
+            return None
+        items = [] if with_prefix else self._parse_wrapped_csv(self._parse_disjunction)
+        return self.expression(kind(expressions=items))
+
+    def parse_grouping_set(self: Any) -> Any:
+        return (
+            self._parse_grouping_sets() or self._parse_cube_or_rollup() or self._parse_disjunction()
+        )
+
+    parser._parse_cube_or_rollup = parse_cube_or_rollup  # type: ignore[method-assign]
+    parser._parse_grouping_set = parse_grouping_set  # type: ignore[method-assign]
+
+
 _keep_pg_functions()
 _remember_written_names()
+_full_grouping_elements()
 
 
 def split_statements(sql: str) -> list[tuple[str, int]]:
