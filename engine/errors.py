@@ -246,6 +246,12 @@ class FeatureNotSupported(EngineError):
     sqlstate = "0A000"
 
 
+class UnconvertibleValue(FeatureNotSupported):
+    """PostgreSQL's 0A000 for one value that has no image in the target type (a numeric
+    NaN or Infinity cast to an integer): a failure of that row's value, so a streaming
+    job makes it NULL and reports it as it does data errors (engine.expr.nonstrict)."""
+
+
 class InvalidParameterName(EngineError):
     """Unknown session variable in SET/SHOW."""
 

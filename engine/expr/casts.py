@@ -20,10 +20,10 @@ import pyarrow.compute as pc
 
 from engine.errors import (
     EngineError,
-    FeatureNotSupported,
     InvalidParameterValue,
     InvalidTextRepresentation,
     NumericValueOutOfRange,
+    UnconvertibleValue,
 )
 from engine.expr import jsonb, temporal
 from engine.expr.core import Datum, EvalContext, out_of_range
@@ -148,8 +148,8 @@ def _num_to_num(src: SqlType, dst: SqlType) -> ArrayFn:
                 m = special_masks(a)
                 if m is not None:
                     if m[0].any():
-                        raise FeatureNotSupported(f"cannot convert NaN to {dst.display}")
-                    raise FeatureNotSupported(f"cannot convert infinity to {dst.display}")
+                        raise UnconvertibleValue(f"cannot convert NaN to {dst.display}")
+                    raise UnconvertibleValue(f"cannot convert infinity to {dst.display}")
                 a = pc.round(a, round_mode="half_towards_infinity")
             try:
                 return a.cast(dst.arrow)

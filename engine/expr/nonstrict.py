@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import DataError, EngineError
+from engine.errors import DataError, EngineError, UnconvertibleValue
 
 Datum: TypeAlias = pa.Array | pa.Scalar
 #: the failing-rows function of a kernel: argument values and row count -> (mask, error)
@@ -61,7 +61,8 @@ def row_failure(e: BaseException) -> EngineError | None:
     """The error to report when `e`, raised by a kernel, is a failure on the input's
     values, else None (then it is a real failure and propagates).
 
-    Data exceptions (class 22) and user-defined functions' exceptions (class 38) are; so
+    Data exceptions (class 22), a value with no image in the target type
+    (`UnconvertibleValue`) and user-defined functions' exceptions (class 38) are; so
     are the value errors a kernel did not translate
     into PostgreSQL's error (Arrow's invalid-input errors, Python arithmetic and value
     errors, e.g. an out-of-range interval product or a decimal operation): in a
@@ -69,7 +70,7 @@ def row_failure(e: BaseException) -> EngineError | None:
     SQLSTATE 22000 with their text. Other engine errors (internal errors that are not
     Arrow's, feature or catalog errors) and programming errors propagate."""
     if isinstance(e, EngineError):
-        if is_data_error(e):
+        if is_data_error(e) or isinstance(e, UnconvertibleValue):
             return e
         return DataError(str(e)) if isinstance(e.__cause__, pa.ArrowInvalid) else None
     if isinstance(e, (ArithmeticError, ValueError)):  # pa.ArrowInvalid is a ValueError
