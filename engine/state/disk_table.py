@@ -50,7 +50,8 @@ import zlib
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import dropwhile, islice, takewhile
+from itertools import compress, dropwhile, islice, repeat, takewhile
+from operator import is_not
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
@@ -306,20 +307,17 @@ class DiskStateTable:
             cache.clear()
             keys, vals, sizes = keys[-keep:], vals[-keep:], sizes[-keep:]
         big = CACHE_MAX_VALUE
-        if cap > 0 and max(sizes, default=0) <= big and None not in vals:  # all fit
-            cache.update(zip(keys, vals, strict=True))
-            self._evict(cap)
-            return
-        fit = [
-            (k, v) for k, v, n in zip(keys, vals, sizes, strict=True) if v is not None and n <= big
-        ]
-        if len(fit) < len(keys) and cache:
-            for k, v, n in zip(keys, vals, sizes, strict=True):
-                if v is None or n > big:
-                    cache.pop(k, None)
+        ok = np.fromiter(sizes, np.int64, len(sizes)) <= big
+        if None in vals:
+            ok &= np.fromiter(map(is_not, vals, repeat(None)), bool, len(vals))
+        out = np.flatnonzero(~ok).tolist()
+        if out and cache:
+            for i in out:
+                cache.pop(keys[i], None)
         if cap <= 0:
             return
-        cache.update(fit)
+        pairs = zip(keys, vals, strict=True)
+        cache.update(compress(pairs, ok.tolist()) if out else pairs)
         self._evict(cap)
 
     def _evict(self, cap: int) -> None:

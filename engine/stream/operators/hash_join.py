@@ -242,7 +242,9 @@ class HashJoinOp(Operator):
         # key ids changed on both sides: only output under them can be emitted twice
         # (never in an append-only join: without deletes no pair is emitted twice)
         both = (
-            None if dl is None or dr is None or self.append_only else np.intersect1d(dl.ujk, dr.ujk)
+            None
+            if dl is None or dr is None or self.append_only
+            else _id_set(dl.ujk, dr.ujk, len(self._jkids), both=True)
         )
         if dl is not None:
             deg = self._probe_and_emit(dl, self._left, self._right, pieces, dr, both)
@@ -262,7 +264,7 @@ class HashJoinOp(Operator):
         ujks = [d.ujk for d in (dl, dr) if d is not None]
         if not ujks:
             return
-        ujk = ujks[0] if len(ujks) == 1 else np.union1d(*ujks)
+        ujk = ujks[0] if len(ujks) == 1 else _id_set(*ujks, len(self._jkids), both=False)
         for side in (self._left, self._right):
             assert isinstance(side, KeyedJoinSide)
             side.prefetch(self._jkids, ujk)
@@ -491,10 +493,13 @@ class HashJoinOp(Operator):
         if not len(delta.jk):
             return
         valid = delta.valid
-        if valid.all():
-            side.apply(delta.batch, delta.w, delta.jk, deg)
+        batch, w = delta.batch, delta.w
+        if not valid.all():
+            batch, w, deg = batch.filter(pa.array(valid)), w[valid], deg[valid]
+        if isinstance(side, KeyedJoinSide):
+            side.apply(batch, w, delta.jk, deg, delta.ujk)
         else:
-            side.apply(delta.batch.filter(pa.array(valid)), delta.w[valid], delta.jk, deg[valid])
+            side.apply(batch, w, delta.jk, deg)
 
     # -- output -----------------------------------------------------------------------
     def _output(self, pieces: list[Piece], both: np.ndarray | None) -> StreamChunk | None:
@@ -530,6 +535,21 @@ class HashJoinOp(Operator):
         ops = np.full(idx.size, Op.INSERT, dtype=np.int8)
         ops[:nd] = Op.DELETE
         return StreamChunk(pa.array(ops), batch.take(pa.array(idx)))
+
+
+def _id_set(a: np.ndarray, b: np.ndarray, n: int, both: bool) -> np.ndarray:
+    """The sorted intersection (`both`) or union of two sorted distinct key-id arrays,
+    ids below `n`: through a mask over the ids when they are dense (the keyed sides'
+    per-step ids), else by sorting."""
+    if n > 4 * (len(a) + len(b)) + 1024:
+        return np.intersect1d(a, b, assume_unique=True) if both else np.union1d(a, b)
+    mask = np.zeros(n, np.int8)
+    mask[a] = 1
+    if both:
+        mask[b] += 1
+        return np.flatnonzero(mask == 2)
+    mask[b] = 1
+    return np.flatnonzero(mask)
 
 
 def _net_delta(

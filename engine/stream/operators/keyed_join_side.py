@@ -363,14 +363,20 @@ class KeyedJoinSide:
 
     # -- writes ---------------------------------------------------------------------------
     def apply(
-        self, batch: pa.RecordBatch, w: np.ndarray, jk: np.ndarray, deg: np.ndarray | None
+        self,
+        batch: pa.RecordBatch,
+        w: np.ndarray,
+        jk: np.ndarray,
+        deg: np.ndarray | None,
+        ujk: np.ndarray | None = None,
     ) -> None:
         """Add the rows of `batch` (no NULL join keys, heads prefetched) with net weights
-        `w`; `deg` is each row's degree (with_degree)."""
+        `w`; `deg` is each row's degree (with_degree); `ujk`: `jk`'s distinct ids, sorted,
+        when the caller has them."""
         if not batch.num_rows:
             return
         d = deg if deg is not None and self.with_degree else np.zeros(len(w), np.int64)
-        uk = np.unique(jk)
+        uk = np.unique(jk) if ujk is None else ujk
         if self._filter.complete:
             vals = self._values
             self._filter.add(key_hashes([vals[i] for i in uk.tolist()]))
