@@ -28,6 +28,7 @@ from __future__ import annotations
 import marshal
 import struct
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,8 @@ _VERSION = 2
 _B16 = pa.binary(16)
 _FRAMED = b"\x00"  # first byte of a framed blob (a marshal record never starts so)
 _LEN = struct.Struct("<I")
+_SINGLES_MIN = 16
+"""From this many groups, one-row groups are encoded apart (`_encode_singles`)."""
 
 
 def _plan(t: pa.DataType) -> tuple[pa.DataType | None, bool]:
@@ -86,8 +89,16 @@ class RowBlobs:
         """One blob per group; group `i` is rows `starts[i]:starts[i+1]` of `batch` (the
         last runs to the end). `extras[j]` is an int array over the rows or None (omitted:
         every row takes the reader's default)."""
-        cols = self._columns(batch)
+        n = batch.num_rows
         blobs_at = [i for i, (_, b) in enumerate(self._plans) if b]
+        if len(starts) >= _SINGLES_MIN and not blobs_at:
+            sizes = np.diff(np.array([*starts, n], np.int64))
+            one = sizes == 1
+            if one.all():
+                return self._encode_singles(batch, extras)
+            if one.sum() * 2 >= len(sizes):  # mostly one-row groups: those apart
+                return self._encode_mixed(batch, starts, sizes, one, extras)
+        cols = self._columns(batch)
         ext = [None if e is None else e.tolist() for e in extras]
         bounds = [*starts, batch.num_rows]
         dumps = marshal.dumps
@@ -99,6 +110,50 @@ class RowBlobs:
                 group[i] = enc(tuple(group[i]))  # type: ignore[call-overload]
             extra = tuple(None if e is None else e[a:b] for e in ext)
             out.append(dumps((b - a, group, extra), _VERSION))
+        return out
+
+    def _encode_singles(
+        self, batch: pa.RecordBatch, extras: Sequence[np.ndarray | None]
+    ) -> list[bytes]:
+        """`encode` of one-row groups (no codec-blob column), every row its own group,
+        with C-level iteration only: the same bytes as the general path."""
+        wrap = [list(map(list, zip(c, strict=True))) for c in self._columns(batch)]
+        groups = map(list, zip(*wrap, strict=True))
+        if extras:
+            ext = [
+                repeat(None) if e is None else map(list, zip(e.tolist(), strict=True))
+                for e in extras
+            ]
+            tails: Any = zip(*ext)
+        else:
+            tails = repeat(())
+        recs = zip(repeat(1), groups, tails)
+        return list(map(marshal.dumps, recs, repeat(_VERSION, batch.num_rows)))
+
+    def _encode_mixed(
+        self,
+        batch: pa.RecordBatch,
+        starts: Sequence[int],
+        sizes: np.ndarray,
+        one: np.ndarray,
+        extras: Sequence[np.ndarray | None],
+    ) -> list[bytes]:
+        """`encode` of groups most of which have one row: those through
+        `_encode_singles`, the others through the general path, in group order."""
+        st = np.asarray(starts, np.int64)
+        rows1 = st[one]
+        multi = np.flatnonzero(~one)
+        rows_m = np.concatenate([np.arange(st[g], st[g] + sizes[g]) for g in multi.tolist()])
+        starts_m = (np.cumsum(sizes[multi]) - sizes[multi]).tolist()
+        ex1 = [None if e is None else e[rows1] for e in extras]
+        exm = [None if e is None else e[rows_m] for e in extras]
+        b1 = self._encode_singles(batch.take(pa.array(rows1)), ex1)
+        bm = self.encode(batch.take(pa.array(rows_m)), starts_m, exm)
+        out: list[bytes] = [b""] * len(sizes)
+        for g, b in zip(np.flatnonzero(one).tolist(), b1, strict=True):
+            out[g] = b
+        for g, b in zip(multi.tolist(), bm, strict=True):
+            out[g] = b
         return out
 
     @staticmethod
