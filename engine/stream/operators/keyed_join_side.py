@@ -23,7 +23,7 @@ with a residual condition). A key with no rows has no entries.
 Writes are per key, never per row, and proportional to what changed:
 
 * inserts under a key whose rows the step has not decoded (the common case: nobody
-  probed it) never read those rows (`_append`): the new rows are joined to the tail's
+  probed it; a fresh key too) never read those rows (`_append`): the new rows are joined to the tail's
   bytes while it stays within `TAIL_BYTES` (a framed blob, see row_blob.py), else they
   become a fragment, and fragments are joined into their older neighbour while it holds
   at most as many rows (a binary counter: O(log rows) fragments per key, each row copied
@@ -37,7 +37,9 @@ Writes are per key, never per row, and proportional to what changed:
 Per step (driven by `HashJoinOp`, which gives every step a fresh `JoinKeyIds`):
 
 1. `prefetch(ids, ujk)`: the heads of the keys of both inputs' deltas, with ONE multi-get
-   per side (tails kept as bytes, not decoded); rows are decoded, and fragments read
+   per side (tails kept as bytes, not decoded), skipping the keys the side's
+   `JoinKeyFilter` (join_key_filter.py) knows absent: from a table seen empty, a fresh
+   key of an event stream costs no store read at all; rows are decoded, and fragments read
    with one more multi-get, only for keys a probe or a delete needs whole, and for the
    fragments an append joins;
 2. the probes, degree reads and writes go through locations `segment << 32 | row` into
