@@ -23,11 +23,12 @@ with a residual condition). A key with no rows has no entries.
 Writes are per key, never per row, and proportional to what changed:
 
 * inserts under a key whose rows the step has not decoded (the common case: nobody
-  probed it; a fresh key too) never read those rows (`_append`): the new rows are joined to the tail's
-  bytes while it stays within `TAIL_BYTES` (a framed blob, see row_blob.py), else they
-  become a fragment, and fragments are joined into their older neighbour while it holds
-  at most as many rows (a binary counter: O(log rows) fragments per key, each row copied
-  O(log rows) times, all at the bytes level). So a key gaining rows over many steps
+  probed it; a fresh key too) never read those rows (`_append`): the new rows are
+  joined to the tail's bytes while it stays within `TAIL_BYTES` (a framed blob, see
+  row_blob.py), else they become a fragment, and fragments are joined into their older
+  neighbour while it holds at most as many rows (a binary counter: O(log rows)
+  fragments per key, each row copied O(log rows) times, all at the bytes level). So a
+  key gaining rows over many steps
   costs O(new rows) per step, not O(rows under the key);
 * a key with deletes, or decoded this step, is rewritten from its decoded rows
   (`_rewrite`): consolidated by full row, the tail refilled up to `TAIL_ROWS` rows, a
