@@ -264,7 +264,7 @@ class HashJoinOp(Operator):
         ujks = [d.ujk for d in (dl, dr) if d is not None]
         if not ujks:
             return
-        ujk = ujks[0] if len(ujks) == 1 else _id_set(*ujks, len(self._jkids), both=False)
+        ujk = ujks[0] if len(ujks) == 1 else _id_set(ujks[0], ujks[1], len(self._jkids), False)
         for side in (self._left, self._right):
             assert isinstance(side, KeyedJoinSide)
             side.prefetch(self._jkids, ujk)
