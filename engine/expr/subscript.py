@@ -15,8 +15,9 @@ Kernels work on whole columns: the list column's flat values are gathered with o
 over indices computed with numpy from the offsets, the subscripts either a constant or a
 column; no Python loop over rows.
 
-sqlglot stores a literal array subscript 0-based (it subtracts PostgreSQL's offset of 1,
-writing `a[0]` as `a[-1]`), so literal subscripts are turned back into what was written.
+Subscripts arrive as written: engine.sql.parser sets the dialects' index offset to 0, so
+sqlglot does not rewrite them 0-based (it would subtract 1 from literals and wrap integer
+expressions in `+ -1`, folded by its simplifier).
 """
 
 from __future__ import annotations
@@ -35,24 +36,6 @@ from engine.expr.registry import NODE_BINDERS, no_function
 from engine.types import INT, VARCHAR, TypeKind, list_of
 
 K = TypeKind
-
-
-def _written_literal(node: exp.Expression) -> int | None:
-    """The integer a literal subscript was written as (undoing sqlglot's offset)."""
-    neg = isinstance(node, exp.Neg)
-    inner = node.this if neg else node
-    if isinstance(inner, exp.Literal) and not inner.is_string:
-        try:
-            v = int(inner.this)
-        except ValueError:
-            return None
-        return (-v if neg else v) + 1
-    return None
-
-
-def _subscript_expr(b: Any, node: exp.Expression) -> Expr:
-    v = _written_literal(node)
-    return Literal(v, INT) if v is not None else b._bind(node)
 
 
 def _int_bound(arr: Expr, e: Expr) -> Expr:
@@ -129,9 +112,6 @@ def _bind_jsonb(b: Any, j: Expr, sub: exp.Expression) -> Expr:
     if isinstance(sub, exp.Slice):
         raise DatatypeMismatch("jsonb subscript does not support slices")
     key = b._bind(sub)
-    written = _written_literal(sub)
-    if written is not None:
-        key = Literal(written, INT)
     if not (key.type.is_integer or key.type.kind is K.VARCHAR or is_untyped(key)):
         raise DatatypeMismatch(
             f"subscript type {key.type} is not supported",
@@ -169,7 +149,7 @@ def bind_bracket(b: Any, node: exp.Bracket) -> Expr | None:
     if isinstance(sub, exp.Slice):
         return _bind_slice(b, base, sub)
     assert base.type.elem is not None
-    idx = _int_bound(base, _subscript_expr(b, sub))
+    idx = _int_bound(base, b._bind(sub))
     return Func("subscript", (base, idx), base.type.elem, _element_kernel)
 
 

@@ -103,9 +103,22 @@ def _full_grouping_elements() -> None:
     parser._parse_grouping_set = parse_grouping_set  # type: ignore[method-assign]
 
 
+def _subscripts_as_written() -> None:
+    """sqlglot keeps subscripts 0-based inside its trees: parsing PostgreSQL it subtracts
+    1 from a literal subscript and wraps an integer expression in `+ -1`, then simplifies
+    it. An offset of 0 keeps `a[length(s)]` as written (engine.expr.subscript binds it
+    1-based), and SQL generated for either dialect prints it back unchanged."""
+    from sqlglot.dialects.postgres import Postgres
+    from sqlglot.dialects.risingwave import RisingWave
+
+    RisingWave.INDEX_OFFSET = 0
+    Postgres.INDEX_OFFSET = 0
+
+
 _keep_pg_functions()
 _remember_written_names()
 _full_grouping_elements()
+_subscripts_as_written()
 
 
 def split_statements(sql: str) -> list[tuple[str, int]]:
