@@ -419,6 +419,10 @@ class QueryGen:
                 )
                 x_kind = "int" if self.streaming else r.choice(["int", "float"])
                 y, x = self.expr("int", scope, 2), self.expr(x_kind, scope, 1)
+                if "t." not in x and "u." not in x:
+                    # a constant X: PostgreSQL's float Sxx of equal values can be 1e-42
+                    # instead of 0 (Youngs-Cramer rounding), a slope of 1e16 for NULL
+                    x = "t.id"
                 out.append(f"{name}({y}, {x}) AS a{i}")
             elif fn == "percentile":
                 desc = r.choice(["", " DESC"])
