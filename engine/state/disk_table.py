@@ -71,6 +71,9 @@ CACHE_MAX_VALUE = 1024
 them (segment blobs of relations are megabytes)."""
 _TOMB = object()
 _LEGACY_START = b"\x01"  # first byte after the table id of StateTable's layouts
+COLUMN_RUNS = b"\xff"
+"""First byte after the table id of the keys an attached `ColumnOverlay` writes for
+itself (blobs of many rows; never rows of the tuple interface, never a legacy layout)."""
 _HEAD = 6  # table id (4) + 0x00 + vnode byte: the bytes before the encoded key
 _SORTED_WRITES = 1024
 """A checkpoint writes an overlay of at least this many rows in key order."""
@@ -108,6 +111,12 @@ class ColumnOverlay(Protocol):
 
     def reset(self) -> None:
         """Forget every row and change (the store is the truth again: load, clear, drop)."""
+        ...
+
+    def shadow_rows(self) -> int:
+        """Committed rows it keeps outside the row range (`COLUMN_RUNS` blobs) that the
+        row range does not count: live rows there minus the row-range rows they
+        replace. `len` adds it to its count of the row range."""
         ...
 
 
@@ -174,6 +183,8 @@ class DiskStateTable:
         c = self._columns
         if c is None:
             return
+        if c.shadow_rows():  # the count includes them; the overlay is about to as well
+            self._count = None
         keys, vals = c.spill()
         if keys:
             self._overlay.update(
@@ -211,6 +222,16 @@ class DiskStateTable:
         """How many rows of `row_bytes` each an attached columnar cache may hold: this
         table's share of the operator-cache budget."""
         return self._hot.per_table() * self._hot.entry_bytes // max(row_bytes, 1)
+
+    def column_runs(self) -> tuple[bytes, bytes]:
+        """[begin, end) of the keys an attached `ColumnOverlay` keeps for itself."""
+        return self._prefix + COLUMN_RUNS, self._end
+
+    def committed_runs(self) -> list[tuple[bytes, bytes]]:
+        """RocksDB's (key, value) pairs of `column_runs` in key order (none once cleared)."""
+        if self._cleared:
+            return []
+        return list(self._store.scan_range(*self.column_runs()))
 
     def committed_empty(self) -> bool:
         """Whether RocksDB holds no row of this table (one seek; a columnar cache that
@@ -337,6 +358,8 @@ class DiskStateTable:
         later calls cost one multi-get of the overlay's keys."""
         if self._count is None:
             self._count = 0 if self._cleared else self._count_committed()
+            if self._columns is not None and not self._cleared:
+                self._count += self._columns.shadow_rows()
         base = 0 if self._cleared else self._count
         if self._columns is not None:
             base += self._columns.len_delta()
@@ -677,7 +700,7 @@ class DiskStateTable:
             batch.delete_range(self._prefix + b"\x00", self._end)
             self._cleared = False
         if self._legacy:
-            batch.delete_range(self._prefix + _LEGACY_START, self._end)
+            batch.delete_range(self._prefix + _LEGACY_START, self._prefix + COLUMN_RUNS)
             self._legacy = False
         if n:
             self._write_overlay(batch)
@@ -735,7 +758,7 @@ class DiskStateTable:
         self._cleared = False
         self._legacy = False
         self._count = None
-        if store.last_key_in(self._prefix + _LEGACY_START, self._end) is None:
+        if store.last_key_in(self._prefix + _LEGACY_START, self._prefix + COLUMN_RUNS) is None:
             return
         old = StateTable(self.table_id, self.name)
         old.load(store)

@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -79,7 +79,11 @@ the older layout stay readable as they are.
 table still in the segment (or per-row) layout on its first step and the next checkpoint
 rewrites it. Window-function partitions (`n<i>.parts`) are a disk table too, their meta
 row keeping the row count and a hash fingerprint (a table of the older layout is read
-into the overlay once and rewritten at the next checkpoint)."""
+into the overlay once and rewritten at the next checkpoint).
+10: an aggregation's group table may hold runs after its row range (key byte 0xFF after the
+table id: blobs of many group rows, `engine.stream.operators.agg_columns`), which older
+versions would take for a legacy layout; the 9 -> 10 step
+(`engine.stream.job_plan._group_runs`) writes nothing."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

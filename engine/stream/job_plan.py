@@ -206,6 +206,15 @@ def _ordered_top_n_rows(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("top-N state converts to the ordered disk layout on first use")
 
 
+@data_format.migration(9)
+def _group_runs(ctx: data_format.MigrationContext) -> None:
+    """Format 9 -> 10: an aggregation's group table may hold runs (blobs of many group
+    rows after the table's row range, `engine.stream.operators.agg_columns`), which older
+    versions would read as a legacy layout. Nothing stored changes meaning, so this step
+    only records the new version, which older Swells then refuse."""
+    ctx.notes.append("aggregation groups may be checkpointed as runs of many rows")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

@@ -39,6 +39,7 @@ step; the table drives `write_columns` / `spill` / `reset` (see `ColumnOverlay`)
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from operator import itemgetter
 from typing import Any
@@ -46,6 +47,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from engine.errors import InternalError
 from engine.state import codec, memcmp
 from engine.state.disk_table import DiskStateTable
 from engine.state.fixed_rows import FixedLayout
@@ -59,6 +61,18 @@ _VNODE_AT = 5
 _ROW_OVERHEAD = 96
 """Cache bytes per row besides the slot data: key, index entries, flags, stamp, and the
 row's store key (a bytes object, kept so a checkpoint does not encode it again)."""
+
+
+RUN_MIN = 256
+"""A checkpoint with at least this many changed groups writes them as one run (a few
+blobs) instead of a key per group (module docstring)."""
+MAX_RUNS = 8
+"""Past this many runs, the next checkpoint writes one run of every row the runs hold."""
+RUN_BYTES = 1 << 20
+"""Largest run blob (a run is cut into chunks of about this size)."""
+_RUN_HEAD = struct.Struct(">4sIII")  # magic, rows, key columns, row width
+_RUN_MAGIC = b"GRN1"
+_RUN_ID = struct.Struct(">QI")  # run id, chunk number
 
 
 def _crc_table() -> np.ndarray:
@@ -98,6 +112,12 @@ class ColumnarGroups:
         # tuple interface takes the rows (`spill`): then a key the cache misses is
         # absent, and a fresh aggregation's new groups cost no store reads.
         self._complete: bool | None = None
+        # runs (module docstring): loaded from the store at the first use after a reset;
+        # how many are committed, the next id, and whether the next checkpoint deletes them
+        self._runs_loaded = False
+        self._run_count = 0
+        self._next_run = 0
+        self._drop_runs = False
         self._reset()
 
     # -- storage -----------------------------------------------------------------------
@@ -110,6 +130,9 @@ class ColumnarGroups:
         self._dirty = np.empty(0, bool)
         self._stamp = np.empty(0, np.int64)
         self._full = np.empty(0, object)  # store key bytes of each row (disk backend)
+        self._inrun = np.empty(0, bool)  # the row's committed state is in a run
+        self._perkey = np.empty(0, bool)  # the row range holds a row of this key
+        self._calive = np.empty(0, bool)  # alive as committed (by the last checkpoint)
         self._sk = np.empty(0, np.int64)  # sorted codes (one column: its non-NULL values)
         self._sp = np.empty(0, np.int64)  # their rows
         self._null_row = -1  # one column: the row of the NULL key
@@ -132,6 +155,8 @@ class ColumnarGroups:
         self._keys, self._knull = ext(self._keys), ext(self._knull)
         self._alive, self._dirty, self._stamp = ext(self._alive), ext(self._dirty), ext(self._stamp)
         self._full = ext(self._full)
+        self._inrun, self._perkey, self._calive = (
+            ext(self._inrun), ext(self._perkey), ext(self._calive))  # fmt: skip
         self._cols = [ext(c) for c in self._cols]
         self._valids = [None if v is None else ext(v) for v in self._valids]
 
@@ -155,14 +180,21 @@ class ColumnarGroups:
         return (*keys[i].tolist(), *knull[i].tolist())
 
     def _append(self, keys: np.ndarray, knull: np.ndarray, cols: Cols, valids: Valids,
-                alive: np.ndarray, fulls: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+                alive: np.ndarray, fulls: np.ndarray | None = None,
+                flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                ) -> np.ndarray:  # fmt: skip
         """Add rows (keys not in the cache yet, `fulls` their store keys, computed here
-        when not given); their row numbers."""
+        when not given; `flags` their (inrun, perkey, calive), by default those of rows
+        as committed in the row range); their row numbers."""
         m = len(keys)
         start = self._n
         self._grow(start + m)
         sl = slice(start, start + m)
         self._keys[sl], self._knull[sl], self._alive[sl] = keys, knull, alive
+        if flags is None:
+            self._inrun[sl], self._perkey[sl], self._calive[sl] = False, alive, alive
+        else:
+            self._inrun[sl], self._perkey[sl], self._calive[sl] = flags
         if self._disk is not None:
             self._full[sl] = self._full_keys(keys, knull) if fulls is None else fulls
         self._dirty[sl] = False
@@ -228,6 +260,7 @@ class ColumnarGroups:
         keys = np.asarray(keys, np.int64).reshape(len(keys), -1)
         knull = np.asarray(knull, bool).reshape(len(knull), -1)
         self._clock += 1
+        self._ensure_runs()
         pos = self._find(keys, knull)
         miss = np.flatnonzero(pos < 0)
         if miss.size:
@@ -389,13 +422,16 @@ class ColumnarGroups:
     # -- ColumnOverlay (the disk table's side) ---------------------------------------------
     @property
     def dirty_count(self) -> int:
-        return self._dirty_n
+        return self._dirty_n + self._drop_runs
 
     def len_delta(self) -> int:
         return self._len_delta
 
-    def _changed_rows(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:
-        d = np.flatnonzero(self._dirty[: self._n])
+    def _changed_rows(
+        self, with_runs: bool = False
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:
+        n = self._n
+        d = np.flatnonzero(self._dirty[:n] | self._inrun[:n] if with_runs else self._dirty[:n])
         keys = self._key_tuples(self._keys[d], self._knull[d])
         cols, valids = self.gather(d)
         states = self.layout.to_rows(cols, valids)
@@ -405,9 +441,40 @@ class ColumnarGroups:
     def write_columns(self, batch: WriteBatchLike) -> int:
         disk = self._disk
         assert disk is not None
-        d = np.flatnonzero(self._dirty[: self._n])
+        self._ensure_runs()
+        lo, hi = disk.column_runs()
+        if self._drop_runs:  # the tuple interface took the runs' rows (`spill`)
+            batch.delete_range(lo, hi)
+            self._drop_runs = False
+        n = self._n
+        d = np.flatnonzero(self._dirty[:n])
         if not d.size:
             return 0
+        limit = disk.cache_rows(self.layout.width + _ROW_OVERHEAD) // 2
+        if not self._run_count and not RUN_MIN <= d.size <= limit:
+            self._write_rows(batch, d)
+        else:
+            held = np.flatnonzero(self._inrun[:n] | self._dirty[:n])
+            if held.size > limit:  # the runs grew past their share of the cache
+                self._write_rows(batch, held)
+                batch.delete_range(lo, hi)
+                self._inrun[held] = False
+                self._run_count = 0
+            elif self._run_count >= MAX_RUNS:
+                batch.delete_range(lo, hi)
+                self._put_run(batch, held)
+                self._run_count = 1
+            else:
+                self._put_run(batch, d)
+                self._run_count += 1
+        self._dirty[d] = False
+        self._dirty_n = 0
+        self._len_delta = 0
+        self._trim(disk.cache_rows(self.layout.width + _ROW_OVERHEAD))
+        return int(d.size)
+
+    def _write_rows(self, batch: WriteBatchLike, d: np.ndarray) -> None:
+        """Rows `d` as a key each in the row range (puts, and deletes of dead rows)."""
         keys, knull = self._keys[d], self._knull[d]
         fulls = self._full[d]
         # RocksDB inserts a batch's keys into its memtable one at a time; in key order each
@@ -430,23 +497,104 @@ class ColumnarGroups:
         else:
             deque(map(batch.put, live_keys, self.layout.encode(cols, valids)), 0)
         deque(map(batch.delete, fulls[dead].tolist()), 0)
-        self._dirty[d] = False
-        self._dirty_n = 0
-        self._len_delta = 0
-        self._trim(disk.cache_rows(self.layout.width + _ROW_OVERHEAD))
-        return int(d.size)
+        self._perkey[d] = self._alive[d]
+        self._calive[d] = self._alive[d]
+
+    # -- runs ----------------------------------------------------------------------------
+    def _put_run(self, batch: WriteBatchLike, rows: np.ndarray) -> None:
+        """Rows `rows` (live and dead) as one run: blobs of at most about `RUN_BYTES`."""
+        disk = self._disk
+        assert disk is not None
+        lo, _ = disk.column_runs()
+        run = self._next_run
+        self._next_run += 1
+        lay, k = self.layout, self._k
+        per = max(RUN_BYTES // (9 * k + 1 + lay.width), 1)
+        for c, at in enumerate(range(0, rows.size, per)):
+            r = rows[at : at + per]
+            cols, valids = self.gather(r)
+            blob = b"".join(
+                [
+                    _RUN_HEAD.pack(_RUN_MAGIC, r.size, k, lay.width),
+                    np.ascontiguousarray(self._keys[r]).tobytes(),
+                    np.ascontiguousarray(self._knull[r]).tobytes(),
+                    self._alive[r].tobytes(),
+                    *lay.encode(cols, valids),
+                ]
+            )
+            batch.put(lo + _RUN_ID.pack(run, c), blob)
+        self._inrun[rows] = True
+        self._calive[rows] = self._alive[rows]
+
+    def _ensure_runs(self) -> None:
+        """After a reset: read the committed runs into the cache (their rows stay there
+        until written in the row range), newest state of each key winning."""
+        disk = self._disk
+        if self._runs_loaded or disk is None:
+            return
+        self._runs_loaded = True
+        self._run_count = 0
+        pairs = disk.committed_runs()
+        if not pairs:
+            return
+        lay, k = self.layout, self._k
+        keys_l, null_l, alive_l, raw_l = [], [], [], []
+        runs = set()
+        for key, blob in pairs:  # key order: run id, then chunk
+            run, _ = _RUN_ID.unpack(key[len(key) - _RUN_ID.size :])
+            runs.add(run)
+            magic, m, kk, width = _RUN_HEAD.unpack_from(blob)
+            if magic != _RUN_MAGIC or kk != k or width != lay.width:
+                raise InternalError(
+                    "aggregation group run of another layout",
+                    detail=f"Run {run} of table {disk.table_id}: {magic!r}, {kk} keys, "
+                    f"rows of {width} bytes (expected {k} keys, {lay.width} bytes).",
+                )
+            at = _RUN_HEAD.size
+            keys_l.append(np.frombuffer(blob, np.int64, m * k, at).reshape(m, k))
+            at += 8 * m * k
+            null_l.append(np.frombuffer(blob, np.bool_, m * k, at).reshape(m, k))
+            at += m * k
+            alive_l.append(np.frombuffer(blob, np.bool_, m, at))
+            at += m
+            raw_l.append(np.frombuffer(blob, np.uint8, m * lay.width, at))
+        self._run_count = len(runs)
+        self._next_run = max(self._next_run, max(runs) + 1)
+        keys, knull = np.concatenate(keys_l), np.concatenate(null_l)
+        alive = np.concatenate(alive_l)
+        raw = np.concatenate(raw_l).reshape(-1, lay.width)
+        # the last occurrence of each key (later runs are newer)
+        ident = np.concatenate([keys, knull.astype(np.int64)], axis=1)[::-1]
+        _, first = np.unique(ident, axis=0, return_index=True)
+        last = np.sort(len(keys) - 1 - first)
+        keys, knull, alive, raw = keys[last], knull[last], alive[last], raw[last]
+        cols, valids = lay.decode(raw.view(f"V{lay.width}").ravel().tolist())
+        fulls = self._full_keys(keys, knull)
+        perkey = np.fromiter(
+            (r is not None for r in disk.committed_raw(fulls.tolist())), bool, len(keys)
+        )
+        inrun = np.ones(len(keys), bool)
+        self._append(keys, knull, cols, valids, alive.copy(), fulls, (inrun, perkey, alive))
+
+    def shadow_rows(self) -> int:
+        self._ensure_runs()
+        n = self._n
+        inrun = self._inrun[:n]
+        run_alive = int(np.count_nonzero(inrun & self._calive[:n]))
+        return run_alive - int(np.count_nonzero(inrun & self._perkey[:n]))
 
     def _trim(self, cap: int) -> None:
         """Drop dead rows and, past `cap` rows, the least recently used down to 3/4 of it."""
         n = self._n
-        keep = self._alive[:n].copy()
+        pinned = self._inrun[:n]  # rows in runs stay (a miss reads only the row range)
+        keep = self._alive[:n] | pinned
         live = int(np.count_nonzero(keep))
         if live > cap:
             stamps = self._stamp[:n]
-            target = cap * 3 // 4
-            idx = np.flatnonzero(keep)
+            target = max(cap * 3 // 4 - int(np.count_nonzero(pinned)), 0)
+            idx = np.flatnonzero(keep & ~pinned)
             newest = idx[np.argsort(stamps[idx], kind="stable")[-target:]] if target else idx[:0]
-            keep[:] = False
+            keep = pinned.copy()
             keep[newest] = True
             self._complete = False  # live rows leave the cache: misses read the store
         elif live == n:
@@ -457,14 +605,21 @@ class ColumnarGroups:
         alive = self._alive[rows]
         stamps = self._stamp[rows]
         fulls = self._full[rows] if self._disk is not None else None
+        flags = (self._inrun[rows], self._perkey[rows], self._calive[rows])
         clock = self._clock
         self._reset()
         self._clock = clock
-        self._append(keys, knull, cols, valids, alive, fulls)
+        self._append(keys, knull, cols, valids, alive, fulls, flags)
         self._stamp[: rows.size] = stamps
 
     def spill(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...] | None]]:
-        keys, vals = self._changed_rows() if self._dirty_n else ([], [])
+        self._ensure_runs()
+        runs = bool(self._run_count)
+        keys, vals = self._changed_rows(runs) if self._dirty_n or runs else ([], [])
+        # the runs' rows go to the tuple overlay too (written in the row range at the next
+        # checkpoint, which deletes the runs)
+        self._drop_runs = self._drop_runs or runs
+        self._run_count = 0
         self._complete = False  # the rows move to the tuple overlay and cache
         clock = self._clock
         self._reset()
@@ -473,4 +628,7 @@ class ColumnarGroups:
 
     def reset(self) -> None:
         self._complete = None
+        self._runs_loaded = False
+        self._run_count = 0
+        self._drop_runs = False
         self._reset()

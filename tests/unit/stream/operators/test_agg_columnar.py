@@ -38,7 +38,7 @@ from engine.state.fixed_rows import (
 )
 from engine.state.store import StateStore
 from engine.state.table import StateTable
-from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
+from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator, agg_columns
 from engine.stream.operators.agg_columns import ColumnarGroups, crc32_rows
 from engine.types import BIGINT, BOOLEAN, INT, NUMERIC, TIMESTAMP, Field
 
@@ -143,8 +143,13 @@ def checkpoint(store: StateStore, op: HashAggOp) -> None:
     store.write(batch, sync=False)
 
 
-def disk_op(store: StateStore, aggs: list[AggCall] = AGGS, plain: list[int] | None = None) -> Any:
-    tables = DiskTables(store, HotCache(0))  # 1024 rows per table at most
+def disk_op(
+    store: StateStore,
+    aggs: list[AggCall] = AGGS,
+    plain: list[int] | None = None,
+    cache: int = 0,
+) -> Any:
+    tables = DiskTables(store, HotCache(cache))  # 0: 1024 rows per table at most
     alloc = _DiskAlloc(tables)
     names = ["k"] + [f"a{i}" for i in range(len(aggs))]
     return HashAggOp(F, [0], aggs, alloc, names, append_only_extremes=plain or ())
@@ -190,6 +195,21 @@ def test_columnar_agg_on_disk_matches_recompute(
     epochs: list[list[tuple[Op, Row]]], restart_at: int, peek: list[bool]
 ) -> None:
     run_disk(epochs, restart_at, peek)
+
+
+@settings(max_examples=40, deadline=None)
+@given(epochs_st(), st.integers(0, 7), st.lists(st.booleans(), min_size=1, max_size=4))
+def test_columnar_agg_checkpointed_in_runs_matches_recompute(
+    epochs: list[list[tuple[Op, Row]]], restart_at: int, peek: list[bool]
+) -> None:
+    """Every checkpoint writes a run (and every third consolidates them); restarts read
+    them back and the tuple interface takes them over."""
+    saved = agg_columns.RUN_MIN, agg_columns.MAX_RUNS
+    agg_columns.RUN_MIN, agg_columns.MAX_RUNS = 1, 2
+    try:
+        run_disk(epochs, restart_at, peek)
+    finally:
+        agg_columns.RUN_MIN, agg_columns.MAX_RUNS = saved
 
 
 @settings(max_examples=40, deadline=None)
@@ -410,3 +430,52 @@ def test_store_keys_built_as_a_byte_matrix_equal_the_tables_own(kinds: str, dist
         assert got == want
     m = rng.integers(0, 256, (50, 11)).astype(np.uint8)
     assert crc32_rows(m).tolist() == [zlib.crc32(r.tobytes()) for r in m]
+
+
+@pytest.mark.parametrize("max_runs", [8, 2])
+def test_runs_survive_restarts_and_pass_to_the_row_range_past_their_share(max_runs: int) -> None:
+    """Checkpoints of many changed groups write runs, not a key per group; a restart
+    reads them back; once they hold more than half the cache's rows they are written a
+    key per group and deleted. Results, `len` and the tuple interface stay exact."""
+    aggs = [AggCall("count_star", None, BIGINT), AggCall("sum", 1, BIGINT)]
+    rng = np.random.default_rng(7)
+    want: dict[int, list[int]] = {}
+    got: Counter[Row] = Counter()
+    saved = agg_columns.MAX_RUNS
+    agg_columns.MAX_RUNS = max_runs
+    try:
+        with tempfile.TemporaryDirectory() as d, StateStore.open(Path(d)) as store:
+            op = disk_op(store, aggs, cache=1 << 20)
+            t = op.state_tables()[0]
+            limit = t.cache_rows(op._columnar.groups.layout.width + 96) // 2
+            lo, hi = t.column_runs()
+            for step in range(11):
+                ks = rng.integers(0, 1000, 2000).tolist()
+                if step >= 8:  # past the runs' share: the checkpoint writes rows
+                    ks += list(range(1000, 1000 + limit))
+                vs = rng.integers(-100, 100, len(ks)).tolist()
+                rows = [(k, v, None, v) for k, v in zip(ks, vs, strict=True)]
+                for k, v, _, _ in rows:
+                    want.setdefault(k, []).append(v)
+                integrate(got, op.step([make_chunk(F, [Op.INSERT] * len(rows), rows)]))
+                checkpoint(store, op)
+                runs = list(store.scan_range(lo, hi))
+                row_range = store.last_key_in(lo[:4] + b"\x00", lo) is not None
+                if step < 8:
+                    assert runs and not row_range, step
+                if step % 3 == 1:  # restart
+                    op = disk_op(store, aggs, cache=1 << 20)
+                    t = op.state_tables()[0]
+                    assert len(t) == len(want)
+            assert row_range
+            assert got == Counter({(k, len(v), sum(v)): 1 for k, v in want.items()})
+            # the tuple interface sees the same rows (the runs move to the row range)
+            items = dict(t.items())
+            assert {k for (k,) in items} == set(want)
+            assert all(items[(k,)][:1] == (len(v),) for k, v in want.items())
+            checkpoint(store, op)
+            assert not list(store.scan_range(lo, hi))
+            op = disk_op(store, aggs, cache=1 << 20)
+            assert len(op.state_tables()[0]) == len(want)
+    finally:
+        agg_columns.MAX_RUNS = saved
