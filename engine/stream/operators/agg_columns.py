@@ -33,6 +33,20 @@ row until its delete is written, so a later step of the epoch does not read the 
 committed row back. Rows read in the older marshal form (or from the tuple overlay) are
 converted once and written back in the fixed-width form when they change.
 
+Runs (disk backend): a key per changed group made a checkpoint of 60k changed groups
+cost 60k RocksDB puts (and their per-key Python), most of a big GROUP BY's CPU. A
+checkpoint of at least `RUN_MIN` changed rows writes them instead as one run: blobs of
+about a checkpoint piece each (keys, NULL flags, alive flags, fixed-width rows, numpy
+bytes) under `DiskStateTable.column_runs` (table id + 0xFF, after the row range). A row
+whose committed state is in a run (`_inrun`) is pinned in the cache, so a miss reads the
+row range alone; a dead row there stays as a tombstone. Past `MAX_RUNS` runs the next
+checkpoint replaces them with one run of every row they hold; once they hold more than
+half the cache share, those rows are written a key each and the runs range-deleted. After
+a reset (recovery) the runs are read back into the cache (`_ensure_runs`, the newest state
+of a key winning, with one multi-get telling which keys the row range holds too, for
+`shadow_rows`, the count `len` adds). `spill` hands the runs' rows to the tuple overlay
+as well and the next checkpoint deletes the runs.
+
 Lifecycle: built by `HashAggOp` with its groups table; `fetch` then `store` once per
 step; the table drives `write_columns` / `spill` / `reset` (see `ColumnOverlay`).
 """
@@ -49,6 +63,7 @@ import pyarrow as pa
 
 from engine.errors import InternalError
 from engine.state import codec, memcmp
+from engine.state.checkpoint import PIECE_BYTES
 from engine.state.disk_table import DiskStateTable
 from engine.state.fixed_rows import FixedLayout
 from engine.state.store import WriteBatchLike
@@ -68,8 +83,9 @@ RUN_MIN = 256
 blobs) instead of a key per group (module docstring)."""
 MAX_RUNS = 8
 """Past this many runs, the next checkpoint writes one run of every row the runs hold."""
-RUN_BYTES = 1 << 20
-"""Largest run blob (a run is cut into chunks of about this size)."""
+RUN_BYTES = PIECE_BYTES
+"""Largest run blob: a run is cut into chunks of about a checkpoint piece, so writing
+one holds the interpreter lock no longer than any other piece."""
 _RUN_HEAD = struct.Struct(">4sIII")  # magic, rows, key columns, row width
 _RUN_MAGIC = b"GRN1"
 _RUN_ID = struct.Struct(">QI")  # run id, chunk number
