@@ -117,8 +117,9 @@ class SqlType:
         """The OID of the array type whose elements are this type (0 if none)."""
         if self.pg is not None:
             return PG_ALIASES[self.pg][1]
-        if self.kind is TypeKind.LIST:
-            return 0
+        if self.kind is TypeKind.LIST:  # PostgreSQL's arrays of arrays are the same type
+            assert self.elem is not None
+            return self.elem.array_oid
         return _PG[self.kind][1]
 
     @property

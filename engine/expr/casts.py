@@ -403,6 +403,10 @@ def _quote_elem(s: str) -> str:
     return s
 
 
+def _keep(s: str) -> str:
+    return s
+
+
 def _to_text(src: SqlType) -> ArrayFn:
     k = src.kind
 
@@ -451,15 +455,15 @@ def _to_text(src: SqlType) -> ArrayFn:
             txt = _to_text(src.elem)(flat, ctx).to_pylist()
             offs = a.offsets.to_pylist()
             valid = pc.is_valid(a).to_pylist()
+            # an inner array is already braced: `{{1,2},{3,4}}`, as PostgreSQL prints it
+            quote = _keep if src.elem.kind is K.LIST else _quote_elem
             out: list[str | None] = []
             for i in range(len(a)):
                 if not valid[i]:
                     out.append(None)
                     continue
                 items = txt[offs[i] - offs[0] : offs[i + 1] - offs[0]]
-                out.append(
-                    "{" + ",".join("NULL" if x is None else _quote_elem(x) for x in items) + "}"
-                )
+                out.append("{" + ",".join("NULL" if x is None else quote(x) for x in items) + "}")
             return pa.array(out, pa.string())
         raise AssertionError(f"no text output for {src}")
 

@@ -80,6 +80,18 @@ def test_prepared_statement_reuse_and_types(server: SwellServer) -> None:
     run(server, body)
 
 
+def test_arrays_of_arrays_in_binary(server: SwellServer) -> None:
+    """An array of arrays goes out as one two-dimensional int4[] (binary, with its dims)."""
+
+    async def body(conn: asyncpg.Connection) -> None:
+        got = await conn.fetchval("SELECT ARRAY[[1, 2], [3, NULL]]")
+        assert got == [[1, 2], [3, None]]
+        stmt = await conn.prepare("SELECT ARRAY[[1, 2], [3, 4]] AS m")
+        assert [a.type.name for a in stmt.get_attributes()] == ["int4[]"]
+
+    run(server, body)
+
+
 def test_errors_map_to_asyncpg_exceptions(server: SwellServer) -> None:
     async def body(conn: asyncpg.Connection) -> None:
         with pytest.raises(asyncpg.exceptions.UndefinedTableError) as ei:
