@@ -128,10 +128,11 @@ class WritePath:
         """Under `queue_lock`: `append()` the WAL record, queue the chunk; its seq."""
         while True:
             with self.queue_lock:
-                flow = self.tables.get(rel_id)
-                if flow is None:
+                # a frozen table may be absent a moment (`rebuild_table` replaces its flow)
+                flow = None if rel_id in self._frozen else self.tables.get(rel_id)
+                if flow is None and rel_id not in self._frozen:
                     raise UndefinedTable(f"relation with id {rel_id} does not exist")
-                if rel_id not in self._frozen:
+                if flow is not None:
                     if chunk.data.num_columns != len(flow.rel.fields):
                         raise ObjectNotInPrerequisiteState(
                             f'table "{flow.rel.name}" was altered while the statement ran',
