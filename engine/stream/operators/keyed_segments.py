@@ -64,10 +64,12 @@ SMALL_SEGMENT_ROWS = 4096
 MAX_SMALL_SEGMENTS = 16
 MAX_SEGMENT_ROWS = 1 << 18
 """Segments are split at this size so no single store value grows unboundedly."""
-SEGMENT_BYTES = 1 << 20
+SEGMENT_BYTES = 1 << 18
 """... and at about this many bytes (not below `SMALL_SEGMENT_ROWS` rows): a segment is one
 store value, and RocksDB holds the interpreter lock for a whole `db.write`, so the
-checkpoint piece carrying a 5 MB segment of a COPY stopped every session for 10-15 ms."""
+checkpoint piece carrying a 5 MB segment of a COPY stopped every session for 10-15 ms,
+and one of 1 MB still for 6-11 CPU-ms on a loaded machine (the size of a checkpoint
+piece, `checkpoint.PIECE_BYTES`, keeps a piece to about one such value)."""
 MIN_LIVE_FRACTION = 0.5
 
 EMPTY = np.empty(0, np.int64)
