@@ -176,6 +176,12 @@ class IntIndex:
 
     def _insert(self, arr: np.ndarray, locs: np.ndarray) -> None:
         """A big batch of distinct int keys straight into the sorted arrays."""
+        if self._delta and self._above_all(arr):
+            # ascending ids past every stored key: the delta need not be folded first
+            # (that sorts the whole index: O(n log n) per COPY into a big table)
+            self._n += int(arr.size)
+            self._append(arr, locs)
+            return
         if self._delta:
             self._merge()  # the batch's keys may be in the delta: fold it first
         bk, bl = self._bk, self._bl
@@ -200,6 +206,15 @@ class IntIndex:
             self._bk = np.insert(bk, at, arr)
             self._bl = np.insert(bl, at, locs)
             self._kbuf = self._lbuf = None
+
+    def _above_all(self, arr: np.ndarray) -> bool:
+        """`arr` is strictly ascending and above every key of the base and the delta."""
+        if not arr.size or not _ascending(arr):
+            return False
+        first = int(arr[0])
+        if self._bk.size and first <= self._bk[-1]:
+            return False
+        return all(first > k for k in self._delta if _fits(k))
 
     def _append(self, arr: np.ndarray, locs: np.ndarray) -> None:
         """Sorted keys above every stored key (ascending ids: `_row_id`, serials) go into

@@ -271,6 +271,8 @@ class KeyedSegments:
         step = MAX_SEGMENT_ROWS
         if n > SMALL_SEGMENT_ROWS and batch.nbytes > SEGMENT_BYTES:
             step = max(SMALL_SEGMENT_ROWS, min(step, n * SEGMENT_BYTES // batch.nbytes))
+        if n > step:  # even pieces: no small tail segment (nor a tail of index updates)
+            step = -(-n // -(-n // step))
         for start in range(0, n, step):
             part = batch.slice(start, step) if n > step else batch
             sid = self._table.new_sid()

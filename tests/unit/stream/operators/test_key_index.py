@@ -95,3 +95,28 @@ def test_ascending_chunks_append_in_place(monkeypatch: pytest.MonkeyPatch) -> No
         probe = list(range(0, top + 5))
         assert len(a) == len(model)
         assert a.lookup(probe).tolist() == [model.get(k, -1) for k in probe]
+
+
+def test_ascending_chunk_past_the_delta_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk of ids above every stored key appends without folding the delta (small
+    moves, deletes, a NULL key stay there and keep answering); one that is not above a
+    key of the delta folds it first."""
+    monkeypatch.setattr(key_index, "DIRECT_MIN", 20)
+    a = IntIndex()
+    a.update(np.arange(0, 100, dtype=np.int64), range(100))
+    a.update([3, 4, None], [1003, 1004, 7])  # small: into the delta
+    a.pop_many([5, 6])
+    a.update(np.arange(100, 150, dtype=np.int64), range(100, 150))
+    assert 3 in a._delta  # not folded
+    a.update([200], [2200])  # a small update above the base: in the delta
+    want = {k: k for k in range(150) if k not in (5, 6)} | {3: 1003, 4: 1004, 200: 2200}
+    probe = [*range(-2, 210), None]
+    model = want | {None: 7}
+    assert len(a) == len(model)
+    assert a.lookup(probe).tolist() == [model.get(k, -1) for k in probe]
+    a.update(np.arange(150, 180, dtype=np.int64), range(150, 180))  # 200 in the delta: fold
+    model |= {k: k for k in range(150, 180)}
+    assert len(a) == len(model)
+    assert a.lookup(probe).tolist() == [model.get(k, -1) for k in probe]
+    arr = np.arange(-2, 210, dtype=np.int64)
+    assert a.lookup(arr).tolist() == [model.get(k, -1) for k in range(-2, 210)]
