@@ -113,13 +113,22 @@ class SqlType:
         return _PG[self.kind][0]
 
     @property
+    def innermost(self) -> SqlType:
+        """The element type of an array of arrays (of arrays...), else the type itself:
+        PostgreSQL has one array type per element type, whatever the dimensions."""
+        t = self
+        while t.kind is TypeKind.LIST:
+            assert t.elem is not None
+            t = t.elem
+        return t
+
+    @property
     def array_oid(self) -> int:
         """The OID of the array type whose elements are this type (0 if none)."""
         if self.pg is not None:
             return PG_ALIASES[self.pg][1]
         if self.kind is TypeKind.LIST:  # PostgreSQL's arrays of arrays are the same type
-            assert self.elem is not None
-            return self.elem.array_oid
+            return self.innermost.array_oid
         return _PG[self.kind][1]
 
     @property

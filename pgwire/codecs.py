@@ -429,11 +429,8 @@ def text_formatter(t: SqlType, tz: tzinfo) -> Callable[[Any], str]:
     if k is TypeKind.INTERVAL:
         return tm.format_interval
     if k is TypeKind.LIST:
-        inner = t.elem
-        while inner is not None and inner.kind is TypeKind.LIST:  # nested: braces, no quotes
-            inner = inner.elem
-        assert inner is not None
-        return array_text_encoder(text_formatter(inner, tz))
+        assert t.elem is not None  # nested arrays: inner braces, elements of the innermost type
+        return array_text_encoder(text_formatter(t.elem.innermost, tz))
     return str  # varchar, jsonb, unknown
 
 
@@ -624,10 +621,8 @@ def binary_encoder(t: SqlType) -> Encoder:
     if k is TypeKind.JSONB:
         return lambda v: b"\x01" + v.encode()
     if k is TypeKind.LIST:
-        elem_t = t.elem
-        while elem_t is not None and elem_t.kind is TypeKind.LIST:  # one multi-dim array
-            elem_t = elem_t.elem
-        assert elem_t is not None
+        assert t.elem is not None
+        elem_t = t.elem.innermost  # nested arrays: one multi-dimensional array
         elem = binary_encoder(elem_t)
         return lambda v: array_send(v, elem_t.oid, elem)
     return lambda v: str(v).encode()  # varchar, unknown

@@ -53,7 +53,8 @@ def _tracked_text_files() -> list[Path]:
     return files
 
 
-#: a development machine's home or work folders, and tracker references ("issue #12")
+#: a development machine's home or work folders, and tracker references (the word issue or
+#: ticket, a hash sign and a number)
 _FORBIDDEN = re.compile(
     r"(?<![\w.])/(?:work|home/[a-z_][\w-]*|Users/[\w-]+)/(?=\w)|\b(?:issue|ticket) #\d+",
     re.IGNORECASE,

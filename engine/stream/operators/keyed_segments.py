@@ -35,6 +35,7 @@ readable until `finish`), then calls `finish` once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -272,7 +273,8 @@ class KeyedSegments:
         if n > SMALL_SEGMENT_ROWS and batch.nbytes > SEGMENT_BYTES:
             step = max(SMALL_SEGMENT_ROWS, min(step, n * SEGMENT_BYTES // batch.nbytes))
         if n > step:  # even pieces: no small tail segment (nor a tail of index updates)
-            step = -(-n // -(-n // step))
+            pieces = math.ceil(n / step)
+            step = math.ceil(n / pieces)
         for start in range(0, n, step):
             part = batch.slice(start, step) if n > step else batch
             sid = self._table.new_sid()
