@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -83,7 +83,12 @@ into the overlay once and rewritten at the next checkpoint).
 10: an aggregation's group table may hold runs after its row range (key byte 0xFF after the
 table id: blobs of many group rows, `engine.stream.operators.agg_columns`), which older
 versions would take for a legacy layout; the 9 -> 10 step
-(`engine.stream.job_plan._group_runs`) writes nothing."""
+(`engine.stream.job_plan._group_runs`) writes nothing.
+11: a hash join side's (or append-only top-N's) one-row groups of a schema of integer and
+float columns only may be fixed-width rows (`engine.state.fixed_rows`, first byte 0x02,
+inside `engine.stream.operators.row_blob` blobs), which older versions cannot decode; the
+10 -> 11 step (`engine.stream.job_plan._fixed_width_join_rows`) writes nothing: marshal
+records of the older layout stay readable, also framed with the new rows."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

@@ -215,6 +215,15 @@ def _group_runs(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("aggregation groups may be checkpointed as runs of many rows")
 
 
+@data_format.migration(10)
+def _fixed_width_join_rows(ctx: data_format.MigrationContext) -> None:
+    """Format 10 -> 11: one-row groups of a join side (or append-only top-N) whose columns
+    are all integers or floats are written as fixed-width rows, which older versions
+    cannot decode. Stored marshal records stay readable as they are, so this step only
+    records the new version, which older Swells then refuse."""
+    ctx.notes.append("join rows of numeric columns may be written as fixed-width rows")
+
+
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

@@ -20,6 +20,13 @@ with a type code, never 0x00). Appending rows to a stored group therefore copies
 and never decodes it; decoding reads the frames in order. A single group stays a bare
 record.
 
+A one-row group of a schema whose columns are all integers or floats (temporal values by
+their integer storage), with no extras (count 1, default degree), is instead one
+fixed-width row of `engine.state.fixed_rows` (first byte 0x02, every column a nullable
+int64 or float64 slot): an event stream's chunk of fresh join keys is then encoded with
+numpy a column at a time instead of a marshal call and a list per value, and blobs made
+only of such rows decode a batch at a time. Frames may mix both kinds of record.
+
 Lifecycle: stateless apart from the schema; one `RowBlobs` per operator side.
 """
 
@@ -35,6 +42,8 @@ import numpy as np
 import pyarrow as pa
 
 from engine.state import codec
+from engine.state.fixed_rows import TAG as _FIXED_TAG
+from engine.state.fixed_rows import FixedLayout
 
 _VERSION = 2
 _B16 = pa.binary(16)
@@ -42,6 +51,18 @@ _FRAMED = b"\x00"  # first byte of a framed blob (a marshal record never starts 
 _LEN = struct.Struct("<I")
 _SINGLES_MIN = 16
 """From this many groups, one-row groups are encoded apart (`_encode_singles`)."""
+
+
+def _fixed_code(t: pa.DataType, plan: tuple[pa.DataType | None, bool]) -> str | None:
+    """The `fixed_rows` slot code of a column a one-row group may store fixed-width
+    (nullable int64 or float64), or None."""
+    view, _ = plan
+    st = t if view is None else view
+    if pa.types.is_integer(st) and not pa.types.is_uint64(st):
+        return "Q"
+    if pa.types.is_floating(st) and not pa.types.is_float16(st):
+        return "D"
+    return None
 
 
 def _plan(t: pa.DataType) -> tuple[pa.DataType | None, bool]:
@@ -72,6 +93,13 @@ class RowBlobs:
         self.schema = schema
         self.n_extra = n_extra
         self._plans = [_plan(f.type) for f in schema]
+        codes = [_fixed_code(f.type, p) for f, p in zip(schema, self._plans, strict=True)]
+        self._fixed: FixedLayout | None = None
+        self._fixed_row: struct.Struct | None = None
+        if codes and all(c is not None for c in codes):
+            self._fixed = FixedLayout("".join(codes))  # type: ignore[arg-type]
+            slots = "".join("Bq" if c == "Q" else "Bd" for c in codes)
+            self._fixed_row = struct.Struct(f"<{len(self._fixed.header)}x{slots}")
 
     # -- encoding ------------------------------------------------------------------------
     def _columns(self, batch: pa.RecordBatch) -> list[list[Any]]:
@@ -116,7 +144,11 @@ class RowBlobs:
         self, batch: pa.RecordBatch, extras: Sequence[np.ndarray | None]
     ) -> list[bytes]:
         """`encode` of one-row groups (no codec-blob column), every row its own group,
-        with C-level iteration only: the same bytes as the general path."""
+        with C-level iteration only. A schema of integer and float columns only, with no
+        extras, gets fixed-width rows (`engine.state.fixed_rows`, first byte 0x02) built
+        with numpy; the others the same marshal records as the general path."""
+        if self._fixed is not None and not any(e is not None for e in extras):
+            return self._encode_fixed(batch)
         wrap = [list(map(list, zip(c, strict=True))) for c in self._columns(batch)]
         groups = map(list, zip(*wrap, strict=True))
         if extras:
@@ -129,6 +161,24 @@ class RowBlobs:
             tails = repeat(())
         recs = zip(repeat(1), groups, tails)
         return list(map(marshal.dumps, recs, repeat(_VERSION, batch.num_rows)))
+
+    def _encode_fixed(self, batch: pa.RecordBatch) -> list[bytes]:
+        """One fixed-width row per row of `batch` (every column integer or float)."""
+        assert self._fixed is not None
+        cols: list[np.ndarray] = []
+        valids: list[np.ndarray | None] = []
+        for col, (view, _), code in zip(batch.columns, self._plans, self._fixed.codes, strict=True):
+            arr = col if view is None else col.view(view)
+            valid = (
+                np.ones(len(arr), bool)
+                if arr.null_count == 0
+                else arr.is_valid().to_numpy(zero_copy_only=False)
+            )
+            filled = arr.fill_null(0) if arr.null_count else arr
+            dt = np.int64 if code == "Q" else np.float64
+            cols.append(filled.to_numpy(zero_copy_only=False).astype(dt, copy=False))
+            valids.append(valid)
+        return self._fixed.encode(cols, valids)
 
     def _encode_mixed(
         self,
@@ -178,8 +228,13 @@ class RowBlobs:
     ) -> tuple[pa.RecordBatch, np.ndarray, list[np.ndarray]]:
         """The rows of `blobs` concatenated, each group's row count, and each extra as
         one int64 array (`defaults[j]` where a group omitted it)."""
+        if self._fixed is not None:
+            got = self._decode_fixed(blobs, defaults)
+            if got is not None:
+                return got
         ncol = len(self._plans)
         acc: list[list[Any]] = [[] for _ in range(ncol)]
+        fixed_row = self._fixed_row
         blob_cols = [i for i, (_, b) in enumerate(self._plans) if b]
         ext: list[list[int]] = [[] for _ in range(self.n_extra)]
         sizes = np.empty(len(blobs), np.int64)
@@ -188,6 +243,15 @@ class RowBlobs:
         for g, raw in enumerate(blobs):
             total = 0
             for rec in _records(raw):
+                if rec[0] == _FIXED_TAG:  # one fixed-width row (`_encode_fixed`)
+                    assert fixed_row is not None
+                    f = fixed_row.unpack(rec)
+                    for a, ok, v in zip(acc, f[0::2], f[1::2], strict=True):
+                        a.append(v if ok else None)
+                    for j in range(self.n_extra):
+                        ext[j].append(defaults[j])
+                    total += 1
+                    continue
                 n, group, extra = loads(rec)
                 total += n
                 for i in blob_cols:
@@ -203,6 +267,38 @@ class RowBlobs:
         ]
         batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
         return batch, sizes, [np.array(e, np.int64) for e in ext]
+
+    def _decode_fixed(
+        self, blobs: Sequence[bytes], defaults: Sequence[int]
+    ) -> tuple[pa.RecordBatch, np.ndarray, list[np.ndarray]] | None:
+        """`decode` when every record of `blobs` is a fixed-width row, with numpy a
+        batch at a time; None when some record is not."""
+        assert self._fixed is not None
+        recs: list[bytes | memoryview] = []
+        sizes = np.empty(len(blobs), np.int64)
+        tag = _FIXED_TAG
+        for g, raw in enumerate(blobs):
+            if raw[:1] == _FRAMED:
+                rs = _records(raw)
+                if any(r[0] != tag for r in rs):
+                    return None
+                recs.extend(rs)
+                sizes[g] = len(rs)
+            elif raw[0] == tag:
+                recs.append(raw)
+                sizes[g] = 1
+            else:
+                return None
+        cols, valids = self._fixed.decode([bytes(r) for r in recs])
+        arrays = []
+        for f, (view, _), col, valid in zip(self.schema, self._plans, cols, valids, strict=True):
+            mask = None if valid is None or valid.all() else ~valid
+            st = f.type if view is None else view
+            arr = pa.array(col, mask=mask).cast(st)
+            arrays.append(arr if view is None else arr.view(f.type))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        n = len(recs)
+        return batch, sizes, [np.full(n, d, np.int64) for d in defaults[: self.n_extra]]
 
     @staticmethod
     def _array(vals: list[Any], t: pa.DataType, plan: tuple[pa.DataType | None, bool]) -> pa.Array:

@@ -58,6 +58,38 @@ def test_row_blobs_round_trip_every_type() -> None:
     assert count.tolist() == [5, 6, 7] and degree.tolist() == [0, 0, 0]
 
 
+def test_row_blobs_fixed_width_rows_mix_with_marshal_records() -> None:
+    """A numeric schema's one-row groups are fixed-width rows (first byte 0x02); they
+    decode alone (numpy path), framed together, and framed with marshal records."""
+    n = 20
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "i": pa.array([None if j % 7 == 3 else j - 10 * 2**40 for j in range(n)], pa.int64()),
+            "s": pa.array([j - 5 for j in range(n)], pa.int16()),
+            "f": pa.array([None if j == 2 else j / 3 for j in range(n)], pa.float32()),
+            "ts": pa.array([dt.datetime(2020, 1, 1, 0, 0, j) for j in range(n)]),
+            "dt": pa.array([None if j == 5 else dt.date(1, 1, 1 + j) for j in range(n)]),
+        }
+    )
+    rb = RowBlobs(batch.schema, 2)
+    singles = rb.encode(batch, list(range(n)), [None, None])
+    assert all(b[0] == 0x02 for b in singles)
+    got, sizes, (count, degree) = rb.decode(singles, (1, 0))
+    assert got.schema == batch.schema and rows_equal(got, batch).all()
+    assert sizes.tolist() == [1] * n and count.tolist() == [1] * n and degree.tolist() == [0] * n
+    # with extras, or in multi-row groups: marshal records; frames mix both kinds
+    counted = rb.encode(batch, list(range(n)), [np.arange(n) + 2, None])
+    assert all(b[0] != 0x02 for b in counted)
+    framed = [
+        RowBlobs.join([singles[0], singles[1]]),
+        RowBlobs.join([singles[2], counted[3], singles[4]]),
+        counted[5],
+    ]
+    got, sizes, (count, _) = rb.decode(framed, (1, 0))
+    assert rows_equal(got, batch.slice(0, 6)).all() and sizes.tolist() == [2, 3, 1]
+    assert count.tolist() == [1, 1, 1, 5, 1, 7]
+
+
 def test_plan_merges_keeps_fragments_logarithmic() -> None:
     sizes: dict[int, int] = {}
     nf = 1
