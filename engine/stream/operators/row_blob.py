@@ -20,12 +20,13 @@ with a type code, never 0x00). Appending rows to a stored group therefore copies
 and never decodes it; decoding reads the frames in order. A single group stays a bare
 record.
 
-A one-row group of a schema whose columns are all integers or floats (temporal values by
-their integer storage), with no extras (count 1, default degree), is instead one
+A row of a schema whose columns are all integers or floats (temporal values by their
+integer storage), encoded with no extras (count 1, default degree), is instead one
 fixed-width row of `engine.state.fixed_rows` (first byte 0x02, every column a nullable
-int64 or float64 slot): an event stream's chunk of fresh join keys is then encoded with
-numpy a column at a time instead of a marshal call and a list per value, and blobs made
-only of such rows decode a batch at a time. Frames may mix both kinds of record.
+int64 or float64 slot), a group of a few such rows a framed blob of them: an event
+stream's chunk of (mostly fresh) join keys is then encoded with numpy a column at a time
+instead of a marshal call and a list per value, and blobs made only of such rows decode a
+batch at a time. Frames may mix both kinds of record.
 
 Lifecycle: stateless apart from the schema; one `RowBlobs` per operator side.
 """
@@ -51,6 +52,9 @@ _FRAMED = b"\x00"  # first byte of a framed blob (a marshal record never starts 
 _LEN = struct.Struct("<I")
 _SINGLES_MIN = 16
 """From this many groups, one-row groups are encoded apart (`_encode_singles`)."""
+_FIXED_GROUP_MAX = 8
+"""Groups of fixed-width rows (module docstring) are framed rows up to this many rows
+(larger groups are one marshal record, read without a frame per row)."""
 
 
 def _fixed_code(t: pa.DataType, plan: tuple[pa.DataType | None, bool]) -> str | None:
@@ -119,6 +123,15 @@ class RowBlobs:
         every row takes the reader's default)."""
         n = batch.num_rows
         blobs_at = [i for i, (_, b) in enumerate(self._plans) if b]
+        if self._fixed is not None and n and not any(e is not None for e in extras):
+            bounds = [*starts, n]
+            sizes = np.diff(np.array(bounds, np.int64))  # a group may be empty
+            if (sizes == 1).all():
+                return self._encode_fixed(batch)
+            if int(sizes.max()) <= _FIXED_GROUP_MAX:
+                rows = self._encode_fixed(batch)
+                join = self.join
+                return [join(rows[x:y]) for x, y in zip(bounds[:-1], bounds[1:], strict=True)]
         if len(starts) >= _SINGLES_MIN and not blobs_at:
             sizes = np.diff(np.array([*starts, n], np.int64))
             one = sizes == 1

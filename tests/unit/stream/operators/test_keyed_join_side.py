@@ -88,6 +88,23 @@ def test_row_blobs_fixed_width_rows_mix_with_marshal_records() -> None:
     got, sizes, (count, _) = rb.decode(framed, (1, 0))
     assert rows_equal(got, batch.slice(0, 6)).all() and sizes.tolist() == [2, 3, 1]
     assert count.tolist() == [1, 1, 1, 5, 1, 7]
+    # groups of a few rows are framed fixed-width rows, larger ones one marshal record
+    few = rb.encode(batch, [0, 3, 4, 10, 16], [None, None])
+    assert [b[0] for b in few] == [0x00, 0x02, 0x00, 0x00, 0x00]
+    got, sizes, _ = rb.decode(few, (1, 0))
+    assert rows_equal(got, batch).all() and sizes.tolist() == [3, 1, 6, 6, 4]
+    # empty groups (a rewrite's emptied pieces) among them
+    holes = rb.encode(batch.slice(0, 3), [0, 0, 1, 1, 3, 3], [None, None])
+    got, sizes, _ = rb.decode(holes, (1, 0))
+    assert rows_equal(got, batch.slice(0, 3)).all() and sizes.tolist() == [0, 1, 0, 2, 0, 0]
+    holes = rb.encode(batch.slice(0, 3), [0, 0, 3], [None, None])  # as many groups as rows
+    got, sizes, _ = rb.decode(holes, (1, 0))
+    assert rows_equal(got, batch.slice(0, 3)).all() and sizes.tolist() == [0, 3, 0]
+    large = rb.encode(batch, [0, 1, 11], [None, None])
+    assert [b[0] for b in large] == [0x28, 0x28, 0x28]
+    got, sizes, _ = rb.decode([few[0], large[1], singles[11]], (1, 0))
+    want = batch.take(pa.array([0, 1, 2, *range(1, 11), 11]))
+    assert rows_equal(got, want).all() and sizes.tolist() == [3, 10, 1]
 
 
 def test_plan_merges_keeps_fragments_logarithmic() -> None:
