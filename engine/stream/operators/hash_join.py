@@ -317,11 +317,11 @@ class HashJoinOp(Operator):
         sub = batch if valid.all() else batch.filter(pa.array(valid))
         jk = self._jkids.assign(sub, side.keys)
         self._grow()
-        ujk, gid = np.unique(jk, return_inverse=True)
+        ujk, gid = _unique_ids(jk, len(self._jkids))
         jkf = jk if len(jk) == n else np.full(n, -1, np.int64)
         if len(jk) != n:
             jkf[valid] = jk
-        return _Delta(batch, w, valid, jk, jkf, ujk, gid.astype(np.int64).reshape(-1))
+        return _Delta(batch, w, valid, jk, jkf, ujk, gid)
 
     # -- probing ----------------------------------------------------------------------
     def _match(self, delta: _Delta, probe: Side, build: Side) -> _Matches:
@@ -604,3 +604,15 @@ def _net(
     nb, nw = net_rows(batch.filter(pa.array(rows)), w[rows])
     keep = ~rows
     return pa.concat_batches([batch.filter(pa.array(keep)), nb]), np.concatenate([w[keep], nw])
+
+
+def _unique_ids(jk: np.ndarray, n_ids: int) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(jk, return_inverse=True)` of key ids below `n_ids`: by a presence mask
+    when the ids are dense enough (per-step ids: no sort of the delta), else by sorting."""
+    if n_ids <= 4 * len(jk) + 1024:
+        present = np.zeros(n_ids, bool)
+        present[jk] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return np.flatnonzero(present).astype(np.int64, copy=False), rank[jk]
+    ujk, gid = np.unique(jk, return_inverse=True)
+    return ujk, gid.astype(np.int64).reshape(-1)
