@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -120,13 +120,7 @@ class IntIndex:
         per key (a chunk's keys never hold the interpreter for a long C call)."""
         out = self._base(arr)
         if self._delta:
-            try:
-                dk = np.fromiter(self._delta.keys(), np.int64, len(self._delta))
-                dl = np.fromiter(self._delta.values(), np.int64, len(self._delta))
-            except (TypeError, OverflowError):  # NULL keys in the delta: not in `arr`
-                ints = [k for k in self._delta if _fits(k)]
-                dk = np.fromiter(ints, np.int64, len(ints))
-                dl = np.fromiter(map(self._delta.__getitem__, ints), np.int64, len(ints))
+            dk, dl, _ = _delta_arrays(self._delta)  # NULL keys are not in `arr`
             if dk.size:
                 order = np.argsort(dk)
                 dk, dl = dk[order], dl[order]
@@ -239,23 +233,79 @@ class IntIndex:
         self._delta.update(zip((k for k, p in zip(ks, present.tolist()) if p), repeat(-1)))
 
     def _merge(self) -> None:
-        """Fold the delta's int keys into the sorted arrays (NULL keys stay in the delta)."""
+        """Fold the delta's int keys into the sorted arrays (NULL keys stay in the delta).
+
+        Only the delta is sorted; its keys find their places in the base by one
+        `searchsorted`: stored keys get their new location in place, new keys go in by one
+        `np.insert` (or the in-place append when above every stored key), and the base is
+        compacted only when the delta deleted some of its keys. A sort of base + delta was
+        O(n log n) CPU per merge (half a second for 8M keys on a shared 2-core machine)."""
         delta = self._delta
-        ints = [k for k in delta if _fits(k)]
-        if not ints:
+        dk, dl, rest = _delta_arrays(delta)
+        if not dk.size:
             return
-        dk = np.fromiter(ints, np.int64, len(ints))
-        dl = np.fromiter(map(delta.__getitem__, ints), np.int64, len(ints))
-        keys = np.concatenate([self._bk, dk])
-        locs = np.concatenate([self._bl, dl])
-        order = np.argsort(keys, kind="stable")  # a delta entry follows its base entry
-        keys, locs = keys[order], locs[order]
-        last = np.ones(keys.size, bool)
-        last[:-1] = keys[1:] != keys[:-1]  # keep the last (newest) entry of each key
-        keep = last & (locs >= 0)
-        self._bk, self._bl = keys[keep], locs[keep]
+        order = np.argsort(dk)  # distinct keys (a dict's)
+        dk, dl = dk[order], dl[order]
+        bk, bl = self._bk, self._bl
+        if bk.size:
+            pos = np.searchsorted(bk, dk)
+            hit = pos < bk.size
+            hit[hit] = bk[pos[hit]] == dk[hit]
+        else:
+            pos, hit = np.zeros(dk.size, np.int64), np.zeros(dk.size, bool)
+        if hit.any():
+            moved = dl[hit]
+            bl[pos[hit]] = moved
+            if (moved < 0).any():  # deleted stored keys: compact the base
+                keep = bl >= 0
+                bk, bl = bk[keep], bl[keep]
+                self._kbuf = self._lbuf = None
+            fresh = ~hit
+            dk, dl = dk[fresh], dl[fresh]
+        added = dl >= 0  # a key added and deleted since the last merge is in neither
+        dk, dl = dk[added], dl[added]
+        self._bk, self._bl = bk, bl
+        self._delta = rest
+        if not dk.size:
+            return
+        if not bk.size or dk[0] > bk[-1]:
+            self._append(dk, dl)
+            return
+        at = np.searchsorted(bk, dk)
+        self._bk = np.insert(bk, at, dk)
+        self._bl = np.insert(bl, at, dl)
         self._kbuf = self._lbuf = None
-        self._delta = {k: v for k, v in delta.items() if not _fits(k)}
+
+
+PIECE = 16_384
+"""Keys converted from Python ints to numpy by one C call: a call holds the interpreter
+lock for its whole length (about 20 ns a key), so a big delta is converted in pieces and
+other threads may run between two."""
+
+
+def _delta_arrays(delta: dict[Any, int]) -> tuple[np.ndarray, np.ndarray, dict[Any, int]]:
+    """The delta's int64 keys and their locations (dict order), and the entries whose keys
+    are not int64 (NULL), which stay in the delta."""
+    keys, locs = list(delta), list(delta.values())
+    try:
+        return _pieces(keys), _pieces(locs), {}
+    except (TypeError, OverflowError):  # NULL keys (or ints beyond int64)
+        fits = [_fits(k) for k in keys]
+        rest = {k: v for k, v, f in zip(keys, locs, fits) if not f}
+        return _pieces(list(compress(keys, fits))), _pieces(list(compress(locs, fits))), rest
+
+
+def _pieces(values: list[Any]) -> np.ndarray:
+    """`values` (Python ints) as int64, converted `PIECE` at a time (see `PIECE`)."""
+    n = len(values)
+    if n <= PIECE:
+        return np.fromiter(values, np.int64, n)
+    return np.concatenate(
+        [
+            np.fromiter(values[i : i + PIECE], np.int64, min(PIECE, n - i))
+            for i in range(0, n, PIECE)
+        ]
+    )
 
 
 def _ascending(arr: np.ndarray) -> bool:

@@ -14,9 +14,12 @@ from engine.stream.operators.key_index import DictIndex, IntIndex, make_index
 
 @pytest.mark.parametrize("seed", range(40))
 def test_int_index_matches_a_dict(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Random small and chunk-sized updates, deletes and NULL keys, through merges."""
+    """Random small and chunk-sized updates, deletes and NULL keys, through merges (the
+    delta converted to arrays in pieces of a few keys, for odd seeds)."""
     monkeypatch.setattr(key_index, "MERGE_MIN", 50)
     monkeypatch.setattr(key_index, "DIRECT_MIN", 20)
+    if seed % 2:
+        monkeypatch.setattr(key_index, "PIECE", 7)
     rnd = random.Random(seed)
     a, b = IntIndex(), DictIndex()
     model: dict[object, int] = {}
