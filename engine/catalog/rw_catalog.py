@@ -20,7 +20,8 @@ from typing import Any
 from engine.catalog.catalog import Relation, RelationKind
 from engine.catalog.databases import database_names, database_oid
 from engine.catalog.indexes import index_info
-from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel, user_rows
+from engine.catalog.pg_catalog import SUPERUSER_OID, CatalogModel
+from engine.catalog.pg_catalog_objects import user_rows
 from engine.catalog.privileges import shown_definition
 from engine.catalog.system import (
     NAMESPACE_OIDS,

@@ -206,6 +206,7 @@ def _ensure_loaded() -> None:
 
         for mod in (
             "engine.catalog.pg_catalog",
+            "engine.catalog.pg_catalog_objects",
             "engine.catalog.information_schema",
             "engine.catalog.rw_catalog",
             "engine.catalog.iceberg_status",

@@ -406,7 +406,7 @@ define(
 
 
 def _userbyid(ctx: EvalContext, oid: int) -> str:
-    from engine.catalog.pg_catalog import user_rows
+    from engine.catalog.pg_catalog_objects import user_rows
     from engine.catalog.system import SystemContext
 
     s = ctx.session
