@@ -206,8 +206,10 @@ class RowBlobs:
         st = np.asarray(starts, np.int64)
         rows1 = st[one]
         multi = np.flatnonzero(~one)
-        rows_m = np.concatenate([np.arange(st[g], st[g] + sizes[g]) for g in multi.tolist()])
-        starts_m = (np.cumsum(sizes[multi]) - sizes[multi]).tolist()
+        sm = sizes[multi]
+        first = np.cumsum(sm) - sm  # each multi-row group's first row among them
+        rows_m = np.repeat(st[multi] - first, sm) + np.arange(int(sm.sum()), dtype=np.int64)
+        starts_m = first.tolist()
         ex1 = [None if e is None else e[rows1] for e in extras]
         exm = [None if e is None else e[rows_m] for e in extras]
         b1 = self._encode_singles(batch.take(pa.array(rows1)), ex1)
