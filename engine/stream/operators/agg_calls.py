@@ -673,6 +673,15 @@ class ExactRegrImpl(AggImpl):
     def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
         raise NotImplementedError("the planner refuses DISTINCT for regression aggregates")
 
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        # Python ints: slots read back from Arrow (decimal128, the batch kernel's) are
+        # Decimals, and Decimal addition rounds to the caller's context (28 digits by
+        # default), which a Σy² of some 70 negative values already exceeds
+        return [
+            [int(a) + int(b) for a, b in zip(o, d, strict=True)]
+            for o, d in zip(old, deltas, strict=True)
+        ]
+
     def output(self, slots: list[Col]) -> list[Any]:
         n = np.asarray([int(v) for v in slots[0]], dtype=np.int64)  # ints or Decimals
         if self.kind == "regr_count":
