@@ -68,6 +68,7 @@ from engine.state.disk_table import DiskStateTable
 from engine.state.fixed_rows import FixedLayout
 from engine.state.store import WriteBatchLike
 from engine.state.table import StateTable
+from engine.stream.operators.key_index import search
 
 Cols = list[np.ndarray]
 Valids = list[np.ndarray | None]
@@ -248,7 +249,7 @@ class ColumnarGroups:
         pos = np.full(m, -1, np.int64)
         if self._sk.size:
             codes, nn = self._codes(keys, knull)
-            at = np.searchsorted(self._sk, codes)
+            at = search(self._sk, codes)
             ok = at < self._sk.size
             hit = np.zeros(m, bool)
             hit[ok] = self._sk[at[ok]] == codes[ok]

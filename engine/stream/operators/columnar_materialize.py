@@ -47,6 +47,7 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators.key_index import search
 from engine.stream.operators.keyed_segments import KeyedSegments, SegmentSnapshot
 from engine.stream.operators.segments import SHIFT, conform, gather, rows_equal
 from engine.types import Field, arrow_schema
@@ -380,7 +381,7 @@ def _paired_int_changes(
         return dk, pos_at, ik, pair
     order = np.argsort(dk, kind="stable")
     sdk = dk[order]
-    at = np.minimum(np.searchsorted(sdk, ik), len(sdk) - 1)
+    at = np.minimum(search(sdk, ik), len(sdk) - 1)
     hit = sdk[at] == ik
     paired = np.flatnonzero(hit)  # positions in ik (and pos_at)
     dpos = order[at[paired]]  # their delete's position in dk (and neg_at)

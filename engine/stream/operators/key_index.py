@@ -35,6 +35,22 @@ the base)."""
 DIRECT_MIN = 4096
 """Updates of at least this many int keys go straight into the sorted arrays (one
 `np.insert`, O(base) bytes moved) instead of through the delta."""
+SORTED_SEARCH_MIN = 2048
+"""`search` sorts unordered queries of at least this many keys before searching."""
+
+
+def search(base: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """`np.searchsorted(base, queries)` for a sorted `base`, faster for many unordered
+    queries: they are sorted first, so the binary searches walk the base in order. With
+    random queries every search misses the CPU caches; 63k random keys into a 100k-key
+    base took 7 ms, sorted first 2.4 ms (a chunk's group keys come in hash order)."""
+    n = queries.size
+    if n < SORTED_SEARCH_MIN or base.size < SORTED_SEARCH_MIN or _ascending(queries):
+        return np.searchsorted(base, queries)
+    order = np.argsort(queries)
+    out = np.empty(n, np.int64)
+    out[order] = np.searchsorted(base, queries[order])
+    return out
 
 
 class DictIndex:
@@ -85,7 +101,7 @@ class IntIndex:
         bk = self._bk
         if not bk.size:
             return np.full(arr.size, -1, np.int64)
-        pos = np.searchsorted(bk, arr)
+        pos = search(bk, arr)
         np.minimum(pos, bk.size - 1, out=pos)
         return np.where(bk[pos] == arr, self._bl[pos], -1)
 
@@ -124,7 +140,7 @@ class IntIndex:
             if dk.size:
                 order = np.argsort(dk)
                 dk, dl = dk[order], dl[order]
-                pos = np.minimum(np.searchsorted(dk, arr), dk.size - 1)
+                pos = np.minimum(search(dk, arr), dk.size - 1)
                 hit = dk[pos] == arr
                 out = np.where(hit, dl[pos], out)
         return out
@@ -178,6 +194,9 @@ class IntIndex:
             return
         if self._delta:
             self._merge()  # the batch's keys may be in the delta: fold it first
+        if not _ascending(arr):  # sorted first: the searches below walk the base in order
+            order = np.argsort(arr, kind="stable")
+            arr, locs = arr[order], locs[order]
         bk, bl = self._bk, self._bl
         if bk.size:
             pos = np.searchsorted(bk, arr)
@@ -190,9 +209,6 @@ class IntIndex:
         else:
             self._n += int(arr.size)
         if arr.size:
-            if not _ascending(arr):
-                order = np.argsort(arr, kind="stable")
-                arr, locs = arr[order], locs[order]
             if not bk.size or arr[0] > bk[-1]:
                 self._append(arr, locs)
                 return

@@ -20,6 +20,8 @@ def test_int_index_matches_a_dict(seed: int, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(key_index, "DIRECT_MIN", 20)
     if seed % 2:
         monkeypatch.setattr(key_index, "PIECE", 7)
+    if seed % 4 < 2:  # lookups of unordered keys sorted before the search
+        monkeypatch.setattr(key_index, "SORTED_SEARCH_MIN", 8)
     rnd = random.Random(seed)
     a, b = IntIndex(), DictIndex()
     model: dict[object, int] = {}
@@ -59,6 +61,20 @@ def test_int_index_matches_a_dict(seed: int, monkeypatch: pytest.MonkeyPatch) ->
         k = rnd.choice(probe)
         assert a.get(k) == model.get(k) == b.get(k)
         assert a.has_any(probe) == bool(model) == b.has_any(probe)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_search_matches_searchsorted(seed: int) -> None:
+    """Unordered, ordered and duplicate queries, past both ends of the base."""
+    rng = np.random.default_rng(seed)
+    base = np.sort(rng.integers(-1000, 1000, 5000))
+    for q in (
+        rng.integers(-1200, 1200, 4000),
+        np.sort(rng.integers(-1200, 1200, 3000)),
+        np.repeat(rng.integers(-5, 5, 500), 9),
+        rng.integers(-1200, 1200, 10),
+    ):
+        assert np.array_equal(key_index.search(base, q), np.searchsorted(base, q))
 
 
 def test_index_kind_follows_the_key_columns() -> None:
