@@ -198,8 +198,23 @@ class ProcessWorker:
         return {"pid": self.proc.pid, "node": "local", "address": f"pid:{self.proc.pid}"}
 
 
+WORKER_NICE = 10
+"""Worker processes lower their CPU priority by this much (`os.nice`) when they start.
+
+Why: on a machine with a few cores the workers computing a big epoch took the CPU from
+the server process, whose threads answer every client (pgwire, webhook acks, the WAL
+writer): a `SELECT 1` waited for a core behind a worker's partition of the epoch. A
+niced worker still gets every idle cycle, so a barrier on an otherwise idle machine takes
+as long; when both want a core, the client's answer comes first (measured by
+bench/read_latency_bench.py on a 2-core machine at load 12-13: p99 during 100k-row epochs
+62-76 -> 42-59 ms, during 1M-row COPYs 95-158 -> 60-92 ms, FLUSH unchanged). The server
+itself is not niced: a thread of it holding the interpreter lock while descheduled would
+stall every other thread."""
+
+
 class ProcessLauncher:
-    """Starts workers as child processes of the server (the local transport)."""
+    """Starts workers as child processes of the server (the local transport); they run at
+    a lower CPU priority (`WORKER_NICE`)."""
 
     def __init__(self) -> None:
         self.workers: list[ProcessWorker] = []

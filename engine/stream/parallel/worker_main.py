@@ -2,8 +2,9 @@
 
 Reads length-prefixed frames on stdin (the first is its JSON config), answers each with
 `WorkerHost.handle` on stdout, and exits at end of input (the coordinator closed the pipe
-or died). The protocol's stdout is moved to a private descriptor first, so a stray print
-of some library goes to stderr (the server's log) instead of corrupting a frame.
+or died). It lowers its CPU priority first (`transport.WORKER_NICE`). The protocol's
+stdout is moved to a private descriptor first, so a stray print of some library goes to
+stderr (the server's log) instead of corrupting a frame.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import os
 import sys
 
 from engine.stream.parallel.host import WorkerHost
-from engine.stream.parallel.transport import read_frame, write_frame
+from engine.stream.parallel.transport import WORKER_NICE, read_frame, write_frame
 
 
 def main() -> int:
+    os.nice(WORKER_NICE)  # client answers first (`WORKER_NICE`)
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     proto_in = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(2, 1)  # print() -> stderr
