@@ -115,10 +115,27 @@ def _subscripts_as_written() -> None:
     Postgres.INDEX_OFFSET = 0
 
 
+def _round_as_written() -> None:
+    """sqlglot prints `round(x, n)` over what it takes for a double precision `x` as
+    `ROUND(CAST(x AS DECIMAL), n)`, the rewrite a query for PostgreSQL needs. A view's
+    query is planned from its regenerated text, so that cast made a view accept the
+    `round(double precision, integer)` an ad-hoc query refuses (42883, as PostgreSQL
+    does): the call prints as written."""
+    from sqlglot.dialects.postgres import Postgres
+    from sqlglot.dialects.risingwave import RisingWave
+
+    def round_sql(self: Any, e: exp.Round) -> str:
+        return str(self.func("ROUND", e.this, e.args.get("decimals")))
+
+    for gen in (Postgres.Generator, RisingWave.Generator):
+        gen.TRANSFORMS = {**gen.TRANSFORMS, exp.Round: round_sql}
+
+
 _keep_pg_functions()
 _remember_written_names()
 _full_grouping_elements()
 _subscripts_as_written()
+_round_as_written()
 
 
 def split_statements(sql: str) -> list[tuple[str, int]]:
