@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import (
+    AmbiguousFunction,
     DatatypeMismatch,
     NumericValueOutOfRange,
     SqlSyntaxError,
@@ -83,17 +84,19 @@ def plan_ordered_set(
         raise SqlSyntaxError(f"{kind} takes exactly one ORDER BY expression in WITHIN GROUP")
     key = keys[0]
     arg = planner._bind(key.this, scope)
-    if ex.is_untyped(arg):
-        if kind != "percentile_cont":  # PostgreSQL: anyelement cannot be unknown
-            raise DatatypeMismatch(
-                "could not determine polymorphic type because input has type unknown"
-            )
-        arg = ex.cast(arg, DOUBLE)
+    unknown_key = ex.is_untyped(arg)
+    if unknown_key and kind != "percentile_cont":  # PostgreSQL: anyelement cannot be unknown
+        raise DatatypeMismatch(
+            "could not determine polymorphic type because input has type unknown"
+        )
     direct: Any = None
     fraction_type = ""
+    fraction = None
     if kind != "mode":
-        frac_node = call.this
-        fraction = planner._bind(frac_node, scope)
+        fraction = _resolve_fraction(kind, planner._bind(call.this, scope), unknown_key)
+    if unknown_key:  # read as double precision once the candidate is chosen
+        arg = ex.cast(arg, DOUBLE)
+    if fraction is not None:
         fraction_type = fraction.type.display
         direct, is_array = _fraction(kind, fraction, arg.type)
         rtype = _result_type(kind, arg, fraction_type)
@@ -119,6 +122,29 @@ def plan_ordered_set(
     return AggSpec(
         kind, arg_idx, rtype, False, filt_idx, order=((arg_idx, desc, desc),), direct=direct
     )
+
+
+def _resolve_fraction(kind: str, fraction: ex.Expr, unknown_key: bool) -> ex.Expr:
+    """The fraction as PostgreSQL resolves percentile_cont's candidates (double precision
+    or an array of them, over double precision or interval values): with an unknown
+    ORDER BY value (`ORDER BY NULL`) an array or unknown fraction matches the
+    double precision and the interval candidate alike (42725); an unknown fraction is
+    otherwise read as double precision (`'0.5'`)."""
+    untyped = ex.is_untyped(fraction)
+    t = fraction.type
+    numeric_array = (
+        t.kind is TypeKind.LIST
+        and t.elem is not None
+        and (t.elem.kind in _NUMBERS or t.elem.is_float)
+    )
+    if kind == "percentile_cont" and unknown_key and (untyped or numeric_array):
+        shown = "unknown" if untyped else t.display
+        raise AmbiguousFunction(
+            f"function {kind}({shown}, unknown) is not unique",
+            hint="Could not choose a best candidate function. "
+            "You might need to add explicit type casts.",
+        )
+    return ex.cast(fraction, DOUBLE) if untyped else fraction
 
 
 def _sig(fraction_type: str, arg: SqlType) -> str:
