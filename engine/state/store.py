@@ -259,10 +259,6 @@ class StateStore:
         self.synced_writes += sync
         return size
 
-    def sync_backlog(self) -> int:
-        """Bytes written to RocksDB's log since it was last fsynced (approximate)."""
-        return self._unsynced
-
     def _sync_log(self) -> None:
         """fsync RocksDB's write-ahead log files, releasing the GIL (module docstring)."""
         names = sorted(n for n in os.listdir(self.path) if n.endswith(".log"))
