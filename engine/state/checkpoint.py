@@ -67,6 +67,7 @@ from __future__ import annotations
 import marshal
 import struct
 import time
+from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -113,18 +114,21 @@ class EpochChanges:
     """The operations of one checkpoint, recorded in order (a `WriteBatchLike`).
 
     A value is the bytes of a put, None for a delete, or `(end,)` for a range delete
-    starting at the key: the form a staged piece keeps (marshal reads it back as is)."""
+    starting at the key: the form a staged piece keeps (marshal reads it back as is).
+    `sizes` holds each operation's value bytes (0 for deletes), for `pieces`."""
 
-    __slots__ = ("keys", "values", "nbytes")
+    __slots__ = ("keys", "values", "nbytes", "sizes")
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.values: list[bytes | tuple[bytes] | None] = []
         self.nbytes = 0
+        self.sizes = array("q")
 
     def put(self, key: bytes, value: bytes) -> None:
         self.keys.append(key)
         self.values.append(value)
+        self.sizes.append(len(value))
         self.nbytes += len(value)
 
     def put_many(self, keys: list[bytes], values: list[bytes]) -> None:
@@ -132,15 +136,19 @@ class EpochChanges:
         speed: no Python call per row)."""
         self.keys.extend(keys)
         self.values.extend(values)
-        self.nbytes += sum(map(len, values))
+        n = len(self.sizes)
+        self.sizes.extend(map(len, values))
+        self.nbytes += sum(memoryview(self.sizes)[n:])
 
     def delete(self, key: bytes) -> None:
         self.keys.append(key)
         self.values.append(None)
+        self.sizes.append(0)
 
     def delete_range(self, begin: bytes, end: bytes) -> None:
         self.keys.append(begin)
         self.values.append((end,))
+        self.sizes.append(0)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -152,7 +160,7 @@ class EpochChanges:
             return [(0, n)] if n else []
         # a piece ends at the first operation past PIECE_OPS ones, or after the one whose
         # value brought its bytes to PIECE_BYTES: found with the running byte total
-        sizes = np.fromiter(map(_op_bytes, self.values), np.int64, n)
+        sizes = np.frombuffer(self.sizes, np.int64)
         total = np.concatenate([[0], np.cumsum(sizes)])
         out: list[tuple[int, int]] = []
         start = 0
@@ -164,10 +172,6 @@ class EpochChanges:
                 return out
             out.append((start, end))
             start = end
-
-
-def _op_bytes(v: bytes | tuple[bytes] | None) -> int:
-    return 0 if v is None or v.__class__ is tuple else len(v)
 
 
 def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:

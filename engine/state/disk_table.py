@@ -308,19 +308,20 @@ class DiskStateTable:
         if len(widths) == 1:
             groups: list[tuple[list[Key], list[int] | None]] = [(keys, None)]
         else:
-            by_width: dict[int, list[int]] = {}
-            for i, w in enumerate(map(len, keys)):
-                by_width.setdefault(w, []).append(i)
-            groups = [([keys[i] for i in idx], idx) for idx in by_width.values()]
+            ws = np.fromiter(map(len, keys), np.int64, n)
+            groups = []
+            for w in sorted(widths):
+                idx = np.flatnonzero(ws == w).tolist()
+                groups.append((list(map(keys.__getitem__, idx)), idx))
         out_f: list[bytes] = []
         out_o: list[int] = []
-        for ks, idx in groups:
+        for ks, pos in groups:
             fulls, order = self._width_keys(ks, sort)
             if len(groups) == 1:
                 return fulls, order
             out_f.extend(fulls)
-            assert idx is not None
-            out_o.extend(idx if order is None else map(idx.__getitem__, order))
+            assert pos is not None
+            out_o.extend(pos if order is None else map(pos.__getitem__, order))
         return out_f, out_o
 
     def _width_keys(self, keys: list[Key], sort: bool) -> tuple[list[bytes], list[int] | None]:

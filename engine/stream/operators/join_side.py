@@ -128,8 +128,17 @@ class JoinKeyIds:
             inverse[ex.get_column(INDEX).to_numpy()] = ex.get_column("__g").to_numpy()
         ids = self.ids
         uid = np.fromiter(map(ids.get, distinct, repeat(-1)), np.int64, len(distinct))
-        for i in np.flatnonzero(uid < 0).tolist():  # values seen for the first time
-            uid[i] = ids.setdefault(distinct[i], len(ids))
+        new = np.flatnonzero(uid < 0)  # values seen for the first time
+        if len(new):
+            fresh = list(map(distinct.__getitem__, new.tolist()))
+            base = len(ids)
+            add = dict(zip(fresh, range(base, base + len(fresh))))
+            if len(add) == len(fresh):  # pairwise distinct (the usual case): in bulk
+                ids.update(add)
+                uid[new] = np.arange(base, base + len(fresh), dtype=np.int64)
+            else:  # values equal in Python though apart in the batch (0.0 and -0.0)
+                for i, v in zip(new.tolist(), fresh, strict=True):
+                    uid[i] = ids.setdefault(v, len(ids))
         return uid[inverse]
 
     def compact(self, sides: list[JoinSide]) -> None:

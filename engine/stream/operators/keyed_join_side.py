@@ -58,6 +58,7 @@ into its overlay, is converted here and rewritten at the next checkpoint).
 from __future__ import annotations
 
 from array import array
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -200,7 +201,7 @@ class KeyedJoinSide:
             self._values = list(ids.ids)
         if self._filter.complete:  # keys no row was ever written under: nothing to read
             vals = self._values
-            absent = self._filter.absent(key_hashes([vals[i] for i in need.tolist()]))
+            absent = self._filter.absent(key_hashes(list(map(vals.__getitem__, need.tolist()))))
             self._heads[need[absent]] = True
             need = need[~absent]
             if not len(need):
@@ -225,8 +226,8 @@ class KeyedJoinSide:
         vals = self._values
         ks = kids.tolist() if isinstance(kids, np.ndarray) else kids
         if len(self.keys) == 1:
-            return [(vals[i],) for i in ks]
-        return [vals[i] for i in ks]
+            return list(zip(map(vals.__getitem__, ks)))  # 1-tuples at C speed
+        return list(map(vals.__getitem__, ks))
 
     def _add_pieces(self, kids: list[int], fids: list[int], blobs: list[bytes]) -> None:
         """Decode blobs (piece `fids[i]` of key `kids[i]`) into one working-set batch."""
@@ -382,7 +383,7 @@ class KeyedJoinSide:
         uk = np.unique(jk) if ujk is None else ujk
         if self._filter.complete:
             vals = self._values
-            self._filter.add(key_hashes([vals[i] for i in uk.tolist()]))
+            self._filter.add(key_hashes(list(map(vals.__getitem__, uk.tolist()))))
         # keys none decoded this step that get only inserts (fresh keys too): appended to
         # without reading their rows
         app = np.ones(len(uk), bool)
@@ -392,7 +393,7 @@ class KeyedJoinSide:
                 app &= ~np.isin(uk, jk[bad])
             dec = self._decoded
             if dec:
-                app &= np.fromiter((k not in dec for k in uk.tolist()), bool, len(uk))
+                app &= ~np.isin(uk, np.fromiter(dec, np.int64, len(dec)))
         if app.any():
             sel = np.isin(jk, uk[app])
             mask = pa.array(sel)
@@ -462,25 +463,31 @@ class KeyedJoinSide:
         heads = self._store_keys(kids)
         raw, frags_of, tails_of = self._raw, self._frags, self._tails
         join = self._blobs.join
-        tl = [tails_of.get(k) for k in kids]
-        big = TAIL_BYTES
-        # a key without a tail takes the new rows as its tail when it has no fragments
-        # either (a fresh key, the common case of an event stream)
-        fits = [
-            (len(b) if t is None else len(t) + len(b)) <= big
-            and (t is not None or not frags_of.get(k))
-            for k, t, b in zip(kids, tl, blobs, strict=True)
-        ]
-        keys: list[tuple[Any, ...]] = []
-        vals: list[tuple[Any, ...]] = []
-        # the common case: the new rows join the key's tail
-        for kid, head, tot, t, b, ok in zip(kids, heads, tots, tl, blobs, fits, strict=True):
-            if ok:
-                nt = tails_of[kid] = b if t is None else join([t, b])
+        m = len(kids)
+        tl = list(map(tails_of.get, kids))
+        t_len = np.fromiter(map(len, map(tails_of.get, kids, repeat(b""))), np.int64, m)
+        b_len = np.fromiter(map(len, blobs), np.int64, m)
+        has_fr = np.fromiter(map(bool, map(frags_of.get, kids)), bool, m)
+        # a key without a tail (tails are never empty) takes the new rows as its tail
+        # when it has no fragments either (a fresh key, the common case of an event
+        # stream): those in bulk
+        fit = (t_len + b_len <= TAIL_BYTES) & ((t_len > 0) | ~has_fr)
+        fresh = fit & (t_len == 0)
+        fits = fit.tolist()
+        fl = fresh.tolist()
+        keys: list[tuple[Any, ...]] = list(compress(heads, fl))
+        fb = list(compress(blobs, fl))
+        vals: list[tuple[Any, ...]] = list(zip(compress(tots, fl), repeat(b""), fb))
+        tails_of.update(zip(compress(kids, fl), fb))
+        # then the new rows that join a key's tail
+        if not fresh.all():
+            for i in np.flatnonzero(fit & ~fresh).tolist():
+                kid, t, b = kids[i], tl[i], blobs[i]
+                nt = tails_of[kid] = join([t, b])  # type: ignore[list-item]
                 fr = frags_of.get(kid)
-                keys.append(head)
-                vals.append((tot, _frag_bytes(fr) if fr else b"", nt))
-        if all(fits):
+                keys.append(heads[i])
+                vals.append((tots[i], _frag_bytes(fr) if fr else b"", nt))
+        if fit.all():
             self.table.put_many(keys, vals)
             return
         sizes = np.diff(np.r_[cut, len(skj)]).tolist()
