@@ -11,10 +11,12 @@ change semantics it reproduces) but keeps rows columnar:
   large values in ONE `StateTable` ("segments"; a checkpoint writes O(segments touched)
   keys) and amortised compaction of sparse and small segments;
 * a step consolidates the epoch's delta, looks its keys up in bulk (`map` over the
-  index at C speed), marks replaced and deleted rows dead in their masks, and appends the
-  rows that changed as one new segment. Pks not yet stored with no duplicates in the
-  delta (append-only streams, hidden `_row_id` tables) take a fast path: one bulk
-  disjointness check, then the input batch itself becomes the segment.
+  index at C speed), marks deleted rows dead in their masks, replaces the changed rows
+  of stored pks in place (`KeyedSegments.overwrite`: their segments are rewritten, the
+  index does not move) and appends the rows of new pks as one new segment. Pks not yet
+  stored with no duplicates in the delta (append-only streams, hidden `_row_id` tables)
+  take a fast path: one bulk disjointness check, then the input batch itself becomes the
+  segment.
 
 Pk index keys are Python values of the pk column (`segments.key_fn`: temporal columns by
 their integer storage, decimals and intervals by their 16 storage bytes, which are
@@ -245,10 +247,18 @@ class ColumnarMaterializeOp(Operator):
         new_rows = ins_batch if kept.all() else ins_batch.filter(pa.array(kept))
         new_keys = ins_keys if kept.all() else list(compress(ins_keys, kept))
         parts.append(new_rows)
-        out, ops = _interleave(parts, n_del, n_upd, exists[kept])
-        # state: kill deleted and replaced rows, drop deleted keys, append the new rows
-        touched = self._store.kill(np.concatenate([del_locs, old_locs]), gone)
-        if len(new_rows):
+        is_upd = exists[kept]
+        out, ops = _interleave(parts, n_del, n_upd, is_upd)
+        # state: kill deleted rows and drop their keys, replace changed rows in place,
+        # append the rows of new keys
+        touched = self._store.kill(del_locs, gone)
+        if n_upd:
+            self._store.overwrite(old_locs, new_rows.filter(pa.array(is_upd)))
+            fresh = ~is_upd
+            new_keys = list(compress(new_keys, fresh))
+            if new_keys:
+                new_rows = new_rows.filter(pa.array(fresh))
+        if new_keys:
             self._store.append(new_rows, new_keys)
         self._store.finish(touched)
         return StreamChunk(ops, out)
@@ -302,10 +312,18 @@ class ColumnarMaterializeOp(Operator):
         every = bool(kept.all())
         new_rows = ins_batch if every else ins_batch.filter(pa.array(kept))
         parts.append(new_rows)
-        out, ops = _interleave(parts, n_del, n_upd, exists[kept])
-        touched = store.kill(np.concatenate([del_locs, old_locs]), gone)
-        if len(new_rows):
-            store.append(new_rows, ins_keys if every else ins_keys[kept])
+        is_upd = exists[kept]
+        out, ops = _interleave(parts, n_del, n_upd, is_upd)
+        touched = store.kill(del_locs, gone)
+        new_keys = ins_keys if every else ins_keys[kept]
+        if n_upd:  # changed rows of stored keys: in place (`KeyedSegments.overwrite`)
+            store.overwrite(old_locs, new_rows.filter(pa.array(is_upd)))
+            fresh = ~is_upd
+            new_keys = new_keys[fresh]
+            if len(new_keys):
+                new_rows = new_rows.filter(pa.array(fresh))
+        if len(new_keys):
+            store.append(new_rows, new_keys)
         store.finish(touched)
         return StreamChunk(ops, out)
 

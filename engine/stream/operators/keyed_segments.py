@@ -10,7 +10,10 @@ store, built on `segments.SegmentTable` (persistence as few large values):
   column, else a dict; over `segments.key_fn` values) maps each stored key to its
   location `segment_id << 32 | row`. Keys are unique: the owner kills a key's old row
   (`kill`) before appending a new one (`append`);
-* persisted in ONE state table: `(sid,)` -> Arrow IPC bytes (written once),
+* a stored key whose row changes is rewritten in place (`overwrite`): its segment gets a
+  new batch with the row at the same position, so neither the index nor the masks move;
+* persisted in ONE state table: `(sid,)` -> Arrow IPC bytes (written when the segment is
+  created and again when `overwrite` changes its rows),
   `("mask", sid)` -> packed live bitmap (rewritten only for segments whose mask changed),
   `("meta",)` -> (format version, next segment id);
 * compaction keeps this amortised: `finish` drops segments with no live rows, and
@@ -19,18 +22,18 @@ store, built on `segments.SegmentTable` (persistence as few large values):
   new segments of at most `MAX_SEGMENT_ROWS` rows (and about `SEGMENT_BYTES`); it
   returns the locations it moved so owners holding locations (the top-N cache) can follow.
 
-Snapshots (`pin`): segments are immutable and a live mask is never changed in place
-(`kill` writes a new array), so pinning the current rows is O(segments): a tuple of
-(batch, mask) pairs that later steps cannot change. The runtime pins every relation's
-rows at each committed epoch (`SegmentSnapshot`), and readers turn a pin into an Arrow
-table without any lock while the next epoch is computed.
+Snapshots (`pin`): a segment's batch is immutable (`overwrite` replaces it with a new one)
+and a live mask is never changed in place (`kill` writes a new array), so pinning the
+current rows is O(segments): a tuple of (batch, mask) pairs that later steps cannot change.
+The runtime pins every relation's rows at each committed epoch (`SegmentSnapshot`), and
+readers turn a pin into an Arrow table without any lock while the next epoch is computed.
 
 Owners reach the rows only through the methods here (never the segment or index dicts).
 
 Lifecycle: the owner constructs it over its state table once the runtime loaded that
 table (the constructor rebuilds segments, masks and the index); per step the owner looks
-keys up, kills old rows, appends new ones, reads rows with `gather` (dead rows stay
-readable until `finish`), then calls `finish` once.
+keys up, reads rows with `gather` (dead rows stay readable until `finish`), kills deleted
+rows, overwrites changed ones, appends new ones, then calls `finish` once.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ checkpoint piece carrying a 5 MB segment of a COPY stopped every session for 10-
 and one of 1 MB still for 6-11 CPU-ms on a loaded machine (the size of a checkpoint
 piece, `checkpoint.PIECE_BYTES`, keeps a piece to about one such value)."""
 MIN_LIVE_FRACTION = 0.5
+GROWN_BYTES = 4 * SEGMENT_BYTES
+"""A segment whose rows grew past this by `overwrite` (longer strings) is rewritten (and so
+split at `SEGMENT_BYTES`) by the next `finish`."""
 
 EMPTY = np.empty(0, np.int64)
 
@@ -150,6 +156,7 @@ class KeyedSegments:
         self.segments: dict[int, Segment] = {}
         self.index = make_index([schema.field(i).type for i in self.key_cols])
         self._small: set[int] = set()
+        self._grown: set[int] = set()  # overwritten past GROWN_BYTES: split at `finish`
         self._table = SegmentTable(table, schema, version, what)
         self._pinned: SegmentSnapshot | None = None  # valid until the rows change
         if len(table):
@@ -288,6 +295,30 @@ class KeyedSegments:
             out.append(np.arange(base, base + rows, dtype=np.int64))
         return np.concatenate(out) if len(out) > 1 else (out[0] if out else EMPTY)
 
+    def overwrite(self, locs: np.ndarray, rows: pa.RecordBatch) -> None:
+        """Replace the live rows at `locs` by `rows` (in that order, the same keys).
+
+        Each segment touched gets a new batch with the rows in the same positions (copy on
+        write: pinned snapshots keep the old one), so the index and the live masks stay
+        as they are and the segment is written again under its own id. An update used to
+        kill the old row and append the new one: with most groups of a view changing in an
+        epoch, every segment thinned below half live and was compacted, so the whole view
+        was moved and re-indexed each epoch. A segment whose values grew past
+        `GROWN_BYTES` is split by the next `finish`."""
+        if not len(locs):
+            return
+        self._pinned = None
+        for sid, at, rws in by_segment(locs):
+            seg = self.segments[sid]
+            sub = rows if at is None else rows.take(pa.array(at))
+            n = seg.batch.num_rows
+            idx = np.arange(n, dtype=np.int64)
+            idx[rws] = np.arange(n, n + len(rws), dtype=np.int64)
+            merged = pa.concat_batches([seg.batch, sub]).take(pa.array(idx))
+            seg.batch = self._table.write(sid, merged)
+            if merged.nbytes > GROWN_BYTES and n > SMALL_SEGMENT_ROWS:
+                self._grown.add(sid)
+
     def kill(self, locs: np.ndarray, gone: list[Any] | None = None) -> set[int]:
         """Mark rows dead and drop the keys `gone` from the index; the segments touched."""
         touched: set[int] = set()
@@ -317,6 +348,9 @@ class KeyedSegments:
         ]
         if len(self._small) > MAX_SMALL_SEGMENTS:
             rewrite = list(dict.fromkeys([*rewrite, *sorted(self._small)]))
+        if self._grown:
+            rewrite = list(dict.fromkeys([*rewrite, *sorted(self._grown & segs.keys())]))
+            self._grown.clear()
         moved = (EMPTY, EMPTY)
         if rewrite:
             moved = self._rewrite(rewrite)
@@ -342,6 +376,7 @@ class KeyedSegments:
         self._pinned = None
         seg = self.segments.pop(sid)
         self._small.discard(sid)
+        self._grown.discard(sid)
         self._table.drop(sid, (MASK,) if seg.mask is not None else ())
 
     def _load(self) -> None:

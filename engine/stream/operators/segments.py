@@ -10,7 +10,8 @@ equality-preserving Python keys only where a row must be found by value.
 This module holds what both need:
 
 * `SegmentTable`: persistence of segments in ONE `StateTable` with few, large values:
-  `(sid,)` -> `(Arrow IPC stream bytes,)` written once when the segment is created,
+  `(sid,)` -> `(Arrow IPC stream bytes,)` written when the segment is created (and when
+  its owner replaces its rows),
   `(kind, sid)` -> owner-defined tuple for mutable per-segment arrays (`"mask"` is the
   packed live bitmap), `("meta",)` -> `(format version, next segment id)`. After writing a
   segment the batch is re-read zero-copy from the stored bytes, so the segment's memory is

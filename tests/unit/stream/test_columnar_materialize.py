@@ -281,24 +281,48 @@ def ints(keys: list[int], v: int, op: Op = Op.INSERT) -> StreamChunk:
     return make_chunk(F, [op] * len(keys), [(k, f"n{k}", v) for k in keys])
 
 
-def test_fresh_keys_become_segments_and_upserts_compact() -> None:
+def test_fresh_keys_become_segments_and_upserts_rewrite_rows_in_place() -> None:
     op = ColumnarMaterializeOp(F, [0], LocalStateAllocator())
     out = op.step([ints(list(range(100)), 0)])
     assert out is not None and out.ops.to_pylist() == [Op.INSERT] * 100
     op.step([ints(list(range(100, 200)), 0)])
     assert op.segment_count == 2
-    # overwrite 60 rows of the first segment: it falls below half live and is rewritten
+    pinned = op.pin()
+    # upsert 60 rows of the first segment and one of the second (the int-key U-/U+ path)
     out = op.step([ints(list(range(60)), 1)])
     assert out is not None and len(out) == 120
-    # [100..200), the 60 new rows, and the 40 live rows of [0..100) rewritten
-    assert op.segment_count == 3
+    out = op.step([make_chunk(F, [Op.UPDATE_DELETE, Op.UPDATE_INSERT],
+                              [(150, "n150", 0), (150, "n150", 7)])])  # fmt: skip
+    assert_chunk(out, "U- 150 n150 0\nU+ 150 n150 7")
+    # the rows changed where they are: no new segment, nothing compacted
+    assert op.segment_count == 2
     assert len(op) == 200
+    want = {k: 1 if k < 60 else 7 if k == 150 else 0 for k in range(200)}
     assert sorted_rows(op.snapshot()) == sorted(
-        [(k, f"n{k}", 1 if k < 60 else 0) for k in range(200)], key=repr
+        [(k, f"n{k}", v) for k, v in want.items()], key=repr
     )
+    assert op.get((5,)) == (5, "n5", 1) and op.get((150,)) == (150, "n150", 7)
+    # a snapshot pinned before still holds the old rows
+    assert sorted_rows(pinned.table()) == sorted([(k, f"n{k}", 0) for k in range(200)], key=repr)
     # deleting every row of a segment drops it
     op.step([ints(list(range(100, 200)), 0, Op.DELETE)])
-    assert op.segment_count == 2 and len(op) == 100
+    assert op.segment_count == 1 and len(op) == 100
+
+
+def test_rows_grown_in_place_split_their_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cm, "SMALL_SEGMENT_ROWS", 4)
+    monkeypatch.setattr(cm, "SEGMENT_BYTES", 1024)
+    monkeypatch.setattr(cm, "GROWN_BYTES", 4096)
+    op = ColumnarMaterializeOp(F, [0], LocalStateAllocator())
+    op.step([ints(list(range(40)), 0)])
+    assert op.segment_count == 1
+    long = make_chunk(F, [Op.INSERT] * 40, [(k, "x" * 200 + str(k), 1) for k in range(40)])
+    op.step([long])
+    assert op.segment_count >= 4  # 8 kB of rows: split at about SEGMENT_BYTES
+    assert sorted_rows(op.snapshot()) == sorted(
+        [(k, "x" * 200 + str(k), 1) for k in range(40)], key=repr
+    )
+    assert op.get((39,)) == (39, "x" * 200 + "39", 1)
 
 
 def test_small_segments_are_merged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -348,8 +372,8 @@ def test_checkpoint_writes_few_keys_and_restart_continues(tmp_path: Path) -> Non
         commit(store, op)
         op.step([ints([5, 6], 1)])
         op.step([ints([7], 0, Op.DELETE)])
-        # one new segment, the first segment's mask, meta
-        assert table.dirty_count == 3
+        # the segment rewritten in place and its mask
+        assert table.dirty_count == 2
         commit(store, op)
         again = reopen(ColumnarMaterializeOp, store, F, [0])
         assert snapshot_rows(again) == snapshot_rows(op)
