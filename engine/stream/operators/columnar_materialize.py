@@ -392,19 +392,28 @@ def _paired_int_changes(
     neg_at = np.flatnonzero(neg)
     pos_at = np.flatnonzero(~neg)
     dk, ik = keys[neg_at], keys[pos_at]
-    if not _distinct(dk) or not _distinct(ik):
-        return None
     pair = np.full(len(dk), -1, np.int64)
-    if not len(dk) or not len(ik):
-        return dk, pos_at, ik, pair
-    order = np.argsort(dk, kind="stable")
-    sdk = dk[order]
-    at = np.minimum(search(sdk, ik), len(sdk) - 1)
-    hit = sdk[at] == ik
-    paired = np.flatnonzero(hit)  # positions in ik (and pos_at)
-    dpos = order[at[paired]]  # their delete's position in dk (and neg_at)
-    if (neg_at[dpos] > pos_at[paired]).any():
-        return None  # an insert followed by a delete of the same pk: consolidate
+    nxt = neg_at + 1
+    if len(dk) and nxt[-1] < len(w) and not neg[nxt].any() and (keys[nxt] == dk).all():
+        # every delete is followed by an insert of its pk (an aggregation's U-/U+ pairs):
+        # distinct inserts make the deletes distinct, and the pairs need no search
+        if not _distinct(ik):
+            return None
+        paired = np.cumsum(~neg)[nxt] - 1  # positions in ik (and pos_at)
+        dpos = np.arange(len(dk))
+    else:
+        if not _distinct(dk) or not _distinct(ik):
+            return None
+        if not len(dk) or not len(ik):
+            return dk, pos_at, ik, pair
+        order = np.argsort(dk, kind="stable")
+        sdk = dk[order]
+        at = np.minimum(search(sdk, ik), len(sdk) - 1)
+        hit = sdk[at] == ik
+        paired = np.flatnonzero(hit)  # positions in ik (and pos_at)
+        dpos = order[at[paired]]  # their delete's position in dk (and neg_at)
+        if (neg_at[dpos] > pos_at[paired]).any():
+            return None  # an insert followed by a delete of the same pk: consolidate
     if len(paired) and any(pa.types.is_nested(t) for t in batch.schema.types):
         return None
     keep_neg = np.ones(len(dk), bool)

@@ -8,11 +8,13 @@ small-segment merging, persistence through a real RocksDB `StateStore`, `apply_p
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from unit.stream.operators.helpers import DictStore, assert_chunk, chunk, make_chunk
@@ -21,6 +23,7 @@ from engine.chunk import Op, StreamChunk
 from engine.errors import InternalError
 from engine.state.store import StateStore
 from engine.stream.operators import LocalStateAllocator, MaterializeOp
+from engine.stream.operators import columnar_materialize as mat
 from engine.stream.operators import keyed_segments as cm
 from engine.stream.operators.columnar_materialize import ColumnarMaterializeOp
 from engine.types import (
@@ -422,3 +425,34 @@ def test_integer_pk_above_every_stored_key_and_below_it() -> None:
         (12, "g", 7),
         (13, "h", 8),
     ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_int_pk_change_pairing_matches_the_general_pairing(seed: int) -> None:
+    """The int-pk pairing of a chunk's deletes and inserts (its shortcut for U-/U+ pairs
+    that follow each other, and its search otherwise) answers as the list-of-keys one."""
+    rnd = random.Random(seed)
+    rows: list[tuple[Op, tuple[int, str, int]]] = []
+    keys = rnd.sample(range(1000), 60)
+    for k in keys[:20]:
+        rows.append((Op.INSERT, (k, f"n{k}", 0)))
+    for k in keys[20:50]:
+        v = rnd.randrange(3)
+        rows += [
+            (Op.UPDATE_DELETE, (k, f"n{k}", v)),
+            (Op.UPDATE_INSERT, (k, f"n{k}", v * rnd.randrange(2))),
+        ]
+    if seed % 2:  # a delete, and a delete whose insert comes later: no adjacent pairs
+        rows.append((Op.DELETE, (keys[50], "x", 1)))
+        rows.insert(0, (Op.DELETE, (keys[51], "y", 1)))
+        rows.append((Op.INSERT, (keys[51], "y", 2)))
+    ch = make_chunk(F, [op for op, _ in rows], [r for _, r in rows])
+    w = ch.weights()
+    arr = np.asarray(ch.data.column(0).to_numpy(), np.int64)
+    got = mat._paired_int_changes(ch.data, arr, w)
+    want = mat._paired_changes(ch.data, arr.tolist(), w)
+    assert got is not None and want is not None
+    dk, pos, ik, pair = got
+    assert (dk.tolist(), pos.tolist(), ik.tolist()) == (want[0], want[1].tolist(), want[2])
+    for d, p in zip(dk.tolist(), pair.tolist(), strict=True):
+        assert p == (ik.tolist().index(d) if d in ik.tolist() else -1)
