@@ -53,7 +53,7 @@ import struct
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from decimal import Context, Decimal
-from itertools import chain
+from itertools import chain, repeat
 from math import copysign as _copysign
 from types import EllipsisType, NoneType
 from typing import Any
@@ -135,7 +135,7 @@ def encode_values(values: list[tuple[Any, ...]]) -> list[bytes]:
     """`encode_value` of many values (the same bytes); see `_encode_columns`."""
     types = set(map(type, chain.from_iterable(values)))
     if types <= _PLAIN:
-        return [_dumps(v, _MARSHAL_VERSION) for v in values]
+        return list(map(_dumps, values, repeat(_MARSHAL_VERSION, len(values))))
     if types <= _COLUMNAR and set(map(type, values)) <= _TUPLE and len(set(map(len, values))) == 1:
         return _encode_columns(values, False)
     return [encode_value(v) for v in values]
