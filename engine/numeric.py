@@ -20,6 +20,7 @@ representation of the three), and back through `numeric_array`.
 
 from __future__ import annotations
 
+import math
 from decimal import Context, Decimal
 from typing import Any
 
@@ -230,7 +231,14 @@ def special_codes(a: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def special_code(v: Any) -> int:
-    """The code of one Python numeric value (either form of the specials)."""
+    """The code of one Python numeric value (either form of the specials), or of a float
+    (NaN, Infinity and -Infinity as the numeric ones)."""
+    if isinstance(v, float):
+        if v != v:
+            return NAN
+        if v in (math.inf, -math.inf):
+            return PINF if v > 0 else NINF
+        return FINITE
     if not is_special_value(v):
         return FINITE
     d = py_value(v)

@@ -45,6 +45,10 @@ class AggSpec:
     # ordered-set aggregates (percentile_cont / percentile_disc): the constant fraction
     # (a float, or None for NULL) or a tuple of them for the array form
     direct: Any = None
+    # sum/avg over floats count their NaN / Infinity / -Infinity apart, so a view that
+    # deletes them gets the finite sum back (agg_calls._SumLike); False only in plans
+    # stored before (their group rows have the older layout)
+    float_specials: bool = True
 
     def __str__(self) -> str:
         inner = "*" if self.arg is None else f"${self.arg}"

@@ -62,6 +62,8 @@ def _agg_enc(a: AggSpec) -> dict[str, Any]:
         out["arg2"] = a.arg2
     if a.direct is not None:
         out["direct"] = list(a.direct) if isinstance(a.direct, tuple) else a.direct
+    if a.float_specials:
+        out["fsp"] = True
     return out
 
 
@@ -78,6 +80,7 @@ def _agg_dec(d: dict[str, Any], source: FuncSource | None = None) -> AggSpec:
         expr_from_json(udf, source) if udf is not None else None,
         d.get("arg2"),
         tuple(direct) if isinstance(direct := d.get("direct"), list) else direct,
+        bool(d.get("fsp", False)),  # plans stored before: float sums without the counts
     )
 
 

@@ -130,7 +130,10 @@ def build_plan(
 
 
 def _calls(n: StreamHashAgg) -> list[AggCall]:
-    return [AggCall(a.kind, a.arg, a.type, a.distinct, a.filter, a.udf, a.arg2) for a in n.aggs]
+    return [
+        AggCall(a.kind, a.arg, a.type, a.distinct, a.filter, a.udf, a.arg2, a.float_specials)
+        for a in n.aggs
+    ]
 
 
 def build_op(n: StreamNode, alloc: Any, ctx: EvalContext) -> Operator:

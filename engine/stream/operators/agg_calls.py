@@ -71,6 +71,9 @@ class AggCall:
     udf: Any = field(default=None, compare=False)
     #: the second argument of corr / covar_* / regr_* (`kind(arg, arg2)`: Y, X)
     arg2: int | None = None
+    #: sum/avg over floats keep NaN / Infinity / -Infinity counts (`_SumLike`); False for
+    #: the plans of views created before they existed (their group rows lack the slots)
+    float_specials: bool = True
 
     def __str__(self) -> str:
         if self.udf is not None:
@@ -138,18 +141,26 @@ class CountImpl(AggImpl):
 class _SumLike(AggImpl):
     """Slots (sum, non-null count); the sum is NULL while the count is 0.
 
-    Over numeric, three more slots count the NaN, Infinity and -Infinity values, which
-    the sum slot leaves out: the result is NaN / an infinity while they are counted and
-    the finite sum again once they are retracted (`engine.numeric.special_sum`)."""
+    Over numeric and floats, three more slots count the NaN, Infinity and -Infinity
+    values, which the sum slot leaves out: the result is NaN / an infinity while they are
+    counted and the finite sum again once they are retracted (`engine.numeric.special_sum`;
+    a float sum that had added an infinity would stay NaN after the retraction).
 
-    def __init__(self, arg_type: SqlType, result: SqlType) -> None:
+    A float sum has a sixth slot, the compensation of Neumaier's summation: each step's
+    delta is added to the kept sum with the rounding error carried in it, so retracting a
+    large value gives back the small ones it had absorbed (1e20 + 1 - 1e20 is 1, not 0),
+    and both restart from exactly 0 whenever no finite value is counted. Float sums of
+    views created before these slots existed keep the two (`AggCall.float_specials`)."""
+
+    def __init__(self, arg_type: SqlType, result: SqlType, float_specials: bool = True) -> None:
         self.result = result
+        self.numeric = arg_type.kind is TypeKind.NUMERIC
         if arg_type.is_integer:
             self._cast = pl.Int128 if arg_type.kind is TypeKind.BIGINT else pl.Int64
             self.init = (0, 0)
         elif arg_type.is_float:
             self._cast = pl.Float64
-            self.init = (0.0, 0)
+            self.init = (0.0, 0, 0, 0, 0, 0.0) if float_specials else (0.0, 0)
         elif arg_type.kind is TypeKind.NUMERIC:
             self._cast = None
             self.init = (Decimal(0), 0, 0, 0, 0)
@@ -162,8 +173,13 @@ class _SumLike(AggImpl):
 
     @property
     def special_slots(self) -> bool:
-        """Whether the slots count numeric NaN / Infinity / -Infinity (see the class)."""
-        return len(self.init) == 5
+        """Whether the slots count NaN / Infinity / -Infinity (see the class)."""
+        return len(self.init) >= 5
+
+    @property
+    def compensated(self) -> bool:
+        """Whether a sixth slot holds the float sum's compensation (see the class)."""
+        return len(self.init) == 6
 
     def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
         assert x is not None
@@ -171,34 +187,80 @@ class _SumLike(AggImpl):
         zero = 0.0 if self._cast is pl.Float64 else 0
         if not self.special_slots:
             return [pl.when(ok).then(xv * w).otherwise(zero).sum(), _count_expr(ok, w)]
-        # the frame's companion column of special-value codes (frames.SPECIAL_SUFFIX)
-        sp = pl.col(x.meta.output_name() + SPECIAL_SUFFIX)
-        finite = ok & (sp == FINITE)
-        return [
-            (pl.when(finite).then(xv).otherwise(zero) * w).sum(),
-            _count_expr(ok, w),
-            _count_expr(ok & (sp == NAN), w),
-            _count_expr(ok & (sp == PINF), w),
-            _count_expr(ok & (sp == NINF), w),
-        ]
+        if self.numeric:
+            # the frame's companion column of special-value codes (frames.SPECIAL_SUFFIX)
+            sp = pl.col(x.meta.output_name() + SPECIAL_SUFFIX)
+            finite, nan = ok & (sp == FINITE), ok & (sp == NAN)
+            pinf, ninf = ok & (sp == PINF), ok & (sp == NINF)
+        else:
+            inf = float("inf")
+            finite, nan = ok & xv.is_finite(), ok & xv.is_nan()
+            pinf, ninf = ok & (xv == inf), ok & (xv == -inf)
+        vals = pl.when(finite).then(xv).otherwise(zero) * w
+        counts = [_count_expr(ok, w), _count_expr(nan, w), _count_expr(pinf, w)]
+        counts.append(_count_expr(ninf, w))
+        if not self.compensated:
+            return [vals.sum(), *counts]
+        # Neumaier over the chunk's rows in order: the running sum and the rounding error
+        # of each of its additions (their sum is the delta's compensation)
+        run = vals.cum_sum()
+        prev = run.shift(1, fill_value=0.0)
+        big = prev.abs() >= vals.abs()
+        err = pl.when(big).then((prev - run) + vals).otherwise((vals - run) + prev)
+        return [run.last().fill_null(0.0), *counts, err.sum()]
+
+    def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        if not self.compensated:
+            return super().merge(old, deltas)
+        s1: list[float] = []
+        c1: list[float] = []
+        n1: list[int] = []
+        sp: list[list[int]] = [[], [], []]
+        for s, n, a, b, k, c, ds, dn, da, db, dk, dc in zip(*old, *deltas, strict=True):
+            t = s + ds
+            # Neumaier: the low-order part lost by the larger operand's rounding
+            c += dc + ((s - t) + ds if abs(s) >= abs(ds) else (ds - t) + s)
+            # renormalized: the sum carries the value, the compensation only what lies
+            # below its last digit (a sum that cancelled to 0 would keep it all in c)
+            s, t = t, t + c
+            c = (s - t) + c if abs(s) >= abs(c) else (c - t) + s
+            n, a, b, k = n + dn, a + da, b + db, k + dk
+            if n - a - b - k == 0:  # no finite value left: exactly 0, no residue
+                t = c = 0.0
+            s1.append(t)
+            c1.append(c)
+            n1.append(n)
+            for lst, v in zip(sp, (a, b, k), strict=True):
+                lst.append(v)
+        return [s1, n1, *sp, c1]
 
     def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
         return [dsum, dcount]
 
     def distinct_special_deltas(
-        self, dsum: list[Any], dcount: list[int], dspecial: list[list[int]]
+        self,
+        dsum: list[Any],
+        dcount: list[int],
+        dspecial: list[list[int]],
+        dcomp: list[float] | None = None,
     ) -> list[list[Any]]:
         """distinct_deltas with the per-group changes of the NaN / Infinity / -Infinity
-        counts (`dspecial[code - 1]`), the specials left out of `dsum`."""
+        counts (`dspecial[code - 1]`), the specials left out of `dsum`, and (compensated
+        float sums) what the rounding of `dsum` left out."""
+        if self.compensated:
+            return [dsum, dcount, *dspecial, dcomp or [0.0] * len(dcount)]
         return [dsum, dcount, *dspecial]
 
     def _finite_sums(self, slots: list[Col]) -> list[Any]:
-        """The sum slot with the specials applied (numeric), or the sum slot itself."""
+        """The sum slot with the specials applied, or the sum slot itself."""
         if not self.special_slots:
             return list(slots[0])
+        rows = zip(slots[0], slots[2], slots[3], slots[4], strict=True)
+        if self.numeric:
+            return [special_sum(s, a, b, c) for s, a, b, c in rows]
+        comp = slots[5] if self.compensated else [0.0] * len(slots[0])
         return [
-            special_sum(s, a, b, c)
-            for s, a, b, c in zip(slots[0], slots[2], slots[3], slots[4], strict=True)
+            float_special_sum(s + e, a, b, c) for (s, a, b, c), e in zip(rows, comp, strict=True)
         ]
 
 
@@ -216,7 +278,20 @@ class SumImpl(_SumLike):
         if k is TypeKind.NUMERIC:
             pairs = zip(self._finite_sums(slots), slots[1], strict=True)
             return [None if n == 0 else _to_numeric(s) for s, n in pairs]
-        return [None if n == 0 else float(s) for s, n in zip(slots[0], slots[1], strict=True)]
+        sums = self._finite_sums(slots)
+        return [None if n == 0 else float(s) for s, n in zip(sums, slots[1], strict=True)]
+
+
+def float_special_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
+    """A float sum over `nan` NaNs, `pinf` Infinities, `ninf` -Infinities and finite
+    values summing to `finite`, as adding them all up gives."""
+    if nan > 0 or (pinf > 0 and ninf > 0):
+        return float("nan")
+    if pinf > 0:
+        return float("inf")
+    if ninf > 0:
+        return float("-inf")
+    return finite
 
 
 class AvgImpl(_SumLike):
@@ -232,7 +307,8 @@ class AvgImpl(_SumLike):
                 else _to_numeric(ACC_CONTEXT.divide(Decimal(s), Decimal(n)))
                 for s, n in zip(self._finite_sums(slots), slots[1], strict=True)
             ]
-        return [None if n == 0 else float(s) / n for s, n in zip(slots[0], slots[1], strict=True)]
+        sums = self._finite_sums(slots)
+        return [None if n == 0 else float(s) / n for s, n in zip(sums, slots[1], strict=True)]
 
 
 class BoolImpl(AggImpl):
@@ -807,9 +883,9 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
     if arg_type is None:
         raise ValueError(f"aggregate {k} needs an argument")
     if k == "sum":
-        return SumImpl(arg_type, call.type)
+        return SumImpl(arg_type, call.type, call.float_specials)
     if k == "avg":
-        return AvgImpl(arg_type, call.type)
+        return AvgImpl(arg_type, call.type, call.float_specials)
     if k == "min" or k == "max":
         if arg_type.kind is TypeKind.LIST:
             raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")

@@ -75,7 +75,10 @@ def _impl_codes(impl: AggImpl, call: AggCall, arg: SqlType | None) -> str | None
         assert arg is not None
         if arg.kind in _INT_KINDS:
             return "oq"
-        return "dq" if arg.kind in _FLOAT_KINDS else None
+        if arg.kind not in _FLOAT_KINDS:
+            return None
+        # + the NaN / Infinity / -Infinity counts and the compensation (_SumLike)
+        return "dqqqqd" if impl.compensated else "dqqqq" if impl.special_slots else "dq"
     if isinstance(impl, BoolImpl):
         return "qq"
     if isinstance(impl, AppendOnlyExtremeImpl):
@@ -130,6 +133,21 @@ def _decimal_of(s: np.ndarray, valid: np.ndarray) -> pa.Array:
     bits = pa.py_buffer(np.packbits(valid, bitorder="little"))
     data = pa.py_buffer(np.ascontiguousarray(s))
     return pa.Array.from_buffers(pa.decimal128(38, 0), len(s), [bits, data])
+
+
+def _neumaier(cols: Cols, s: np.ndarray, c: np.ndarray, d: np.ndarray, pos: int) -> None:
+    """A compensated float sum's new (sum, compensation) at `cols[pos]` / `cols[pos + 5]`
+    from the old sum, the compensations so far (old plus the step's) and the step's
+    delta `d`, as `_SumLike.merge` computes them; both
+    are exactly 0 where no finite value is counted (count minus the special counts)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        t = s + d
+        c = c + np.where(np.abs(s) >= np.abs(d), (s - t) + d, (d - t) + s)
+        s, t = t, t + c  # renormalized, as there
+        c = np.where(np.abs(s) >= np.abs(c), (s - t) + c, (c - t) + s)
+    finite = cols[pos + 1] - cols[pos + 2] - cols[pos + 3] - cols[pos + 4]
+    cols[pos] = np.where(finite == 0, 0.0, t)
+    cols[pos + 5] = np.where(finite == 0, 0.0, c)
 
 
 class _PerGroup(Exception):
@@ -209,6 +227,9 @@ class ColumnarAgg:
             else:
                 cols.append(o + d)
                 valids.append(None)
+        for impl, (pos, _) in zip(self.impls, self._slots, strict=True):
+            if isinstance(impl, SumImpl | AvgImpl) and impl.compensated:
+                _neumaier(cols, old[pos], old[pos + 5] + delta[pos + 5], delta[pos], pos)
         return cols, valids
 
     # -- outputs ------------------------------------------------------------------------------
@@ -240,10 +261,17 @@ class ColumnarAgg:
             res = (t == n) if impl.is_and else (t > 0)
             return _masked(res, n != 0, typ)
         assert isinstance(impl, SumImpl | AvgImpl)
-        s, n = slots
+        s, n = slots[:2]
         has = n != 0
-        if codes == "dq":
-            return _masked(s / np.where(has, n, 1) if isinstance(impl, AvgImpl) else s, has, typ)
+        if codes[0] == "d":
+            if len(codes) == 6:
+                s = s + slots[5]  # the compensation
+            r = s / np.where(has, n, 1) if isinstance(impl, AvgImpl) else s
+            if len(codes) >= 5:  # the NaN / Infinity / -Infinity counts, as float_special_sum
+                nan, pinf, ninf = (c > 0 for c in slots[2:5])
+                r = np.where(pinf, np.inf, np.where(ninf, -np.inf, r))
+                r = np.where(nan | (pinf & ninf), np.nan, r)
+            return _masked(r, has, typ)
         if isinstance(impl, AvgImpl):
             raise _PerGroup  # exact numeric division: the tuple path's Decimals
         if impl.result.kind is TypeKind.NUMERIC:

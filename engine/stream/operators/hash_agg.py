@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import decimal
 import logging
+import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from itertools import compress
@@ -557,6 +558,8 @@ class HashAggOp(Operator):
         by_name = {nm: py_values(frame, vdf, nm) for nm in names}
         kcols = [by_name[kn] for kn in self._key_names]
         vals = by_name[xname]
+        if vdf.schema[xname].is_float() and bool(vdf.get_column(xname).is_nan().any()):
+            vals = [_one_nan(v) for v in vals]
         return _ValueDelta(
             frame,
             xname,
@@ -663,6 +666,10 @@ class HashAggOp(Operator):
         with_sum = not isinstance(impl, CountImpl)
         zero = impl.init[0]
         specials = isinstance(impl, _SumLike) and impl.special_slots
+        # a compensated float sum: each group's changed values, summed exactly below
+        exact: dict[Key, list[float]] | None = (
+            {} if isinstance(impl, _SumLike) and impl.compensated else None
+        )
         dcount: dict[Key, int] = {}
         dsum: dict[Key, Any] = {}
         dspecial: dict[tuple[Key, int], int] = {}
@@ -676,6 +683,8 @@ class HashAggOp(Operator):
             dcount[g] = dcount.get(g, 0) + t
             if specials and (code := special_code(v)):  # counted apart from the sum
                 dspecial[g, code] = dspecial.get((g, code), 0) + t
+            elif exact is not None:
+                exact.setdefault(g, []).append(v if t > 0 else -v)
             elif with_sum:
                 dsum[g] = dsum.get(g, zero) + (v if t > 0 else -v)
         dc = [dcount.get(k, 0) for k in keys]
@@ -683,6 +692,11 @@ class HashAggOp(Operator):
         if specials:
             assert isinstance(impl, _SumLike)
             per_code = [[dspecial.get((k, code), 0) for k in keys] for code in (1, 2, 3)]
+            if exact is not None:  # the rounded sum and what its rounding left out
+                hi = {g: math.fsum(vs) for g, vs in exact.items()}
+                lo = [math.fsum([*exact[k], -hi[k]]) if k in hi else 0.0 for k in keys]
+                ds = [hi.get(k, 0.0) for k in keys]
+                return impl.distinct_special_deltas(ds, dc, per_code, lo)
             return impl.distinct_special_deltas(ds, dc, per_code)
         return impl.distinct_deltas(ds, dc)
 
@@ -699,10 +713,20 @@ class HashAggOp(Operator):
                 d = idx.get(g)
                 if d is None:
                     d = idx[g] = {}
-                d[k[nk]] = c
+                d[_one_nan(k[nk])] = c
             self._indexes[i] = idx
         if self._indexes:
             log.debug("%s: rebuilt min/max indexes", self.explain())
+
+
+#: the one float NaN of value keys: NaN equals nothing, so each NaN polars hands out
+#: would be a key of its own in a dict of values (a deleted NaN not finding the counted
+#: one); dicts and tuples compare by identity first, so one object finds itself
+_NAN = float("nan")
+
+
+def _one_nan(v: Any) -> Any:
+    return _NAN if isinstance(v, float) and v != v else v
 
 
 _SPECIAL_SLOTS = 3
@@ -718,7 +742,7 @@ def _legacy_widths(impls: list[AggImpl]) -> list[tuple[int, int]] | None:
     grew = False
     for impl in impls:
         n = impl.n_slots
-        if isinstance(impl, _SumLike) and impl.special_slots:
+        if isinstance(impl, _SumLike) and impl.special_slots and impl.numeric:
             widths.append((n - _SPECIAL_SLOTS, n))
             grew = True
         else:
