@@ -76,3 +76,20 @@ def test_resuming_from_a_position_reads_only_what_follows() -> None:
     assert cur.remaining() == 3
     got, final = cur.next_slice(pin, 100)
     assert rows(got) == [(7, "7"), (8, "8"), (9, "9")] and final
+
+
+def test_a_segment_rewritten_in_place_is_read_as_new_rows() -> None:
+    """An update replaces its segment's batch (same positions, new values): the old batch
+    is gone from the pin and the new one's rows count as written since the sort."""
+    b1 = batch([(5, "e"), (1, "a"), (3, "c")])
+    b2 = batch([(2, "b"), (4, "d")])
+    cur = SnapshotCursor([0], None)
+    base = Pin((b1, None), (b2, None))
+    cur.prepare(base)
+    got, final = cur.next_slice(base, 1)
+    assert rows(got) == [(1, "a")] and not final
+    b1_new = batch([(5, "e2"), (1, "a2"), (3, "c")])  # 5 and 1 updated in place
+    b2_new = batch([(2, "b2"), (4, "d")])
+    fresh = Pin((b1_new, np.array([True, True, False])), (b2_new, None))  # and 3 deleted
+    got, final = cur.next_slice(fresh, 10)
+    assert rows(got) == [(2, "b2"), (4, "d"), (5, "e2")] and final
