@@ -50,7 +50,7 @@ import zlib
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator
-from itertools import compress, dropwhile, islice, repeat, takewhile
+from itertools import chain, compress, dropwhile, islice, repeat, takewhile
 from operator import is_not, itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -190,6 +190,9 @@ class DiskStateTable:
         # checkpoint with one multi-get of the changed keys); None: not counted
         self._count: int | None = None
         self._columns: ColumnOverlay | None = None
+        self.int_keys = False
+        """Set by an owner whose keys are tuples of Python ints only (never bools, floats,
+        None): checkpoints then read each key column into numpy without a type scan."""
 
     # -- columnar cache ----------------------------------------------------------------
     def attach_columns(self, columns: ColumnOverlay) -> None:
@@ -304,13 +307,13 @@ class DiskStateTable:
                 return fulls, None
             perm = sorted(range(n), key=fulls.__getitem__)
             return [fulls[i] for i in perm], perm
-        widths = set(map(len, keys))
+        ws = np.fromiter(map(len, keys), np.int64, n)
+        widths = np.unique(ws).tolist()
         if len(widths) == 1:
             groups: list[tuple[list[Key], list[int] | None]] = [(keys, None)]
         else:
-            ws = np.fromiter(map(len, keys), np.int64, n)
             groups = []
-            for w in sorted(widths):
+            for w in widths:
                 idx = np.flatnonzero(ws == w).tolist()
                 groups.append((list(map(keys.__getitem__, idx)), idx))
         out_f: list[bytes] = []
@@ -364,13 +367,18 @@ class DiskStateTable:
             return None
         cols: list[np.ndarray] = []
         mats: list[np.ndarray] = []
+        n = len(keys)
         for j in range(w):
-            col = list(map(itemgetter(j), keys))
-            if set(map(type, col)) != {int}:
-                return None
+            it = chain.from_iterable(keys) if w == 1 else map(itemgetter(j), keys)
             try:
-                a = np.array(col, np.int64)
-            except OverflowError:
+                if self.int_keys:  # numpy would also take floats and strings: trusted
+                    a = np.fromiter(it, np.int64, n)
+                else:
+                    col = list(it)
+                    if set(map(type, col)) != {int}:
+                        return None
+                    a = np.array(col, np.int64)
+            except (OverflowError, TypeError, ValueError):
                 return None
             mat, odd = memcmp.encode_int_matrix(a, np.zeros(len(a), bool))
             if odd.any():

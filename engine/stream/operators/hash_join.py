@@ -205,6 +205,14 @@ class HashJoinOp(Operator):
             "",
         )
         self._left.what = self._right.what = self.explain()
+        if self._keyed and all(
+            pa.types.is_integer(f.type)
+            for sch, ks in ((self._left.schema, left_keys), (self._right.schema, right_keys))
+            for f in (sch.field(k) for k in ks)
+        ):  # every join key value (`JoinKeyIds`, shared) and fragment id is a Python int
+            for t in (lt, rt):
+                assert isinstance(t, DiskStateTable)
+                t.int_keys = True
         nl = len(left_schema)
         if self._semi_anti:
             self.schema = list(left_schema)
