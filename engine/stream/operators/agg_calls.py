@@ -359,16 +359,25 @@ class AppendOnlyExtremeImpl(AggImpl):
 
     init = (None,)
 
-    def __init__(self, is_min: bool) -> None:
+    def __init__(self, is_min: bool, floats: bool = False) -> None:
         self.is_min = is_min
+        self.floats = floats  # NaN is above every float (PostgreSQL's order)
 
     def delta_exprs(self, ok: pl.Expr, x: pl.Expr | None, w: pl.Expr) -> list[pl.Expr]:
         assert x is not None
         v = x.filter(ok)
-        return [v.min() if self.is_min else v.max()]
+        # polars' max skips NaN (its min takes NaN only when all are)
+        return [v.min() if self.is_min else v.nan_max() if self.floats else v.max()]
 
     def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
-        pick = min if self.is_min else max
+        pick: Any = min if self.is_min else max
+        if self.floats:
+
+            def pick(a: float, b: float) -> float:
+                if a != a or b != b:  # NaN: the max, the min only of NaN alone
+                    return a if (a != a) != self.is_min else b
+                return min(a, b) if self.is_min else max(a, b)
+
         return [
             [
                 o if d is None else d if o is None else pick(o, d)

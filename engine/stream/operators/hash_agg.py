@@ -120,6 +120,12 @@ def _same(v: Any) -> Any:
     return v
 
 
+def _float_order(v: float) -> tuple[bool, float]:
+    """A float's place in PostgreSQL's order: NaN above +Infinity (Python's comparisons
+    with NaN are all false, so min/max of a set with NaN would depend on its order)."""
+    return (True, 0.0) if v != v else (False, v)
+
+
 def _extreme(values: Collection[Any], is_min: bool, key: Callable[[Any], Any] | None) -> Any:
     if not values:
         return None
@@ -187,7 +193,9 @@ class HashAggOp(Operator):
         self._udafs = [i for i, impl in enumerate(self._impls) if isinstance(impl, UdafImpl)]
         self._plain = sorted(set(append_only_extremes))
         for i in self._plain:
-            self._impls[i] = AppendOnlyExtremeImpl(aggs[i].kind == "min")
+            arg = aggs[i].arg
+            floats = arg is not None and input_schema[arg].type.is_float
+            self._impls[i] = AppendOnlyExtremeImpl(aggs[i].kind == "min", floats)
         # one row per group: RocksDB-first (bounded memory) when the runtime has a store
         self._groups = alloc.table("groups", disk=True)
         # slot layout of the group state row
@@ -604,7 +612,9 @@ class HashAggOp(Operator):
         idx = self._indexes[self._shared[i]]
         # best newly added value per group, vectorised
         x = pl.col(vd.xname)
-        pick = x.min() if impl.is_min else x.max()
+        floats = vd.vdf.schema[vd.xname].is_float()
+        # PostgreSQL orders NaN above every float; polars' max skips it (nan_max does not)
+        pick = x.min() if impl.is_min else x.nan_max() if floats else x.max()
         adds = vd.vdf.filter(pl.col("__dw") > 0)
         added: dict[Key, Any] = {}
         if adds.schema[vd.xname] == pl.Decimal:
@@ -637,7 +647,9 @@ class HashAggOp(Operator):
         temporal = adds.schema[vd.xname] == pl.Date or isinstance(
             adds.schema[vd.xname], pl.Datetime
         )
-        order: Callable[[Any], Any] = civil.order_key if temporal else _same
+        order: Callable[[Any], Any] = (
+            civil.order_key if temporal else _float_order if floats else _same
+        )
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
         groups = list(dict.fromkeys(vd.gkeys))
@@ -645,7 +657,7 @@ class HashAggOp(Operator):
             d = idx[g]
             cur = None if st is None else st[slot]
             if cur is None or cur not in d:
-                new = _extreme(d, is_min, order if temporal else None)
+                new = _extreme(d, is_min, order if temporal or floats else None)
             else:
                 new = cur
                 a = added.get(g)
