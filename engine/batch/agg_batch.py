@@ -173,11 +173,12 @@ def _expr(spec: AggSpec, i: int, t: pa.Table) -> pl.Expr:
     if spec.kind == "sum":  # integers summed wide (run_agg_batch): polars wraps in 32/64 bits
         v = pl.col(f"w{spec.arg}").filter(ok_nn)
         v = v.unique() if spec.distinct else v
+    floats = pa.types.is_floating(t.schema.field(spec.arg).type)
     fn = {
         "sum": v.sum(),
         "avg": v.mean(),
         "min": v.min(),
-        "max": v.max(),
+        "max": v.nan_max() if floats else v.max(),  # NaN above every float, as PostgreSQL
         "bool_and": v.all(),
         "bool_or": v.any(),
     }[spec.kind]

@@ -480,7 +480,7 @@ class ExprBinder:
 
             fn = pc.max_element_wise if greatest else pc.min_element_wise
             try:
-                return fn(*x, skip_nulls=True)
+                r = fn(*x, skip_nulls=True)
             except pa.ArrowNotImplementedError:
                 cols = [as_array(v, n).to_pylist() for v in x]
                 pick = max if greatest else min
@@ -489,6 +489,12 @@ class ExprBinder:
                     vals = [v for v in row if v is not None]
                     out.append(pick(vals) if vals else None)
                 return pa.array(out, t.arrow)
+            if greatest and t.is_float:  # NaN is above every float; Arrow skips it
+                any_nan = pc.fill_null(pc.is_nan(x[0]), False)
+                for v in x[1:]:
+                    any_nan = pc.or_(any_nan, pc.fill_null(pc.is_nan(v), False))
+                r = pc.if_else(any_nan, pa.scalar(float("nan"), r.type), r)
+            return r
 
         return Func(name, cast_args, t, kernel)
 
