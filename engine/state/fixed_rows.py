@@ -61,6 +61,15 @@ class FixedLayout:
 
     def encode(self, cols: list[np.ndarray], valids: list[np.ndarray | None]) -> list[bytes]:
         """One bytes row per index of the columns."""
+        rows: list[bytes] = self._rows(cols, valids).view(f"V{self.width}").ravel().tolist()
+        return rows
+
+    def encode_joined(self, cols: list[np.ndarray], valids: list[np.ndarray | None]) -> bytes:
+        """`b"".join(self.encode(cols, valids))` without a bytes object per row."""
+        return self._rows(cols, valids).tobytes()
+
+    def _rows(self, cols: list[np.ndarray], valids: list[np.ndarray | None]) -> np.ndarray:
+        """The encoded rows as one (rows, width) byte matrix."""
         n = len(cols[0]) if cols else 0
         buf = np.empty((n, self.width), np.uint8)
         h = len(self.header)
@@ -75,8 +84,7 @@ class FixedLayout:
                 data = np.ascontiguousarray(col, dtype=_DTYPE[c])
             w = 16 if c == "o" else 8
             buf[:, off : off + w] = data.view(np.uint8).reshape(n, w)
-        rows: list[bytes] = buf.view(f"V{self.width}").ravel().tolist()
-        return rows
+        return buf
 
     def matches(self, raw: bytes) -> bool:
         return len(raw) == self.width and raw.startswith(self.header)

@@ -536,7 +536,7 @@ class ColumnarGroups:
                     np.ascontiguousarray(self._keys[r]).tobytes(),
                     np.ascontiguousarray(self._knull[r]).tobytes(),
                     self._alive[r].tobytes(),
-                    *lay.encode(cols, valids),
+                    lay.encode_joined(cols, valids),
                 ]
             )
             batch.put(lo + _RUN_ID.pack(run, c), blob)

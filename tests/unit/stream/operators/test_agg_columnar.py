@@ -336,6 +336,7 @@ def test_fixed_rows_round_trip_and_int128_arithmetic() -> None:
     valids = [None, None, None, np.array([1, 0, 1, 0], bool), np.array([0, 1, 1, 0], bool)]
     raws = lay.encode(cols, valids)
     assert all(lay.matches(r) and r[0] == 0x02 for r in raws)
+    assert lay.encode_joined(cols, valids) == b"".join(raws)  # a run blob's rows
     rows = [codec.decode_value(r) for r in raws]
     assert rows[0] == (1, 0, 0.5, 5, None)
     assert rows[2] == (3, 2**100, 1e300, -7, -2.5)
