@@ -201,13 +201,8 @@ class _SumLike(AggImpl):
         counts.append(_count_expr(ninf, w))
         if not self.compensated:
             return [vals.sum(), *counts]
-        # Neumaier over the chunk's rows in order: the running sum and the rounding error
-        # of each of its additions (their sum is the delta's compensation)
-        run = vals.cum_sum()
-        prev = run.shift(1, fill_value=0.0)
-        big = prev.abs() >= vals.abs()
-        err = pl.when(big).then((prev - run) + vals).otherwise((vals - run) + prev)
-        return [run.last().fill_null(0.0), *counts, err.sum()]
+        s, err = _neumaier_sum(vals)  # the delta's sum and its compensation
+        return [s, *counts, err]
 
     def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
         if not self.compensated:
@@ -292,6 +287,24 @@ def float_special_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
     if ninf > 0:
         return float("-inf")
     return finite
+
+
+def _neumaier_sum(vals: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(sum, compensation) of a column by Neumaier's summation in row order: the running
+    sum and the rounding error of each of its additions."""
+    run = vals.cum_sum()
+    prev = run.shift(1, fill_value=0.0)
+    big = prev.abs() >= vals.abs()
+    err = pl.when(big).then((prev - run) + vals).otherwise((vals - run) + prev)
+    return run.last().fill_null(0.0), err.sum()
+
+
+def _neumaier_add(s: float, c: float, v: float) -> tuple[float, float]:
+    """s + v with its rounding error added to the compensation c, renormalized."""
+    t = s + v
+    c += (s - t) + v if abs(s) >= abs(v) else (v - t) + s
+    s, t = t, t + c
+    return t, (s - t) + c if abs(s) >= abs(c) else (c - t) + s
 
 
 class AvgImpl(_SumLike):
@@ -421,12 +434,16 @@ class VarianceImpl(AggImpl):
     Σx² suffers on values far from zero; each step's deltas are taken around the
     chunk's own first value and shifted onto the pivot in `merge`. Infinity and NaN are
     counted apart (result NaN while counted), so retracting them restores the finite
-    answer. Like any float sum kept under retractions, retracting a value far larger than
-    the ones that remain leaves a rounding error of that value's magnitude (a view over
-    1.5, 2.5, 1e9 that then deletes 1e9).
+    answer. Σ(x - pivot) and Σ(x - pivot)² carry Neumaier compensations (two more
+    slots, as `_SumLike` keeps its sum), so retracting a value far larger than the ones
+    that remain gives back what it had absorbed (a view over 1.5, 2.5, 1e20 that then
+    deletes 1e20 answers 0.5); a group without finite values drops its pivot and
+    restarts from exactly 0. Views created before the compensations existed keep the
+    five slots (`AggCall.float_specials`), with a rounding error of the retracted value's
+    magnitude.
     """
 
-    def __init__(self, kind: str, arg_type: SqlType) -> None:
+    def __init__(self, kind: str, arg_type: SqlType, compensated: bool = True) -> None:
         self.kind = kind
         self.pop = kind.endswith("_pop")
         self.root = kind.startswith("stddev")
@@ -435,7 +452,7 @@ class VarianceImpl(AggImpl):
         if self.exact:
             self.init = (0, 0, 0, 0, 0, 0, 0, 0)
         elif arg_type.is_float:
-            self.init = (None, 0, 0.0, 0.0, 0)
+            self.init = (None, 0, 0.0, 0.0, 0, 0.0, 0.0) if compensated else (None, 0, 0.0, 0.0, 0)
         else:
             raise UndefinedFunction(
                 f"function {kind}({arg_type.display}) does not exist",
@@ -466,7 +483,11 @@ class VarianceImpl(AggImpl):
         c = xv.filter(finite).first()
         d = pl.when(finite).then(xv - c).otherwise(0.0)
         n = _count_expr(ok, w)
-        return [c, n, (d * w).sum(), (d * d * w).sum(), _count_expr(ok & ~finite, w)]
+        if len(self.init) == 5:
+            return [c, n, (d * w).sum(), (d * d * w).sum(), _count_expr(ok & ~finite, w)]
+        s1, e1 = _neumaier_sum(d * w)
+        s2, e2 = _neumaier_sum(d * d * w)
+        return [c, n, s1, s2, _count_expr(ok & ~finite, w), e1, e2]
 
     def distinct_deltas(self, dsum: list[Any], dcount: list[int]) -> list[list[Any]]:
         raise NotImplementedError("the planner refuses DISTINCT for variance aggregates")
@@ -474,6 +495,8 @@ class VarianceImpl(AggImpl):
     def merge(self, old: list[Col], deltas: list[Col]) -> list[Col]:
         if self.exact:
             return super().merge(old, deltas)
+        if len(self.init) == 7:
+            return self._merge_compensated(old, deltas)
         piv: list[Any] = []
         n1: list[int] = []
         s1: list[float] = []
@@ -494,9 +517,40 @@ class VarianceImpl(AggImpl):
             sp.append(k + dk)
         return [piv, n1, s1, s2, sp]
 
+    def _merge_compensated(self, old: list[Col], deltas: list[Col]) -> list[Col]:
+        """`merge` with the compensated sums: the delta's sums (around its pivot c) and
+        the terms shifting them onto the group's pivot p are added with Neumaier's
+        error terms."""
+        out: list[Any] = [[] for _ in range(7)]
+        for p, n, a, b, k, ea, eb, c, dn, da, db, dk, dea, deb in zip(*old, *deltas, strict=True):
+            nf = dn - dk  # finite rows of the delta
+            n, k = n + dn, k + dk
+            if p is None:
+                p = c
+            terms_a, terms_b = [da], [db]
+            if c is not None and c != p:
+                t = c - p  # shift the delta's sums from its pivot c onto p
+                terms_b += [2.0 * t * da, nf * t * t]
+                terms_a.append(nf * t)
+            ea, eb = ea + dea, eb + deb
+            for v in terms_a:
+                a, ea = _neumaier_add(a, ea, v)
+            for v in terms_b:
+                b, eb = _neumaier_add(b, eb, v)
+            if n - k == 0:  # no finite value left: a fresh pivot, exactly 0
+                p, a, b, ea, eb = None, 0.0, 0.0, 0.0, 0.0
+            for col, v in zip(out, (p, n, a, b, k, ea, eb), strict=True):
+                col.append(v)
+        return out
+
     def output(self, slots: list[Col]) -> list[Any]:
         if self.exact:
             return [self._exact(*g) for g in zip(*slots, strict=True)]
+        if len(self.init) == 7:
+            return [
+                self._float(p, n, a + ea, b + eb, k)
+                for p, n, a, b, k, ea, eb in zip(*slots, strict=True)
+            ]
         return [self._float(*g) for g in zip(*slots, strict=True)]
 
     def _exact(self, n: int, s: int, *rest: int) -> Decimal | None:
@@ -904,7 +958,7 @@ def make_impl(call: AggCall, arg_type: SqlType | None) -> AggImpl:
             raise UndefinedFunction(f"function {k}({arg_type.display}) does not exist")
         return BoolImpl(k == "bool_and")
     if k in VARIANCE_KINDS:
-        return VarianceImpl(k, arg_type)
+        return VarianceImpl(k, arg_type, call.float_specials)
     if k in BIT_KINDS:
         return BitImpl(k, arg_type)
     if k in REGR_KINDS:
