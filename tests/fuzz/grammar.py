@@ -3,7 +3,7 @@
 Everything is drawn from one `random.Random`, so a seed reproduces a case exactly. The
 tables (`fz_t`, `fz_u`) have integer, bigint, numeric, double, text, boolean and date
 columns whose values include the edges that break engines: NULL, 0, -1, the integer
-limits, empty and mixed-case strings, duplicates. Queries come from a small typed
+limits, float NaN and infinities, empty and mixed-case strings, duplicates. Queries come from a small typed
 grammar: scalar expressions by result type (arithmetic, CASE, COALESCE/NULLIF, casts,
 string functions, comparisons, IS [NOT] NULL, IN lists, BETWEEN, LIKE), combined into
 projections, WHERE, joins (inner/left, equi and residual conditions), IN/EXISTS/scalar
@@ -35,6 +35,8 @@ NUM_EDGES = [
     "'-Infinity'",
 ]
 FLOAT_EDGES = ["0", "1.5", "-3.25", "1e10", "-1e-5", "2.5", "100"]
+#: the float specials PostgreSQL orders -Infinity < numbers < Infinity < NaN
+FLOAT_SPECIALS = ["'NaN'::float8", "'Infinity'::float8", "'-Infinity'::float8"]
 TEXT_EDGES = ["", "a", "A", "abc", "Abc", "b%", "x_y", "hello world", "zz", "a'b"]
 DATE_EDGES = ["2024-01-01", "1999-12-31", "2000-02-29", "2024-03-10", "1970-01-01"]
 
@@ -97,7 +99,7 @@ def _literal(kind: str, r: random.Random, null_rate: float = 0.15) -> str:
     if kind == "num":
         return r.choice(NUM_EDGES)
     if kind == "float":
-        return r.choice(FLOAT_EDGES)
+        return r.choice(FLOAT_SPECIALS) if r.random() < 0.1 else r.choice(FLOAT_EDGES)
     if kind == "text":
         return "'" + r.choice(TEXT_EDGES).replace("'", "''") + "'"
     if kind == "bool":
