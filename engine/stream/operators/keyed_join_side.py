@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress, repeat
+from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
@@ -208,19 +209,20 @@ class KeyedJoinSide:
                 return
         got = self.table.get_many(self._store_keys(need))
         self._heads[need] = True
-        present = [i for i, v in enumerate(got) if v is not None]
-        if not present:
+        present = np.fromiter(map(is_not, got, repeat(None)), bool, len(got))
+        if not present.any():
             return
         kids = need[present]
-        vals = [v for v in got if v is not None]
-        self.tot[kids] = np.fromiter((v[0] for v in vals), np.int64, len(vals))
+        found: list[Any] = list(compress(got, present.tolist()))
+        self.tot[kids] = np.fromiter(map(itemgetter(0), found), np.int64, len(found))
         kl = kids.tolist()
-        self._tails.update((k, v[2]) for k, v in zip(kl, vals, strict=True) if v[2])
+        tails = list(map(itemgetter(2), found))
+        self._tails.update(compress(zip(kl, tails), tails))  # keys with a tail
+        frags = list(map(itemgetter(1), found))
         all_frags = self._frags
-        for k, v in zip(kl, vals, strict=True):
-            if v[1]:
-                fr = np.frombuffer(v[1], np.int64)
-                all_frags[k] = dict(zip(fr[0::2].tolist(), fr[1::2].tolist(), strict=True))
+        for k, fb in compress(zip(kl, frags), frags):  # keys with fragments
+            fr = np.frombuffer(fb, np.int64)
+            all_frags[k] = dict(zip(fr[0::2].tolist(), fr[1::2].tolist(), strict=True))
 
     def _store_keys(self, kids: np.ndarray | list[int]) -> list[tuple[Any, ...]]:
         vals = self._values
