@@ -290,9 +290,29 @@ def _segmented_cumsum(c: _Ctx, v: np.ndarray) -> np.ndarray:
         return cs - base
 
 
+def _float_prefix(c: _Ctx, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compensated float prefix sums per partition: (running sum, running Neumaier
+    compensation), restarted at each partition (an offset from a total of the partitions
+    before would lose this one's values under a large one: 1e20 + 3 - 1e20 is 0)."""
+    run = pl.col("v").cum_sum().over("p")
+    prev = run.shift(1, fill_value=0.0).over("p")
+    x = pl.col("v")
+    err = pl.when(prev.abs() >= x.abs()).then((prev - run) + x).otherwise((x - run) + prev)
+    df = pl.DataFrame({"v": v, "p": np.cumsum(c.new_part)}).with_columns(run.alias("hi"))
+    df = df.with_columns(err.alias("e")).with_columns(pl.col("e").cum_sum().over("p").alias("lo"))
+    return df.get_column("hi").to_numpy(), df.get_column("lo").to_numpy()
+
+
 def _range_sum(
     c: _Ctx, v: np.ndarray, s: np.ndarray, e: np.ndarray, nonempty: np.ndarray
 ) -> np.ndarray:
+    if v.dtype == np.float64:  # frame = end prefix - prefix before, both compensated
+        hi, lo = _float_prefix(c, v)
+        ie, ib = np.clip(e, 0, c.n - 1), np.clip(s - 1, 0, c.n - 1)
+        before = s > c.pstart
+        with np.errstate(invalid="ignore"):
+            r = (hi[ie] - np.where(before, hi[ib], 0.0)) + (lo[ie] - np.where(before, lo[ib], 0.0))
+        return np.where(nonempty, r, 0.0)
     cs = _segmented_cumsum(c, v)
     zero: Any = Decimal(0) if v.dtype == object else 0
     with decimal.localcontext(_CTX):
@@ -315,12 +335,22 @@ def _sum_avg(
     exact = t.kind is TypeKind.NUMERIC or pa.types.is_decimal(arg_kind)
     if pa.types.is_interval(arg_kind):
         raise not_supported("sum/avg of intervals over a window")
-    codes = special_codes(val) if pa.types.is_decimal128(arg_kind) else None
+    floats = pa.types.is_floating(arg_kind)
+    if pa.types.is_decimal128(arg_kind):
+        codes = special_codes(val)
+    elif floats:  # the same codes for a float's NaN / Infinity / -Infinity
+        f = pc.fill_null(val, 0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        codes = np.where(np.isnan(f), 1, np.where(f == np.inf, 2, np.where(f == -np.inf, 3, 0)))
+    else:
+        codes = None
     if codes is not None and not codes.any():
         codes = None
     if codes is not None:  # NaN / Infinity / -Infinity: counted per frame, not summed
         counts = [_range_sum(c, (codes == k).astype(np.int64), s, e, nonempty) for k in (1, 2, 3)]
-        val = finite_only(val)
+        if floats:
+            val = pa.array(np.where(codes == 0, f, 0.0), mask=val.is_null().to_numpy(False))
+        else:
+            val = finite_only(val)
     if exact:
         vals = val.to_pylist()
         v = np.array([Decimal(0) if x is None else Decimal(x) for x in vals], dtype=object)
@@ -330,7 +360,11 @@ def _sum_avg(
         v = np.asarray(pc.fill_null(val, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
     tot = _range_sum(c, v, s, e, nonempty)
     has = cnt > 0
-    if codes is not None:
+    if codes is not None and floats:  # as adding them up gives (PostgreSQL's float sum)
+        nan, pinf, ninf = (k > 0 for k in counts)
+        tot = np.where(pinf, np.inf, np.where(ninf, -np.inf, tot))
+        tot = np.where(nan | (pinf & ninf), np.nan, tot)
+    elif codes is not None:
         tot = np.array(
             [
                 special_sum(x, *k)
