@@ -15,6 +15,7 @@ default, so plans stored before it still decode; a change of meaning needs a new
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -224,14 +225,21 @@ def decode_plan(d: dict[str, Any], source: FuncSource | None = None) -> StreamPl
 
 def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
     """A `FuncSource` over the calls of another plan of the same job (the job's SQL bound
-    again): a stored call is taken from there when it is structurally the same call."""
+    again): a stored call is taken from there when it is structurally the same call, by
+    its stored form (a NaN constant inside, `n <> 'NaN'`, equals nothing as a value)."""
     known: dict[Any, Any] = {}
+
+    def key(e: Func) -> Any:
+        try:
+            return json.dumps(expr_to_json(e), sort_keys=True)
+        except Exception:  # not storable (the lookup then finds nothing)
+            return e
 
     def walk(e: Any) -> None:
         if e is None:
             return
         if isinstance(e, Func):
-            known.setdefault(e, e)
+            known.setdefault(key(e), e)
         for c in e.children():
             walk(c)
 
@@ -252,4 +260,4 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
         for e in [*getattr(n, "func_args", []), *(x for r in getattr(n, "rows", []) for x in r)]:
             walk(e)
 
-    return lambda f: known.get(f)
+    return lambda f: known.get(key(f))
