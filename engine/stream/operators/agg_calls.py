@@ -289,6 +289,13 @@ def float_special_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
     return finite
 
 
+def _pivot(v: pl.Expr, finite: pl.Expr) -> pl.Expr:
+    """A step's pivot for deviation sums: its finite value nearest zero (not its first:
+    deviations from an outlier, 3 - 1e20, lose the values they measure for good)."""
+    f = v.filter(finite)
+    return f.sort_by(f.abs()).first()
+
+
 def _neumaier_sum(vals: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """(sum, compensation) of a column by Neumaier's summation in row order: the running
     sum and the rounding error of each of its additions."""
@@ -480,7 +487,7 @@ class VarianceImpl(AggImpl):
             ]
         xv = x.cast(pl.Float64)
         finite = ok & xv.is_finite()
-        c = xv.filter(finite).first()
+        c = _pivot(xv, finite)
         d = pl.when(finite).then(xv - c).otherwise(0.0)
         n = _count_expr(ok, w)
         if len(self.init) == 5:
@@ -625,8 +632,8 @@ class RegrImpl(AggImpl):
         fx = ok & xv.is_finite()
         fy = ok & yv.is_finite()
         fb = fx & fy
-        cx = xv.filter(fx).first()
-        cy = yv.filter(fy).first()
+        cx = _pivot(xv, fx)
+        cy = _pivot(yv, fy)
         dx = pl.when(fx).then(xv - cx).otherwise(0.0)
         dy = pl.when(fy).then(yv - cy).otherwise(0.0)
         bx = pl.when(fb).then(dx).otherwise(0.0)
