@@ -436,10 +436,10 @@ class VarianceImpl(AggImpl):
     The result is (n·Σu² - (Σu)²) / (n·(n - 1)) (or n²), computed exactly.
 
     Float arguments (double precision result): slots (pivot, n, Σ(x - pivot),
-    Σ(x - pivot)², specials). The pivot is the group's first finite value ever seen
-    (it stays fixed), which keeps the sum of squares free of the cancellation a plain
-    Σx² suffers on values far from zero; each step's deltas are taken around the
-    chunk's own first value and shifted onto the pivot in `merge`. Infinity and NaN are
+    Σ(x - pivot)², specials). The pivot is the finite value nearest zero of the group's
+    first step (it stays fixed), which keeps the sum of squares free of the cancellation
+    a plain Σx² suffers on values far from zero; each step's deltas are taken around the
+    chunk's own such value (`_pivot`) and shifted onto the pivot in `merge`. Infinity and NaN are
     counted apart (result NaN while counted), so retracting them restores the finite
     answer. Σ(x - pivot) and Σ(x - pivot)² carry Neumaier compensations (two more
     slots, as `_SumLike` keeps its sum), so retracting a value far larger than the ones
@@ -607,16 +607,15 @@ class RegrImpl(AggImpl):
 
     Slots: (px, py, n, nx, Σdx, Σdx², ny, Σdy, Σdy², nb, Σbx, Σby, Σdxdy, Σx, Σy, x+inf,
     x-inf, xNaN, y+inf, y-inf, yNaN). `d` are deviations from the group's fixed pivots px
-    (py), its first finite X (Y) ever seen, summed over the nx rows with a finite X (ny,
-    finite Y), as VarianceImpl keeps them (free of the cancellation of a plain Σx²; each
-    step's sums are around its own first values and shifted onto the pivots in `merge`);
-    the cross sums (nb, Σbx, Σby, Σdxdy) are over the rows with both finite. Σx / Σy are
-    the plain sums PostgreSQL's Sx / Sy are (regr_avgx, regr_intercept). The infinity /
-    NaN counts make Sxx (Syy) NaN while an infinite or NaN X (Y) is counted and Sxy NaN
-    while either is, Sx (Sy) infinite or NaN as a float sum would be, and restore the
-    finite answers when those rows are retracted. Finite inputs whose sums overflow are
-    22003, as in PostgreSQL.
-    """
+    (py), the finite X (Y) nearest zero of its first step (`_pivot`), summed over the nx
+    rows with a finite X (ny, finite Y), as VarianceImpl keeps them (free of the
+    cancellation of a plain Σx²; each step's sums are around its own such values and shifted
+    onto the pivots in `merge`); the cross sums (nb, Σbx, Σby, Σdxdy) are over the rows with
+    both finite. Σx / Σy are the plain sums PostgreSQL's Sx / Sy are (regr_avgx,
+    regr_intercept). The infinity / NaN counts make Sxx (Syy) NaN while an infinite or NaN X
+    (Y) is counted and Sxy NaN while either is, Sx (Sy) infinite or NaN as a float sum would
+    be, and restore the finite answers when those rows are retracted. Finite inputs whose
+    sums overflow are 22003, as in PostgreSQL. """
 
     init = (None, None, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0)
     _INTS = frozenset((2, 3, 6, 9))  # the count slots
