@@ -615,7 +615,7 @@ class RegrImpl(AggImpl):
     regr_intercept). The infinity / NaN counts make Sxx (Syy) NaN while an infinite or NaN X
     (Y) is counted and Sxy NaN while either is, Sx (Sy) infinite or NaN as a float sum would
     be, and restore the finite answers when those rows are retracted. Finite inputs whose
-    sums overflow are 22003, as in PostgreSQL. """
+    sums overflow are 22003, as in PostgreSQL."""
 
     init = (None, None, 0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, 0, 0, 0)
     _INTS = frozenset((2, 3, 6, 9))  # the count slots
