@@ -136,37 +136,3 @@ def test_a_failing_migration_leaves_the_directory_as_it_was(
     with StateStore.open(tmp_path / "state") as st:
         assert data_format.stored_version(st) == 1
         assert st.get(b"\xff\xffhalf") is None
-
-
-def test_a_format_10_directory_with_value_state_opens_through_11_and_12(tmp_path: Path) -> None:
-    """The registered steps chain: a directory stamped 10 (before the fixed-width join rows
-    and the value blocks) opens, ends at the current version, and its min/max/DISTINCT
-    view keeps answering as its query does through deletes of current extremes."""
-    q = (
-        "SELECT k, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd, max(s) AS hs "
-        "FROM w GROUP BY k"
-    )
-    db = open_db(tmp_path)
-    s = db.connect("root", "dev")
-    s.execute_simple("CREATE TABLE w (id INT PRIMARY KEY, k INT, v BIGINT, s VARCHAR)")
-    s.execute_simple(
-        "INSERT INTO w SELECT x, x % 7, (x * 37) % 101, (x % 13)::varchar "
-        "FROM generate_series(1, 500) AS x"
-    )
-    s.execute_simple(f"CREATE MATERIALIZED VIEW wm AS {q}")
-    s.execute_simple("FLUSH")
-    db.close()
-    set_version(tmp_path, 10)
-    db = open_db(tmp_path)
-    try:
-        s = db.connect("root", "dev")
-        assert sorted(s.execute_simple("SELECT * FROM wm")[0].rows) == sorted(
-            s.execute_simple(q)[0].rows
-        )
-        s.execute_simple("DELETE FROM w WHERE v > 90 OR id % 5 = 0")
-        s.execute_simple("FLUSH")
-        got = sorted(s.execute_simple("SELECT * FROM wm")[0].rows)
-        assert got == sorted(s.execute_simple(q)[0].rows) and len(got) == 7
-    finally:
-        db.close()
-    assert stored(tmp_path) == data_format.FORMAT_VERSION == 12
