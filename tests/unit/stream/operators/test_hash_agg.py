@@ -11,7 +11,6 @@ from unit.stream.operators.helpers import DictStore, assert_chunk, chunk
 from engine.chunk import Op
 from engine.errors import InternalError, NumericValueOutOfRange
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
-from engine.stream.operators.agg_values import unpack
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -298,10 +297,7 @@ def test_min_max_survive_restart() -> None:
     """,
     )
     store.checkpoint(op2.state_tables())
-    # one block per group: its values in order, then their counts
-    # (integer values: packed, in the group row's last slot)
-    blocks = {k: unpack(row[-1]) for k, row in op2.state_tables()[0].to_dict().items()}
-    assert blocks == {(1,): ([5], [1]), (2,): ([3], [1])}
+    assert sorted(op2.state_tables()[1].keys()) == [(1, 5), (2, 3)]
 
 
 def test_multiple_and_unusual_group_keys() -> None:
