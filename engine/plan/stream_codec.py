@@ -226,8 +226,11 @@ def decode_plan(d: dict[str, Any], source: FuncSource | None = None) -> StreamPl
 def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
     """A `FuncSource` over the calls of another plan of the same job (the job's SQL bound
     again): a stored call is taken from there when it is structurally the same call, by
-    its stored form (a NaN constant inside, `n <> 'NaN'`, equals nothing as a value)."""
+    its stored form (a NaN constant inside, `n <> 'NaN'`, equals nothing as a value), else
+    by structural equality (user-defined scalar, aggregate and table functions, whose
+    decoded call does not store the same form as the call bound from the SQL)."""
     known: dict[Any, Any] = {}
+    same: dict[Any, Any] = {}
 
     def key(e: Func) -> Any:
         try:
@@ -240,6 +243,7 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
             return
         if isinstance(e, Func):
             known.setdefault(key(e), e)
+            same.setdefault(e, e)
         for c in e.children():
             walk(c)
 
@@ -260,4 +264,8 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
         for e in [*getattr(n, "func_args", []), *(x for r in getattr(n, "rows", []) for x in r)]:
             walk(e)
 
-    return lambda f: known.get(key(f))
+    def find(f: Any) -> Any:
+        found = known.get(key(f))
+        return found if found is not None else same.get(f)
+
+    return find
