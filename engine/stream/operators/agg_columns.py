@@ -64,7 +64,7 @@ import pyarrow as pa
 from engine.errors import InternalError
 from engine.state import codec, memcmp
 from engine.state.checkpoint import PIECE_BYTES
-from engine.state.disk_table import DiskStateTable
+from engine.state.disk_table import DiskStateTable, crc32_rows
 from engine.state.fixed_rows import FixedLayout
 from engine.state.store import WriteBatchLike
 from engine.state.table import StateTable
@@ -90,24 +90,6 @@ one holds the interpreter lock no longer than any other piece."""
 _RUN_HEAD = struct.Struct(">4sIII")  # magic, rows, key columns, row width
 _RUN_MAGIC = b"GRN1"
 _RUN_ID = struct.Struct(">QI")  # run id, chunk number
-
-
-def _crc_table() -> np.ndarray:
-    t = np.arange(256, dtype=np.uint32)
-    for _ in range(8):
-        t = np.where(t & 1, (t >> np.uint32(1)) ^ np.uint32(0xEDB88320), t >> np.uint32(1))
-    return t.astype(np.uint32)
-
-
-_CRC = _crc_table()
-
-
-def crc32_rows(mat: np.ndarray) -> np.ndarray:
-    """`zlib.crc32` of each row of an (n, w) uint8 matrix, a numpy step per byte column."""
-    crc = np.full(len(mat), 0xFFFFFFFF, np.uint32)
-    for j in range(mat.shape[1]):
-        crc = _CRC[(crc ^ mat[:, j]) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
-    return crc ^ np.uint32(0xFFFFFFFF)
 
 
 class ColumnarGroups:

@@ -209,13 +209,7 @@ class IntIndex:
         else:
             self._n += int(arr.size)
         if arr.size:
-            if not bk.size or arr[0] > bk[-1]:
-                self._append(arr, locs)
-                return
-            at = np.searchsorted(bk, arr)
-            self._bk = np.insert(bk, at, arr)
-            self._bl = np.insert(bl, at, locs)
-            self._kbuf = self._lbuf = None
+            self._place(bk, bl, arr, locs)
 
     def _above_all(self, arr: np.ndarray) -> bool:
         """`arr` is strictly ascending and above every key of the base and the delta."""
@@ -282,14 +276,18 @@ class IntIndex:
         dk, dl = dk[added], dl[added]
         self._bk, self._bl = bk, bl
         self._delta = rest
-        if not dk.size:
+        if dk.size:
+            self._place(bk, bl, dk, dl)
+
+    def _place(self, bk: np.ndarray, bl: np.ndarray, keys: np.ndarray, locs: np.ndarray) -> None:
+        """Put sorted fresh `keys` (none of them in `bk`) into the base: appended when they
+        all sort after it, else inserted at their sorted places."""
+        if not bk.size or keys[0] > bk[-1]:
+            self._append(keys, locs)
             return
-        if not bk.size or dk[0] > bk[-1]:
-            self._append(dk, dl)
-            return
-        at = np.searchsorted(bk, dk)
-        self._bk = np.insert(bk, at, dk)
-        self._bl = np.insert(bl, at, dl)
+        at = np.searchsorted(bk, keys)
+        self._bk = np.insert(bk, at, keys)
+        self._bl = np.insert(bl, at, locs)
         self._kbuf = self._lbuf = None
 
 
