@@ -37,6 +37,8 @@ NINF_UNSCALED = -(2**127 - 2)
 PY_NAN = Decimal("NaN")
 PY_PINF = Decimal("Infinity")
 PY_NINF = Decimal("-Infinity")
+#: the largest finite real (float4): a real result past it overflows (22003)
+FLOAT4_MAX = 3.4028234663852886e38
 
 _HI = 2**63 - 1  # high word of NaN and Infinity
 _MASK64 = 2**64 - 1

@@ -26,6 +26,7 @@ the current extreme, maintained by the operator from a per-(group, value) multis
 from __future__ import annotations
 
 import decimal
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ import polars as pl
 
 from engine.chunk import Op
 from engine.errors import NumericValueOutOfRange, UndefinedFunction
-from engine.numeric import FINITE, NAN, NINF, PINF, special_sum
+from engine.numeric import FINITE, FLOAT4_MAX, NAN, NINF, PINF, special_sum
 from engine.stream.operators.frames import SPECIAL_SUFFIX, col_name
 from engine.types import NUMERIC_SCALE, SqlType, TypeKind
 
@@ -255,7 +256,7 @@ class _SumLike(AggImpl):
             return [special_sum(s, a, b, c) for s, a, b, c in rows]
         comp = slots[5] if self.compensated else [0.0] * len(slots[0])
         return [
-            float_special_sum(s + e, a, b, c) for (s, a, b, c), e in zip(rows, comp, strict=True)
+            _checked_float_sum(s + e, a, b, c) for (s, a, b, c), e in zip(rows, comp, strict=True)
         ]
 
 
@@ -274,7 +275,12 @@ class SumImpl(_SumLike):
             pairs = zip(self._finite_sums(slots), slots[1], strict=True)
             return [None if n == 0 else _to_numeric(s) for s, n in pairs]
         sums = self._finite_sums(slots)
-        return [None if n == 0 else float(s) for s, n in zip(sums, slots[1], strict=True)]
+        out = [None if n == 0 else float(s) for s, n in zip(sums, slots[1], strict=True)]
+        if k is TypeKind.REAL:
+            for v in out:
+                if v is not None and math.isfinite(v) and abs(v) > FLOAT4_MAX:
+                    raise NumericValueOutOfRange("value out of range: overflow")
+        return out
 
 
 def float_special_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
@@ -287,6 +293,15 @@ def float_special_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
     if ninf > 0:
         return float("-inf")
     return finite
+
+
+def _checked_float_sum(finite: float, nan: int, pinf: int, ninf: int) -> float:
+    """`float_special_sum`, raising 22003 where the finite values alone sum past the
+    double range (PostgreSQL's float8pl: finite operands giving an infinity overflow; the
+    sum slot then holds an infinity or NaN that no input was)."""
+    if not math.isfinite(finite) and nan == pinf == ninf == 0:
+        raise NumericValueOutOfRange("value out of range: overflow")
+    return float_special_sum(finite, nan, pinf, ninf)
 
 
 def _pivot(v: pl.Expr, finite: pl.Expr) -> pl.Expr:
@@ -577,8 +592,11 @@ class VarianceImpl(AggImpl):
             return None
         if k > 0:
             return float("nan")
-        m2 = max(b - a * a / n, 0.0)
+        m2 = max(b - a * (a / n), 0.0)
         var = m2 / (n if self.pop else n - 1)
+        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(var)):
+            # finite inputs whose sums pass the double range: PostgreSQL's float8_accum
+            raise NumericValueOutOfRange("value out of range: overflow")
         return var**0.5 if self.root else var
 
 

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from engine.chunk import StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
-from engine.numeric import array_of
+from engine.numeric import FLOAT4_MAX, array_of
 from engine.state.fixed_rows import (
     FixedLayout,
     int128_add,
@@ -269,8 +269,13 @@ class ColumnarAgg:
             r = s / np.where(has, n, 1) if isinstance(impl, AvgImpl) else s
             if len(codes) >= 5:  # the NaN / Infinity / -Infinity counts, as float_special_sum
                 nan, pinf, ninf = (c > 0 for c in slots[2:5])
+                if bool((has & ~np.isfinite(s) & ~(nan | pinf | ninf)).any()):
+                    raise _PerGroup  # finite values past the double range: 22003 per group
                 r = np.where(pinf, np.inf, np.where(ninf, -np.inf, r))
                 r = np.where(nan | (pinf & ninf), np.nan, r)
+            big = has & np.isfinite(r) & (np.abs(r) > FLOAT4_MAX)
+            if typ == pa.float32() and bool(big.any()):
+                raise _PerGroup  # a real sum past the float4 range: 22003 per group
             return _masked(r, has, typ)
         if isinstance(impl, AvgImpl):
             raise _PerGroup  # exact numeric division: the tuple path's Decimals

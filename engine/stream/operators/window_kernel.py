@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import NumericValueOutOfRange, WindowingError, not_supported
-from engine.numeric import array_of, finite_only, special_codes, special_sum
+from engine.numeric import FLOAT4_MAX, array_of, finite_only, special_codes, special_sum
 from engine.sort_keys import sortable
 from engine.stream.operators.window_frames import groups_bound, range_bound
 from engine.types import Field, SqlType, TypeKind
@@ -360,6 +360,21 @@ def _sum_avg(
         v = np.asarray(pc.fill_null(val, 0).to_numpy(zero_copy_only=False), dtype=np.float64)
     tot = _range_sum(c, v, s, e, nonempty)
     has = cnt > 0
+    if v.dtype == np.float64:
+        # finite values past the double range (no NaN / infinity in the frame): PostgreSQL's
+        # float8pl raises 22003, and so does a real sum past the float4 range
+        plain = has if codes is None else has & ~sum(k > 0 for k in counts).astype(bool)
+        if bool((plain & ~np.isfinite(tot)).any()):
+            # a prefix sum passed the range, perhaps outside this frame: the frames again
+            # from prefix sums of the values scaled by 2^-64 (exact above 2^-958), scaled back
+            with np.errstate(over="ignore", invalid="ignore"):
+                again = _range_sum(c, v * 2.0**-64, s, e, nonempty) * 2.0**64
+            tot = np.where(plain & ~np.isfinite(tot), again, tot)
+        big = ~np.isfinite(tot)
+        if t.kind is TypeKind.REAL and call.kind == "sum":
+            big |= np.abs(tot) > FLOAT4_MAX
+        if bool((plain & big).any()):
+            raise NumericValueOutOfRange("value out of range: overflow")
     if codes is not None and floats:  # as adding them up gives (PostgreSQL's float sum)
         nan, pinf, ninf = (k > 0 for k in counts)
         tot = np.where(pinf, np.inf, np.where(ninf, -np.inf, tot))
