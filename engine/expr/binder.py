@@ -264,7 +264,9 @@ class ExprBinder:
                 if isinstance(node.this, (exp.Var, exp.Column))
                 else str(node.this.this)
             )
-            return fn_time.bind_extract(field, b(node.expression))
+            # the parser marks date_part(f, x) (parsed as an Extract) with its written name
+            written = (getattr(node, "_meta", None) or {}).get("written_name")
+            return fn_time.bind_extract(field, b(node.expression), written == "date_part")
         if t in (exp.TimestampTrunc, exp.DateTrunc, exp.TimeTrunc):
             unit = node.args.get("unit")
             name = unit.name if isinstance(unit, (exp.Var, exp.Literal)) else str(unit)

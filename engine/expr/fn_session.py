@@ -32,7 +32,7 @@ from engine.errors import (
     UndefinedTable,
 )
 from engine.expr import fn_catalog as cat
-from engine.expr.coerce import implicit_cast, is_untyped
+from engine.expr.coerce import cast, implicit_cast, is_untyped
 from engine.expr.core import EvalContext, Expr, Func, Literal
 from engine.expr.fn_catalog import NAME, OID, TEXT, define
 from engine.expr.registry import NODE_BINDERS, call, no_function, register, simple
@@ -420,6 +420,8 @@ def _pg_format(fmt: str | None, *args: Any) -> str | None:
             continue
         v = args[argi] if argi < len(args) else None
         argi += 1
+        if isinstance(v, bool):  # boolean's output function (a cast to text says true)
+            v = "t" if v else "f"
         if spec == "s":
             out.append("" if v is None else str(v))
         elif spec == "I":
@@ -444,6 +446,12 @@ def _format(args: list[Expr]) -> Expr:
     bound = [implicit_cast(a, VARCHAR) if is_untyped(a) else a for a in args]
     if any(b is None for b in bound):
         raise no_function("format", args)
+    # the values as their output functions write them (Infinity, {1,2}), not as Python's
+    # str() does; booleans are written by _pg_format
+    bound = [
+        b if b is None or b.type.kind in (K.VARCHAR, K.BOOLEAN) or i == 0 else cast(b, VARCHAR)
+        for i, b in enumerate(bound)
+    ]
     fmt_arg = bound[0]
     assert fmt_arg is not None
     if fmt_arg.type.kind is not K.VARCHAR:

@@ -129,8 +129,25 @@ def _substr(args: list[Expr]) -> Expr:
     return Func("substr", tuple(args), VARCHAR, kernel)
 
 
+def _output_text(a: Expr) -> Expr:
+    """An argument of concat / concat_ws as its type's output function writes it: as text,
+    but a boolean stays one for `_bools_out` (PostgreSQL's concat writes `t` / `f`, where a
+    cast to text gives `true` / `false`)."""
+    if a.type.kind is K.BOOLEAN and not is_untyped(a):
+        return a
+    return _text(a)
+
+
+def _bools_out(a: list[Datum]) -> list[Datum]:
+    """The boolean arguments `_output_text` kept, as `t` / `f` (NULL stays NULL)."""
+    return [
+        pc.if_else(x, "t", "f") if x.type == pa.bool_() else x  # type: ignore[union-attr]
+        for x in a
+    ]
+
+
 def _concat_kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
-    a = [x for x in a if not (is_scalar(x) and not x.is_valid)]
+    a = [x for x in _bools_out(a) if not (is_scalar(x) and not x.is_valid)]
     if not a:
         return pa.scalar("", pa.string())
     return pc.binary_join_element_wise(*a, "", null_handling="replace", null_replacement="")
@@ -138,16 +155,17 @@ def _concat_kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
 
 @register("concat")
 def _concat(args: list[Expr]) -> Expr:
-    return Func("concat", tuple(_text(a) for a in args), VARCHAR, _concat_kernel)
+    return Func("concat", tuple(_output_text(a) for a in args), VARCHAR, _concat_kernel)
 
 
 @register("concat_ws")
 def _concat_ws(args: list[Expr]) -> Expr:
     if not args:
         raise no_function("concat_ws", args)
-    texts = tuple(_text(a) for a in args)
+    texts = (_text(args[0]), *(_output_text(a) for a in args[1:]))
 
     def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
+        a = _bools_out(a)
         sep, rest = a[0], [x for x in a[1:] if not (is_scalar(x) and not x.is_valid)]
         if is_scalar(sep):
             if not sep.is_valid:

@@ -191,7 +191,9 @@ _ALIASES = {
 }
 
 
-def bind_extract(field: str, x: Expr) -> Expr:
+def bind_extract(field: str, x: Expr, as_double: bool = False) -> Expr:
+    """extract(field FROM x), numeric; `as_double`: date_part(field, x), the same value as
+    double precision (PostgreSQL's date_part casts extract's numeric to float8)."""
     f = field.lower()
     f = _ALIASES.get(f, f)
     if f not in _FIELDS:
@@ -212,8 +214,13 @@ def bind_extract(field: str, x: Expr) -> Expr:
             vals, scale = _extract_interval(f, v)
         else:
             vals, scale = _extract_ts(f, v, t, c)
+        if as_double:  # one correctly rounded division, as numeric_float8's strtod
+            out = vals.astype(np.float64) / 10.0**scale if scale else vals.astype(np.float64)
+            return pa.array(out, pa.float64(), mask=mask)
         return scaled_to_numeric(vals, scale, mask)
 
+    if as_double:
+        return Func("date_part", (Literal(f.upper(), VARCHAR), x), DOUBLE, kernel)
     return Func("extract", (Literal(f.upper(), VARCHAR), x), NUMERIC, kernel)
 
 
@@ -304,12 +311,14 @@ def _extract_interval(f: str, v: pa.Array) -> tuple[np.ndarray, int]:
 def _date_part(args: list[Expr]) -> Expr:
     if len(args) != 2:
         raise no_function("date_part", args)
-    return bind_extract(_const_text(args[0], "date_part field"), args[1])
+    return bind_extract(_const_text(args[0], "date_part field"), args[1], as_double=True)
 
 
 @register("extract")
 def _extract_fn(args: list[Expr]) -> Expr:
-    return _date_part(args)
+    if len(args) != 2:
+        raise no_function("extract", args)
+    return bind_extract(_const_text(args[0], "extract field"), args[1])
 
 
 @register("to_timestamp")

@@ -131,8 +131,28 @@ def _round_as_written() -> None:
         gen.TRANSFORMS = {**gen.TRANSFORMS, exp.Round: round_sql}
 
 
+def _date_part_as_written() -> None:
+    """date_part(f, x) parses into sqlglot's Extract and would print back as EXTRACT(f
+    FROM x); a view's query is planned from its regenerated text, where the call must stay
+    date_part (double precision; extract is numeric)."""
+    from sqlglot.dialects.postgres import Postgres
+    from sqlglot.dialects.risingwave import RisingWave
+
+    for gen in (Postgres.Generator, RisingWave.Generator):
+        default = gen.TRANSFORMS.get(exp.Extract) or gen.extract_sql
+
+        def extract_sql(self: Any, e: exp.Extract, default: Any = default) -> str:
+            field = e.this
+            if e.meta.get(WRITTEN_NAME) == "date_part" and isinstance(field, exp.Var):
+                return str(self.func("DATE_PART", exp.Literal.string(field.name), e.expression))
+            return str(default(self, e))
+
+        gen.TRANSFORMS = {**gen.TRANSFORMS, exp.Extract: extract_sql}
+
+
 _keep_pg_functions()
 _remember_written_names()
+_date_part_as_written()
 _full_grouping_elements()
 _subscripts_as_written()
 _round_as_written()
