@@ -464,8 +464,11 @@ def unfolded_arith(op: str, left: Expr, right: Expr) -> Expr:
     if not (left.type.is_numeric and right.type.is_numeric):
         raise no_operator(op, left.type, right.type)
     scales = (scale_of(left.type), scale_of(right.type))
+    types = (left.type, right.type)
     left, right = _unify(op, left, right)
     t = left.type
+    if op == "%" and t.is_float:  # no float modulus: at bind time, even over no rows
+        raise no_operator(op, *types)
     if t.kind is K.NUMERIC:
         t = numeric_with_scale(_result_scale(op, *scales))
     return Func(
