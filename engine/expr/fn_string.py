@@ -140,10 +140,7 @@ def _output_text(a: Expr) -> Expr:
 
 def _bools_out(a: list[Datum]) -> list[Datum]:
     """The boolean arguments `_output_text` kept, as `t` / `f` (NULL stays NULL)."""
-    return [
-        pc.if_else(x, "t", "f") if x.type == pa.bool_() else x  # type: ignore[union-attr]
-        for x in a
-    ]
+    return [pc.if_else(x, "t", "f") if x.type == pa.bool_() else x for x in a]
 
 
 def _concat_kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:

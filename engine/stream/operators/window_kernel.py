@@ -363,7 +363,7 @@ def _sum_avg(
     if v.dtype == np.float64:
         # finite values past the double range (no NaN / infinity in the frame): PostgreSQL's
         # float8pl raises 22003, and so does a real sum past the float4 range
-        plain = has if codes is None else has & ~sum(k > 0 for k in counts).astype(bool)
+        plain = has if codes is None else has & ((counts[0] + counts[1] + counts[2]) == 0)
         if bool((plain & ~np.isfinite(tot)).any()):
             # a prefix sum passed the range, perhaps outside this frame: the frames again
             # from prefix sums of the values scaled by 2^-64 (exact above 2^-958), scaled back
