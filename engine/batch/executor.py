@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -256,6 +257,9 @@ class _Exec:
         if p.limit == 0:  # as PostgreSQL: LIMIT 0 evaluates nothing (and raises nothing)
             yield arrow_schema(p.schema).empty_table()
             return
+        if p.with_ties and p.limit is not None:
+            yield _with_ties(self.run(p.input), p)
+            return
         skip = p.offset
         left = p.limit
         first = True
@@ -316,3 +320,25 @@ def _slices(t: pa.Table) -> Iterator[pa.Table]:
         return
     for s in range(0, t.num_rows, CHUNK_ROWS):
         yield t.slice(s, CHUNK_ROWS)
+
+
+def _with_ties(t: pa.Table, p: Limit) -> pa.Table:
+    """FETCH FIRST n ROWS WITH TIES over the sorted rows `t`: rows offset..offset+n, then
+    those after them equal to the last one on every sort key (NULL ties NULL, NaN NaN)."""
+    assert isinstance(p.input, Sort) and p.limit is not None
+    end = p.offset + p.limit
+    if end >= t.num_rows:
+        return t.slice(p.offset)
+    same = np.ones(t.num_rows - end, dtype=bool)
+    for k in p.input.keys:
+        col = t.column(k.index).combine_chunks()
+        ref, rest = col[end - 1], col.slice(end)
+        if not ref.is_valid:
+            eq = pc.is_null(rest)
+        elif pa.types.is_floating(col.type) and ref.as_py() != ref.as_py():
+            eq = pc.is_nan(rest)
+        else:
+            eq = pc.equal(rest, ref)
+        same &= pc.fill_null(eq, False).to_numpy(zero_copy_only=False)
+    extra = int(np.argmin(same)) if not same.all() else len(same)
+    return t.slice(p.offset, p.limit + extra)

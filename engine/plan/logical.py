@@ -277,12 +277,16 @@ class Limit(PlanNode):
     input: PlanNode = None  # type: ignore[assignment]
     limit: int | None = None
     offset: int = 0
+    #: FETCH FIRST n ROWS WITH TIES: also the rows after the n-th equal to it on the input
+    #: Sort's keys (ad hoc only; the planner refuses it in views)
+    with_ties: bool = False
 
     def inputs(self) -> list[PlanNode]:
         return [self.input]
 
     def describe(self) -> str:
-        return f"Limit {{ limit: {self.limit}, offset: {self.offset} }}"
+        ties = ", with_ties: true" if self.with_ties else ""
+        return f"Limit {{ limit: {self.limit}, offset: {self.offset}{ties} }}"
 
 
 @dataclass(eq=False)

@@ -435,13 +435,28 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         off = q.args.get("offset")
         if lim is None and off is None:
             return node
-        limit = self._const_int(lim.expression if lim is not None else None, "LIMIT")
+        ties = False
+        if isinstance(lim, exp.Fetch):  # FETCH FIRST [n] ROW[S] {ONLY | WITH TIES}
+            opts = lim.args.get("limit_options")
+            if opts is not None and opts.args.get("percent"):
+                raise not_supported("FETCH FIRST ... PERCENT")
+            ties = opts is not None and bool(opts.args.get("with_ties"))
+            count = lim.args.get("count")
+            limit = 1 if count is None else self._const_int(count, "LIMIT")
+            if ties and not isinstance(node, Sort):
+                raise SqlSyntaxError("WITH TIES cannot be specified without ORDER BY clause")
+            if ties and self.streaming:
+                raise not_supported("FETCH FIRST ... WITH TIES in a materialized view")
+        else:
+            limit = self._const_int(lim.expression if lim is not None else None, "LIMIT")
         offset = self._const_int(off.expression if off is not None else None, "OFFSET") or 0
         if limit is not None and limit < 0:
             raise InvalidRowCountInLimit("LIMIT must not be negative")
         if offset < 0:
             raise InvalidRowCountInOffset("OFFSET must not be negative")
-        return Limit(node.schema, node.stream_key, input=node, limit=limit, offset=offset)
+        return Limit(
+            node.schema, node.stream_key, input=node, limit=limit, offset=offset, with_ties=ties
+        )
 
     def _const_int(self, e: exp.Expression | None, what: str) -> int | None:
         if e is None:
