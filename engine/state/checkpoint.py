@@ -24,6 +24,16 @@ Checkpoint order (`Checkpointer.commit`):
      sync=True: that is the commit; then each piece is written to its real keys as a
      WriteBatch of its own, and a last batch deletes the staged blobs and `PENDING_KEY`.
 
+Files (`EpochChanges.sst`): a parallel job's workers hand in their actors' writes as
+SST files (sorted keys, `engine.stream.parallel`), which step 6 adds to the database
+with `StateStore.ingest` instead of one Python put per key. Each is written to
+`<store path>.ingest/` and fsynced before the commit batch, which names them under
+`INGEST_KEY`; after the commit (and after the pieces, so a file's writes come after the
+batch's, as its place in the epoch's operations says) they are ingested, and the batch
+that clears the pieces deletes `INGEST_KEY`. Recovery ingests the named files again
+after the pieces (the same writes, newer again: nothing else writes an actor's keys
+meanwhile) and removes files nothing names (a crash before the commit batch).
+
 Why pieces: rocksdict holds the interpreter lock for the whole of a `db.write` (about 1 to
 2 ms per MB or per 4k keys on an idle machine, more when RocksDB stalls the write for a
 memtable flush), so one WriteBatch of a 1M-row epoch stopped every session's thread for
@@ -65,6 +75,7 @@ written in pieces, before its pieces are written to their keys.
 from __future__ import annotations
 
 import marshal
+import os
 import struct
 import time
 from array import array
@@ -73,6 +84,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import is_not
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -99,6 +111,9 @@ STAGE_PREFIX = META_PREFIX + b"s/"
 STAGE_END = META_PREFIX + b"s0"  # b"/" + 1
 PENDING_KEY = META_PREFIX + b"pending"
 """Present while a committed checkpoint's pieces are not all written: 4-byte BE count."""
+INGEST_KEY = META_PREFIX + b"ingest"
+"""Present while a committed checkpoint's SST files are not all ingested: marshal of
+their names in the ingest directory (module docstring)."""
 PIECE_OPS = 1024
 PIECE_BYTES = 1 << 18
 """A checkpoint larger than this (operations, bytes of values) is written in pieces of at
@@ -117,13 +132,20 @@ class EpochChanges:
     starting at the key: the form a staged piece keeps (marshal reads it back as is).
     `sizes` holds each operation's value bytes (0 for deletes), for `pieces`."""
 
-    __slots__ = ("keys", "values", "nbytes", "sizes")
+    __slots__ = ("keys", "values", "nbytes", "sizes", "ssts")
 
     def __init__(self) -> None:
         self.keys: list[bytes] = []
         self.values: list[bytes | tuple[bytes] | None] = []
         self.nbytes = 0
         self.sizes = array("q")
+        self.ssts: list[bytes] = []
+
+    def sst(self, data: bytes) -> None:
+        """The bytes of an SST file (`store.sst_writer`) whose writes come after every
+        operation recorded so far and before none recorded later that touches its keys
+        (the checkpoint ingests it after writing the operations)."""
+        self.ssts.append(data)
 
     def put(self, key: bytes, value: bytes) -> None:
         self.keys.append(key)
@@ -215,6 +237,7 @@ class Checkpointer:
         self._store = store
         self._wal = wal
         self._failed: BaseException | None = None
+        self._ingest_dir = Path(str(store.path) + ".ingest")
         self._finish_pieces()
         meta = self.load()
         self._last_epoch = meta.epoch if meta else -1
@@ -265,6 +288,9 @@ class Checkpointer:
                 meta.put(EXTRA_PREFIX + name.encode(), blob)
             meta.put(CHECKPOINT_KEY, _RECORD.pack(_FORMAT_VERSION, epoch, wal_seq))
             self._wal.truncate_through(wal_seq, meta)  # 5
+            files = self._stage_files(epoch, changes.ssts)
+            if files:
+                meta.put(INGEST_KEY, marshal.dumps(files))
             faults.hit("checkpoint_batch")
             t1 = time.perf_counter()
             pieces = changes.pieces()
@@ -273,8 +299,13 @@ class Checkpointer:
                 _fill(batch, changes.keys, changes.values)
                 _fill(batch, meta.keys, meta.values)
                 size = self._store.write(batch, sync=True)
+                if files:
+                    faults.hit("checkpoint_pieces")
+                    self._ingest(files)
+                    self._clear_pieces()
             else:
-                size = self._write_pieces(changes, pieces, meta)
+                size = self._write_pieces(changes, pieces, meta, files)
+            size += sum(map(len, changes.ssts))
         except BaseException as e:
             self._failed = e
             raise
@@ -289,8 +320,45 @@ class Checkpointer:
         self.last_keys = keys
         self.total_bytes += size
 
+    def _stage_files(self, epoch: int, ssts: list[bytes]) -> list[str]:
+        """The epoch's SST files written and fsynced into the ingest directory (before
+        the commit batch names them); returns their names."""
+        if not ssts:
+            return []
+        d = self._ingest_dir
+        d.mkdir(exist_ok=True)
+        names: list[str] = []
+        for i, data in enumerate(ssts):
+            name = f"{epoch:016x}-{i:04d}.sst"
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            names.append(name)
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return names
+
+    def _ingest(self, names: list[str]) -> None:
+        self._store.ingest([str(self._ingest_dir / n) for n in names])
+
+    def _remove_files(self) -> None:
+        """Delete the ingest directory's files (none is named by `INGEST_KEY` any more)."""
+        if self._ingest_dir.is_dir():
+            for f in self._ingest_dir.iterdir():
+                f.unlink(missing_ok=True)
+
     def _write_pieces(
-        self, changes: EpochChanges, pieces: list[tuple[int, int]], meta: EpochChanges
+        self,
+        changes: EpochChanges,
+        pieces: list[tuple[int, int]],
+        meta: EpochChanges,
+        files: list[str],
     ) -> int:
         """Step 6 for a large checkpoint (module docstring): stage, commit, write, clear."""
         store = self._store
@@ -311,27 +379,35 @@ class Checkpointer:
             batch = store.new_batch()
             _fill(batch, changes.keys[a:b], changes.values[a:b])
             size += store.write(batch, sync=False)
+        if files:
+            self._ingest(files)
         self._clear_pieces()
         return size
 
     def _clear_pieces(self) -> None:
-        """Drop the staged pieces and the pending mark; not synced: if a crash loses this
-        write, the next open writes the pieces again, which changes nothing."""
+        """Drop the staged pieces, the pending mark and the ingest list; not synced: if a
+        crash loses this write, the next open writes the pieces and ingests the files
+        again, which changes nothing. The files go once the list is gone (a file RocksDB
+        still needs was copied into the database by its ingestion)."""
         batch = self._store.new_batch()
         batch.delete_range(STAGE_PREFIX, STAGE_END)
         batch.delete(PENDING_KEY)
+        batch.delete(INGEST_KEY)
         self._store.write(batch, sync=False)
+        self._remove_files()
 
     def _finish_pieces(self) -> None:
         """Write the pieces of a committed checkpoint again (a crash or a failure may have
         stopped their writing), then clear them; staged blobs nothing references (a crash
         before the commit batch) are cleared too."""
         raw = self._store.get(PENDING_KEY)
-        if raw is None:
+        ingest = self._store.get(INGEST_KEY)
+        if raw is None and ingest is None:
             if self._store.last_key_in(STAGE_PREFIX, STAGE_END) is not None:
                 self._clear_pieces()
+            self._remove_files()  # staged for a commit batch that never landed
             return
-        (count,) = _U32.unpack(raw)
+        (count,) = _U32.unpack(raw) if raw is not None else (0,)
         for i in range(count):
             prefix = STAGE_PREFIX + _U32.pack(i)
             parts = [v for _, v in self._store.scan_range(prefix, _stage_key(i + 1, 0))]
@@ -344,6 +420,15 @@ class Checkpointer:
             batch = self._store.new_batch()
             _fill(batch, keys, values)
             self._store.write(batch, sync=False)
+        if ingest is not None:
+            names: list[str] = marshal.loads(ingest)
+            missing = [n for n in names if not (self._ingest_dir / n).is_file()]
+            if missing:
+                raise StorageError(
+                    "a committed checkpoint's state files are missing",
+                    detail=f"{len(missing)} of {len(names)} in {self._ingest_dir}",
+                )
+            self._ingest(names)
         self._clear_pieces()
         self._store.write(self._store.new_batch(), sync=True)
 
@@ -375,6 +460,12 @@ class Checkpointer:
     def records_to_replay(self, meta: CheckpointMeta | None) -> Iterator[tuple[int, bytes]]:
         """The WAL records recovery must replay after loading `meta`'s state."""
         return self._wal.records_after(meta.wal_seq if meta is not None else 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _stage_key(piece: int, part: int) -> bytes:

@@ -42,9 +42,11 @@ from rocksdict import (
     BlockBasedOptions,
     Cache,
     DBCompressionType,
+    IngestExternalFileOptions,
     Options,
     Rdict,
     ReadOptions,
+    SstFileWriter,
     WriteBatch,
     WriteBufferManager,
     WriteOptions,
@@ -279,6 +281,19 @@ class StateStore:
                 os.close(dfd)
             self._synced_logs = names
 
+    def ingest(self, paths: list[str], *, move: bool = False) -> None:
+        """Add the SST files at `paths` (made by `sst_writer`, keys of no memtable write
+        pending) to the database atomically, newer than everything written before. RocksDB
+        copies them (`move`: hard-links them and removes the originals) and makes the
+        change durable itself. No Python call per key: the parallel workers build their
+        actors' checkpoint writes as such files (`engine.state.checkpoint`)."""
+        opts = IngestExternalFileOptions()
+        opts.set_move_files(move)
+        try:
+            self.db.ingest_external_file(paths, opts)
+        except Exception as e:
+            raise StorageError("could not add files to state store", detail=str(e)) from e
+
     def flush(self) -> None:
         """Flush memtables to SST files (not needed for durability; shortens reopen)."""
         self.db.flush()
@@ -310,6 +325,16 @@ class StateStore:
 
     def __repr__(self) -> str:
         return f"StateStore({str(self.path)!r}{', closed' if self.closed else ''})"
+
+
+def sst_writer(path: str) -> SstFileWriter:
+    """An open writer of an SST file for `StateStore.ingest` (raw keys and values, lz4 as
+    the store's own files); keys must be added in strictly increasing order."""
+    opts = Options(raw_mode=True)
+    opts.set_compression_type(DBCompressionType.lz4())
+    w = SstFileWriter(options=opts)
+    w.open(path)
+    return w
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:

@@ -272,7 +272,7 @@ class ParallelOp(Operator):
         for w, actors in self.actors_on().items():
             keys = [self.actor_keys[i] for i in actors if i in self.dirty]
             if keys:
-                reqs[w] = protocol.encode({"cmd": "collect", "actors": keys})
+                reqs[w] = protocol.encode({"cmd": "collect", "actors": keys, "sst": True})
         return reqs
 
     def collect(self, batch: Any) -> int:
@@ -292,11 +292,18 @@ class ParallelOp(Operator):
 
     @staticmethod
     def _replay(res: dict[int, tuple[dict[str, Any], list[bytes]]], batch: Any) -> int:
+        """The collect answers into `batch`: an SST file is handed to the checkpoint
+        whole (`EpochChanges.sst`, ingested after the commit batch: no Python call per
+        key here), a write log replayed."""
         n = 0
         for w in sorted(res):
             header, bodies = res[w]
-            for body in bodies:
-                protocol.replay_body(body, batch)
+            kinds = header.get("kinds") or ["log"] * len(bodies)
+            for kind, body in zip(kinds, bodies, strict=True):
+                if kind == "sst":
+                    batch.sst(body)
+                else:
+                    protocol.replay_body(body, batch)
             n += int(header.get("keys", 0))
         return n
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import itertools
 import json
 import struct
+from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import compress, repeat
+from operator import lt, ne
 from typing import Any, ClassVar
 
 import numpy as np
@@ -31,6 +33,7 @@ import pyarrow as pa
 
 from engine.chunk import StreamChunk
 from engine.errors import EngineError
+from engine.state.store import sst_writer
 
 OPS = "__op"
 _LEN = struct.Struct(">I")
@@ -227,6 +230,39 @@ class RecordingBatch:
             return
         k, a, b = self._cols
         replay(k.to_numpy(zero_copy_only=False).tolist(), a.to_pylist(), b.to_pylist(), batch)
+
+
+def write_sst(rec: RecordingBatch, path: str) -> bool:
+    """The sorted log `rec` (`RecordingBatch.sort`) as an SST file at `path`: each key's
+    last put or delete, in strictly increasing key order. False (nothing written) when
+    that is not possible: a range delete, or a key order the sort left ambiguous (keys
+    equal but for trailing zero bytes); the caller sends the log instead."""
+    if not len(rec) or DELETE_RANGE in rec.kinds:
+        return False
+    k, a, b = rec.columns()
+    keys: list[bytes] = a.to_pylist()
+    vals: list[bytes | None] = b.to_pylist()
+    kinds = k.to_numpy(zero_copy_only=False)
+    if len(keys) > 1:
+        last = [*map(ne, keys[:-1], keys[1:]), True]  # a key's last record wins
+        if not all(last):
+            keep = list(compress(range(len(keys)), last))
+            keys, vals = [keys[i] for i in keep], [vals[i] for i in keep]
+            kinds = kinds[keep]
+        if not all(map(lt, keys[:-1], keys[1:])):
+            return False
+    w = sst_writer(path)
+    is_put = kinds == PUT
+    if is_put.all():
+        deque(map(w.__setitem__, keys, vals), 0)
+    else:
+        for put, key, val in zip(is_put.tolist(), keys, vals, strict=True):
+            if put:
+                w[key] = val
+            else:
+                del w[key]
+    w.finish()
+    return True
 
 
 def replay(kinds: list[int], a: list[bytes], b: list[bytes | None], batch: Any) -> int:

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine import faults
 from engine.state.checkpoint import (
+    INGEST_KEY,
     PENDING_KEY,
     PIECE_BYTES,
     PIECE_OPS,
@@ -23,7 +25,7 @@ from engine.state.checkpoint import (
     Checkpointer,
     CheckpointMeta,
 )
-from engine.state.store import StateStore, StorageError
+from engine.state.store import StateStore, StorageError, sst_writer
 from engine.state.table import StateTable
 from engine.state.wal import Wal
 
@@ -253,3 +255,79 @@ def test_checkpoint_in_pieces_is_all_or_nothing_across_a_crash_between_them(
         assert t.to_dict() == crash_child.expected_table(2)
     finally:
         db.close()
+
+
+class _Files:
+    """A table-like source of one SST file per commit (as a parallel job's actors hand in)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.rows: dict[bytes, bytes | None] = {}
+        self.n = 0
+
+    def write_dirty(self, batch: Any) -> int:
+        self.n += 1
+        path = str(self.tmp / f"src-{self.n}.sst")
+        w = sst_writer(path)
+        for k in sorted(self.rows):
+            v = self.rows[k]
+            if v is None:
+                del w[k]
+            else:
+                w[k] = v
+        w.finish()
+        batch.sst(Path(path).read_bytes())
+        n, self.rows = len(self.rows), {}
+        return n
+
+
+def _key(i: int) -> bytes:
+    return b"\0\0\0\x07" + i.to_bytes(4, "big")
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_sst_files_are_part_of_the_commit_across_a_failure_after_it(
+    tmp_path: Path, big: bool
+) -> None:
+    """Files handed in with `EpochChanges.sst` land with their epoch: after a normal
+    commit, after a failure between the commit batch and the ingestion (`reset` and a
+    reopen ingest them), and not at all when the commit batch never landed; nothing of
+    them is left in the ingest directory."""
+    db = Opened(tmp_path / "state")
+    files = _Files(tmp_path)
+    other = StateTable(1, "a")
+    other.prefer_keyed()
+    for k in range(2 * PIECE_OPS if big else 3):  # big: the checkpoint goes in pieces
+        other.put((k,), (1,))
+    files.rows = {_key(i): b"v1-%d" % i for i in range(100)}
+    db.cp.commit(1, 0, [other, files], {})
+    assert db.store.get(_key(7)) == b"v1-7"
+    files.rows = {_key(i): b"v2-%d" % i for i in range(50)} | {_key(99): None}
+    other.put((0,), (2,))
+    faults.configure(fail="checkpoint_pieces:1")
+    try:
+        with pytest.raises(faults.InjectedFailure):
+            db.cp.commit(2, 0, [other, files], {})
+    finally:
+        faults.configure()
+    assert db.store.get(INGEST_KEY) is not None  # committed, not yet ingested
+    assert db.store.get(_key(7)) == b"v1-7"
+    meta = db.cp.reset()
+    assert meta is not None and meta.epoch == 2
+    assert db.store.get(_key(7)) == b"v2-7" and db.store.get(_key(99)) is None
+    assert db.store.get(_key(60)) == b"v1-60" and db.store.get(INGEST_KEY) is None
+    # epoch 3 fails before its commit batch: its file is never ingested, and removed
+    files.rows = {_key(i): b"v3" for i in range(100)}
+    faults.configure(fail="checkpoint_batch:1")
+    try:
+        with pytest.raises(faults.InjectedFailure):
+            db.cp.commit(3, 0, [other, files], {})
+    finally:
+        faults.configure()
+    db.close()
+    db = Opened(tmp_path / "state")
+    meta = db.cp.load()
+    assert meta is not None and meta.epoch == 2
+    assert db.store.get(_key(7)) == b"v2-7"
+    assert list((tmp_path / "state.ingest").iterdir()) == []
+    db.close()
