@@ -435,6 +435,17 @@ def _frame(spec: exp.Window, planner: Any) -> WindowFrame:
     end = bound(ws.args.get("end"), ws.args.get("end_side"), ("current_row", 0), "ending")
     if start[0] == "unbounded_following" or end[0] == "unbounded_preceding":
         raise SqlSyntaxError("frame bound is not valid here")
+    # PostgreSQL's grammar refuses a frame that ends before it starts by its bound kinds
+    # (whatever the offsets): CURRENT ROW to n PRECEDING, n FOLLOWING to CURRENT ROW or
+    # to n PRECEDING
+    if start[0] == "current_row" and end[0] == "preceding":
+        raise WindowingError(
+            "frame starting from current row cannot have preceding rows", position=_pos(spec)
+        )
+    if start[0] == "following" and end[0] in ("current_row", "preceding"):
+        raise WindowingError(
+            "frame starting from following row cannot have preceding rows", position=_pos(spec)
+        )
     return WindowFrame(mode, start, end)
 
 

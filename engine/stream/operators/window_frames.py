@@ -75,9 +75,10 @@ def range_bound(
     """Row position of a RANGE `off PRECEDING/FOLLOWING` bound for every row."""
     key, delta = range_keys(col, off)
     valid = np.asarray(pc.is_valid(col))
-    if desc:
-        key = -key
-    target = key - delta if kind == "preceding" else key + delta
+    if desc:  # ~k = -k - 1 reverses the order without overflowing at the int64 minimum
+        key = ~key if key.dtype == np.int64 else -key
+    down = kind == "preceding"
+    target, past = _shifted(key, delta, down)
     nn = np.flatnonzero(valid)
     out = qstart.copy() if is_start else qend.copy()  # NULL rows: their NULL peers
     if len(nn) == 0:
@@ -85,12 +86,38 @@ def range_bound(
     rows = np.flatnonzero(valid)
     found = _segmented_search(part_id[nn], key[nn], part_id[rows], target[rows], is_start)
     ok = found >= 0
+    if is_start != down:  # a bound past the int64 end on the side this search looks at
+        ok &= ~past[rows]
     pos = np.where(ok, nn[np.maximum(found, 0)], 0)
+    # no value reaches the bound: the partition's NULL rows lie beyond every value where
+    # they sort (PostgreSQL: the head moves onto NULLs sorted last, the tail over NULLs
+    # sorted first), else the frame is empty
     if is_start:
-        out[rows] = np.where(ok, pos, pend[rows] + 1)
+        last = pend[rows]
+        out[rows] = np.where(ok, pos, np.where(valid[last], last + 1, qstart[last]))
     else:
-        out[rows] = np.where(ok, pos, pstart[rows] - 1)
+        first = pstart[rows]
+        out[rows] = np.where(ok, pos, np.where(valid[first], first - 1, qend[first]))
     return out
+
+
+def _shifted(key: np.ndarray, delta: Any, down: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(key - delta (`down`) or key + delta, where that passes the int64 range). Past the
+    range the bound saturates at the int64 end instead of wrapping, and the caller finds
+    no value beyond it (PostgreSQL's in_range: a bound past the type's range lies beyond
+    every value on that side)."""
+    if key.dtype != np.int64:
+        return (key - delta if down else key + delta), np.zeros(len(key), bool)
+    info = np.iinfo(np.int64)
+    if delta > info.max:
+        return np.full_like(key, info.min if down else info.max), np.ones(len(key), bool)
+    d = np.int64(delta)
+    with np.errstate(over="ignore"):
+        if down:
+            past = key < info.min + d
+            return np.where(past, info.min, key - d), past
+        past = key > info.max - d
+        return np.where(past, info.max, key + d), past
 
 
 def _segmented_search(
