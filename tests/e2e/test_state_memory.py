@@ -115,3 +115,53 @@ def test_top_n_over_many_groups_keeps_only_each_groups_first_rows(tmp_path: Path
         assert got == want
         assert got is not None and got[0] == 2 * TOP_GROUPS
         assert peak < TOP_PEAK_MB, f"peak RSS {peak:.0f} MB"
+
+
+VALUE_ROWS = 125_000
+VALUE_GROUPS = 25_000
+VALUE_BATCH = 25_000
+VALUE_BYTES_PER_ROW = 600
+"""Bound on the RSS growth per row after the second batch (the table's own rows and key
+index, RocksDB's memtables, the cached group rows). The second batch is the first to
+read every group's value blocks into the epoch's working set (a few hundred bytes per
+touched group and aggregate, dropped at the checkpoint, its high-water mark reached
+then); from there, on 2 loaded cores (load 5), the resident (group, value) -> count
+tables grew about 760 bytes per row, the value blocks about 280; the peak RSS of both
+was about 350 MB."""
+
+
+def test_min_max_and_distinct_over_a_retracting_table_keep_values_on_disk(
+    tmp_path: Path,
+) -> None:
+    """min/max over a table that can retract keep every value of a group, and a DISTINCT
+    count every value's count: both live in RocksDB as blocks per group, so the RSS grows
+    by the table's own rows and not by a Python entry per value; deleting rows (current
+    extremes among them) keeps the view equal to its query."""
+    srv = SwellServer(
+        tmp_path / "data", barrier_interval_ms=1000, extra_args=["--state-cache-mb", "32"]
+    )
+    q = "SELECT k, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd FROM t GROUP BY k"
+    check = "SELECT count(*), sum(lo), sum(hi), sum(nd) FROM "
+    with srv:
+        c = srv.connect()
+        c.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, k BIGINT, v BIGINT)")
+        c.execute(f"CREATE MATERIALIZED VIEW m AS {q}")
+        assert srv.pid is not None
+        warm = 0.0
+        for lo in range(0, VALUE_ROWS, VALUE_BATCH):
+            c.execute(
+                f"INSERT INTO t SELECT x, x % {VALUE_GROUPS}, (x::bigint * 7919) % 1000003 "
+                f"FROM generate_series({lo}, {lo + VALUE_BATCH - 1}) AS x"
+            )
+            c.execute("FLUSH")
+            if lo == VALUE_BATCH:
+                warm = _rss_mb(srv.pid, "VmRSS")
+        grown = _rss_mb(srv.pid, "VmRSS") - warm
+        per_row = grown * (1 << 20) / (VALUE_ROWS - 2 * VALUE_BATCH)
+        print(f"RSS grew {per_row:.0f} bytes per row, peak {_rss_mb(srv.pid, 'VmHWM'):.0f} MB")
+        c.execute("DELETE FROM t WHERE id % 7 = 0 OR v > 990000")
+        c.execute("FLUSH")
+        got = c.execute(check + "m").fetchone()
+        assert got == c.execute(check + f"({q}) AS q").fetchone()
+        assert got is not None and got[0] == VALUE_GROUPS
+        assert per_row < VALUE_BYTES_PER_ROW, f"RSS grew {per_row:.0f} bytes per row"
