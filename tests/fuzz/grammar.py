@@ -5,11 +5,15 @@ tables (`fz_t`, `fz_u`) have integer, bigint, numeric, double, text, boolean and
 columns whose values include the edges that break engines: NULL, 0, -1, the integer
 limits, float NaN and infinities, empty and mixed-case strings, duplicates. Queries come from a small typed
 grammar: scalar expressions by result type (arithmetic, CASE, COALESCE/NULLIF, casts,
-string functions, comparisons, IS [NOT] NULL, IN lists, BETWEEN, LIKE), combined into
-projections, WHERE, joins (inner/left, equi and residual conditions), IN/EXISTS/scalar
-subqueries, GROUP BY with aggregates, HAVING, GROUPING SETS/ROLLUP, window functions,
-DISTINCT, UNION [ALL]/INTERSECT/EXCEPT and ORDER BY ... LIMIT over every output column (so
-the result is deterministic as a multiset).
+string functions, comparisons, IS [NOT] NULL, IN lists, BETWEEN, LIKE; `_extra_expr` adds
+concat/format/padding/trimming, mixed-type CASE/COALESCE/greatest, numeric rounding,
+date/interval arithmetic and date_part), combined into projections, WHERE, joins
+(inner/outer, equi, multi-key, IS NOT DISTINCT FROM and residual conditions, three-way),
+IN/EXISTS/scalar subqueries, GROUP BY with aggregates (FILTER, ordered string_agg, exact
+variances), outer joins under aggregation, HAVING, GROUPING SETS/ROLLUP, window functions
+and ROWS/RANGE/GROUPS frames with offsets, DISTINCT and DISTINCT ON, UNION
+[ALL]/INTERSECT/EXCEPT, ORDER BY ... LIMIT over every output column and FETCH FIRST ...
+WITH TIES (so the result is deterministic as a multiset).
 
 The grammar only produces SQL PostgreSQL 15 accepts for these tables (errors PostgreSQL
 raises at run time, such as division by zero, are part of what is compared).
@@ -179,6 +183,10 @@ class QueryGen:
                 return r.choice(cands)
             return _literal(kind, r, 0.1)
         d = depth + 1
+        if r.random() < 0.25:
+            extra = self._extra_expr(kind, scope, d)
+            if extra is not None:
+                return extra
         if kind == "int" and r.random() < 0.3:
             choice = r.randrange(6)
             if choice == 0:
@@ -285,6 +293,93 @@ class QueryGen:
             return self.pred(scope, d)
         return r.choice(cands) if cands else _literal(kind, r, 0)
 
+    def _extra_expr(self, kind: str, scope: list[tuple[str, str]], d: int) -> str | None:
+        """Forms beyond the basic grammar: string functions, mixed-type CASE / COALESCE /
+        greatest, numeric rounding and precision, date/interval arithmetic, date_part."""
+        r = self.r
+
+        def e(k: str) -> str:
+            return self.expr(k, scope, d)
+
+        def date() -> str:
+            x = e("date")
+            return "DATE '2020-05-06'" if x == "NULL" else x  # extract(f FROM NULL) is ambiguous
+
+        if kind == "text":
+            forms = [
+                lambda: f"concat({e('text')}, {e('int')}, {e('bool')})",
+                lambda: f"concat_ws('-', {e('text')}, {e('int')}, {e('num')})",
+                lambda: f"lpad({e('text')}, {r.randint(-1, 6)}, 'xy')",
+                lambda: f"rpad({e('text')}, {r.randint(0, 6)})",
+                lambda: f"reverse({e('text')})",
+                lambda: f"repeat({e('text')}, {r.randint(0, 2)})",
+                lambda: f"initcap({e('text')})",
+                lambda: f"{r.choice(['ltrim', 'rtrim', 'btrim'])}({e('text')}, 'ab')",
+                lambda: f"translate({e('text')}, 'ab%', 'x')",
+                lambda: f"substring({e('text')} FROM {r.randint(-1, 3)} FOR {r.randint(0, 3)})",
+                lambda: f"format('%s|%s', {e('text')}, {e(r.choice(['int', 'bool', 'date']))})",
+                lambda: f"({e('text')} || {e('int')})",
+                lambda: f"to_char({date()}, 'YYYY-MM-DD Dy')",
+                lambda: f"CASE WHEN {self.pred(scope, d)} THEN {e('text')} END",
+                lambda: f"CAST({e('bool')} AS VARCHAR)",
+            ]
+        elif kind == "int":
+            forms = [
+                lambda: f"position('a' IN {e('text')})",
+                lambda: f"char_length({e('text')})",
+                lambda: (
+                    f"CAST(extract({r.choice(['dow', 'month', 'doy', 'day'])} FROM {date()}) AS INT)"
+                ),
+                lambda: (
+                    f"CAST(date_part('{r.choice(['isodow', 'week', 'quarter'])}', {date()}) AS INT)"
+                ),
+                lambda: f"sign({e('int')})",
+                lambda: f"mod({e('int')}, {r.choice([3, -2, 7])})",
+                lambda: f"CASE {e('int')} WHEN 1 THEN {e('int')} WHEN 2 THEN 20 ELSE NULL END",
+            ]
+        elif kind == "num":
+            forms = [
+                lambda: f"coalesce({e('int')}, {e('num')})",
+                lambda: f"CASE WHEN {self.pred(scope, d)} THEN {e('int')} ELSE {e('num')} END",
+                lambda: f"{r.choice(['greatest', 'least'])}({e('int')}, {e('num')}, {e('big')})",
+                lambda: f"trunc({e('num')}, {r.randint(0, 2)})",
+                lambda: f"{r.choice(['ceil', 'floor', 'sign'])}({e('num')})",
+                lambda: f"mod({e('num')}, {r.choice(['2.5', '3', '-0.7'])})",
+                lambda: f"({e('num')} * {e('num')})",
+                lambda: f"round({e('num')} / {r.choice(['7', '3.5', '-11'])}, {r.randint(0, 5)})",
+                lambda: f"CAST({e('big')} AS NUMERIC)",
+            ]
+        elif kind == "float":
+            forms = [
+                lambda: f"(CAST({e('int')} AS DOUBLE PRECISION) / {r.choice(['3', '-7', '0.5'])})",
+                lambda: f"abs({e('float')})",
+                lambda: f"date_part('{r.choice(['doy', 'year', 'dow'])}', {date()})",
+                lambda: f"({e('float')} + {e('int')})",
+                lambda: f"coalesce({e('float')}, {e('int')})",
+            ]
+        elif kind == "date":
+            forms = [
+                lambda: f"({e('date')} - {r.randint(-3, 40)})",
+                lambda: (
+                    f"CAST({e('date')} + INTERVAL '{r.choice(['1 month', '1 year', '-1 month', '10 days', '1 mon 2 days'])}' AS DATE)"
+                ),
+                lambda: (
+                    f"CAST(date_trunc('{r.choice(['month', 'year', 'week', 'quarter'])}', {date()}) AS DATE)"
+                ),
+                lambda: (
+                    f"CASE WHEN {self.pred(scope, d)} THEN {e('date')} ELSE DATE '2001-01-01' END"
+                ),
+            ]
+        elif kind == "bool":
+            forms = [
+                lambda: f"starts_with({e('text')}, 'a')",
+                lambda: f"({e('date')} BETWEEN DATE '1999-01-01' AND DATE '2024-02-01')",
+                lambda: f"({e('num')} IN (1.5, -2.25, 0))",
+            ]
+        else:
+            return None
+        return r.choice(forms)()
+
     def pred(self, scope: list[tuple[str, str]], depth: int = 0) -> str:
         r = self.r
         d = depth + 1
@@ -345,6 +440,11 @@ class QueryGen:
                 "derived",
                 "join_agg",
                 "cte",
+                "frames",
+                "distinct_on",
+                "ties",
+                "outer_agg",
+                "join3",
             ]
         )
         q = getattr(self, "_" + shape)()
@@ -400,6 +500,7 @@ class QueryGen:
                     "string_agg",
                     "regr",
                     "percentile",
+                    "more",
                 ]
             )
             if fn == "count(*)":
@@ -434,9 +535,34 @@ class QueryGen:
                 arg = "" if form == "mode" else frac
                 order = f"ORDER BY {self.expr(kind, scope, 1)}{desc}"
                 out.append(f"{form}({arg}) WITHIN GROUP ({order}) AS a{i}")
+            elif fn == "more":
+                out.append(self._more_agg(scope) + f" AS a{i}")
             else:
                 out.append(f"{fn}({self.expr('int', scope, 2)}) AS a{i}")
         return out
+
+    def _more_agg(self, scope: list[tuple[str, str]]) -> str:
+        """Aggregates beyond the basic list: exact variances, FILTER, ordered string_agg,
+        every / bit_or, DISTINCT over text and numeric."""
+        r = self.r
+        choice = r.randrange(8)
+        if choice == 0:
+            fn = r.choice(["stddev", "variance", "var_pop", "stddev_pop"])
+            return f"{fn}({self.expr(r.choice(['int', 'num']), scope, 2)})"
+        if choice == 1:
+            return f"count(*) FILTER (WHERE {self.pred(scope, 2)})"
+        if choice == 2:
+            return f"sum({self.expr('int', scope, 2)}) FILTER (WHERE {self.pred(scope, 2)})"
+        if choice == 3:
+            x = self.expr("text", scope, 2)
+            return f"string_agg({x}, ',' ORDER BY {x})"
+        if choice == 4:
+            return f"every({self.pred(scope, 2)})"
+        if choice == 5:
+            return f"bit_or({self.expr('int', scope, 2)})"
+        if choice == 6:
+            return f"count(DISTINCT {self.expr(r.choice(['text', 'num', 'date']), scope, 2)})"
+        return f"avg({self.expr('num', scope, 2)})"
 
     def _agg(self) -> str:
         r = self.r
@@ -563,3 +689,105 @@ class QueryGen:
         a = f"SELECT t.a AS x, t.s AS y FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
         b = f"SELECT u.c, u.s FROM fz_u u{self._maybe_where([('u', 'fz_u')])}"
         return f"{a} {op} {b}"
+
+    def _frames(self) -> str:
+        """Window aggregates over explicit ROWS / RANGE / GROUPS frames with offsets; ROWS
+        frames and value functions order by a unique tail (t.id), RANGE and GROUPS frames
+        by one key, whose peers make the frame (and a sum over it) deterministic."""
+        r = self.r
+        part = r.choice(
+            ["", "PARTITION BY t.flag ", "PARTITION BY t.s ", "PARTITION BY (t.a % 2) "]
+        )
+
+        def bound(end: bool) -> str:
+            k = r.randint(0, 3)
+            forms = [f"{k} PRECEDING", f"{k} FOLLOWING", "CURRENT ROW"]
+            forms.append("UNBOUNDED FOLLOWING" if end else "UNBOUNDED PRECEDING")
+            return r.choice(forms)
+
+        start, end = bound(False), bound(True)
+        mode = r.choice(["ROWS", "RANGE", "GROUPS"])
+        fn = r.choice(["sum(t.b)", "count(*)", "count(t.s)", "max(t.s)", "min(t.a)", "avg(t.n)"])
+        fn = fn if r.random() < 0.8 else r.choice(["sum(t.n)", "max(t.d)", "bool_or(t.flag)"])
+        if mode == "ROWS":
+            order = r.choice(["t.id", "t.a, t.id", "t.b DESC, t.id", "t.d NULLS FIRST, t.id"])
+            if r.random() < 0.3:
+                fn = r.choice(["first_value(t.s)", "last_value(t.a)", "nth_value(t.b, 2)"])
+        elif mode == "RANGE" and r.random() < 0.3:
+            order, start, end = (
+                "t.d",
+                "INTERVAL '10 days' PRECEDING",
+                r.choice(["CURRENT ROW", "INTERVAL '1 month' FOLLOWING", "UNBOUNDED FOLLOWING"]),
+            )
+        else:
+            order = r.choice(["t.a", "t.a DESC", "t.g", "t.a NULLS FIRST"])
+        frame = f"{mode} BETWEEN {start} AND {end}"
+        w = f"{fn} OVER ({part}ORDER BY {order} {frame})"
+        return f"SELECT t.id, {w} AS w FROM fz_t t{self._maybe_where([('t', 'fz_t')])}"
+
+    def _distinct_on(self) -> str:
+        r = self.r
+        scope = [("t", "fz_t")]
+        key = r.choice(["t.a", "t.flag", "t.s", "(t.b % 3)", "t.d"])
+        tail = r.choice(["t.id", "t.id DESC", "t.b, t.id", "t.s DESC NULLS LAST, t.id"])
+        items = ", ".join(self._select_list(scope, r.randint(1, 2)))
+        return (
+            f"SELECT DISTINCT ON ({key}) {key} AS k, t.id, {items} FROM fz_t t"
+            f"{self._maybe_where(scope)} ORDER BY {key}, {tail}"
+        )
+
+    def _ties(self) -> str:
+        """Top-N with ties (FETCH FIRST n ROWS WITH TIES) and with a unique order."""
+        r = self.r
+        scope = [("t", "fz_t")]
+        key = r.choice(
+            ["t.a", "t.flag", "t.s", "t.d", "t.a DESC", "t.n", "t.f DESC", "t.flag, t.a"]
+        )
+        items = ", ".join(self._select_list(scope, r.randint(1, 2)))
+        n = r.randint(0, 5)
+        if r.random() < 0.7:
+            tail = f"FETCH FIRST {n} ROWS WITH TIES"
+        else:
+            tail = f"FETCH NEXT {n} ROWS ONLY"
+            key += ", t.id"
+        # an OFFSET may split a group of ties (which of them it skips is not defined)
+        off = f" OFFSET {r.randint(1, 3)} ROWS" if r.random() < 0.3 and "ONLY" in tail else ""
+        return (
+            f"SELECT t.id, {items} FROM fz_t t{self._maybe_where(scope)} ORDER BY {key}{off} {tail}"
+        )
+
+    def _outer_agg(self) -> str:
+        """Outer joins under aggregation: NULL-extended rows in groups and aggregates."""
+        r = self.r
+        scope = [("t", "fz_t"), ("u", "fz_u")]
+        kind = r.choice(["LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+        on = r.choice(["t.a = u.a", "t.s = u.s", "t.b = u.c", "t.a = u.a AND t.s = u.s"])
+        if r.random() < 0.3 and kind != "FULL JOIN":  # PostgreSQL: FULL JOIN on = only
+            on += f" AND {self.pred(scope, 2)}"
+        key = r.choice(["u.s", "t.a", "u.c", "t.flag", "coalesce(t.a, u.a)", "(u.id IS NULL)"])
+        aggs = [
+            r.choice(["count(t.id)", "count(u.id)", "count(*)", "sum(u.c)", "max(t.s)", "min(u.n)"])
+            + f" AS x{i}"
+            for i in range(r.randint(1, 3))
+        ]
+        aggs += self._aggs(scope, r.randint(0, 1))
+        having = f" HAVING count(u.id) > {r.randint(0, 1)}" if r.random() < 0.2 else ""
+        return (
+            f"SELECT {key} AS k, {', '.join(aggs)} FROM fz_t t {kind} fz_u u ON {on}"
+            f"{self._maybe_where(scope)} GROUP BY {key}{having}"
+        )
+
+    def _join3(self) -> str:
+        """Three-way joins over NULL-able keys, IS NOT DISTINCT FROM and multi-key joins."""
+        r = self.r
+        scope = [("t", "fz_t"), ("u", "fz_u"), ("v", "fz_u")]
+        k1 = r.choice(["t.a = u.a", "t.a IS NOT DISTINCT FROM u.a", "t.s = u.s AND t.a = u.a"])
+        k2 = r.choice(["v.c = t.b", "v.a = u.c", "v.s = t.s", "v.a IS NOT DISTINCT FROM u.a"])
+        j1 = r.choice(["JOIN", "LEFT JOIN"])
+        # PostgreSQL runs FULL JOIN only on merge- or hash-joinable (=) conditions
+        j2 = r.choice(["JOIN", "LEFT JOIN"] + (["FULL JOIN"] if "DISTINCT" not in k2 else []))
+        n = r.randint(1, 3)
+        return (
+            f"SELECT {', '.join(self._select_list(scope, n))} FROM fz_t t {j1} fz_u u ON {k1} "
+            f"{j2} fz_u v ON {k2}{self._maybe_where(scope)}{self._order_limit(n)}"
+        )
