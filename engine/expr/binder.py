@@ -50,6 +50,7 @@ from engine.expr.coerce import (
     implicit_cast,
     is_untyped,
     parse_data_type,
+    resolve_unknown,
 )
 from engine.expr.core import Case, Datum, EvalContext, Expr, Func, Literal, Param, as_array
 from engine.expr.nul import check_text
@@ -434,6 +435,10 @@ class ExprBinder:
     def _case(self, node: exp.Case) -> Expr:
         subject = node.this
         subj = self._bind(subject) if subject is not None else None
+        if subj is not None and is_untyped(subj):
+            # PostgreSQL resolves an unknown CASE operand as text before the WHEN
+            # comparisons (`CASE NULL WHEN 1` is text = integer, refused)
+            subj = resolve_unknown(subj)
         conds: list[Expr] = []
         results: list[Expr] = []
         for w in node.args.get("ifs") or []:
