@@ -499,8 +499,11 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
         c = implicit_cast(right, INTERVAL if op == "+" else lt)
         assert c is not None
         right, rt = c, c.type
-    if is_untyped(left) and rt.kind is K.INTERVAL and op == "+":
-        c = implicit_cast(left, TIMESTAMP)
+    if is_untyped(left) and rt.kind is K.INTERVAL and op in "+-":
+        # an unknown operand takes the other side's type (PostgreSQL: interval + interval
+        # is the exact match, so NULL + interval is an interval and '2024-01-01' + interval
+        # is an invalid interval)
+        c = implicit_cast(left, INTERVAL)
         assert c is not None
         left, lt = c, c.type
     if is_untyped(left) and is_untyped(right) is False and lt.kind is K.UNKNOWN:
