@@ -382,7 +382,7 @@ def _agg_tables(
             owner = owners.setdefault((a.arg, a.filter), i)
             if owner == i:
                 assert a.arg is not None
-                out.append((f"minmax_{i}", [*g, "_part", "_block"], [*gk, nk], gk))
+                out.append((f"minmax_{i}", [*g, names[a.arg], "_count"], [*gk, nk], gk))
         elif a.distinct and a.arg is not None:
-            out.append((f"distinct_{i}", [*g, "_part", "_block"], [*gk, nk], gk))
+            out.append((f"distinct_{i}", [*g, names[a.arg], "_count"], [*gk, nk], gk))
     return out

@@ -544,21 +544,14 @@ class DiskStateTable:
         return islice(it, limit) if limit is not None else it
 
     def scan_prefixes(
-        self,
-        prefixes: list[Key],
-        limit: int | None = None,
-        *,
-        keys: bool = True,
-        spill: bool = True,
+        self, prefixes: list[Key], limit: int | None = None, *, keys: bool = True
     ) -> list[list[tuple[Key | None, Value]]]:
         """As `StateTable.scan_prefixes`: per prefix its first `limit` entries in key
         order (`keys=False`: the keys are not decoded, None in their place). The overlay
         is encoded and sorted once for all prefixes, and one RocksDB iterator seeks from
         prefix to prefix (a `scan` per prefix would encode the overlay and open an
-        iterator each time). `spill=False`: an attached `ColumnOverlay` reading rows it
-        does not hold (its changed rows are not moved into the overlay first)."""
-        if spill:
-            self._spill()
+        iterator each time)."""
+        self._spill()
         if limit is not None and limit <= 0:
             return [[] for _ in prefixes]
         d = self.dist_len
@@ -843,25 +836,6 @@ class DiskStateTable:
             n += self._columns.write_columns(batch)
             self._cache.clear()  # rows written in columns may be cached as tuples
         return n
-
-    def write_rows(
-        self, batch: WriteBatchLike, keys: list[Key], values: list[Value | None]
-    ) -> None:
-        """Put (None: delete) rows into a checkpoint batch in this table's layout, for an
-        attached `ColumnOverlay`'s `write_columns` (the cache is cleared after it)."""
-        dead = [k for k, v in zip(keys, values, strict=True) if v is None]
-        if dead:
-            deque(map(batch.delete, self._store_keys(dead, True)[0]), maxlen=0)
-        live = [(k, v) for k, v in zip(keys, values, strict=True) if v is not None]
-        if live:
-            fulls, order = self._store_keys([k for k, _ in live], True)
-            vbs = codec.encode_values([v for _, v in live])
-            in_order = vbs if order is None else list(map(vbs.__getitem__, order))
-            put_many = getattr(batch, "put_many", None)
-            if put_many is not None:
-                put_many(fulls, in_order)
-            else:
-                deque(map(batch.put, fulls, in_order), maxlen=0)
 
     def _write_overlay(self, batch: WriteBatchLike) -> None:
         """The overlay's puts and deletes into `batch`, in key order per key width:

@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 12
+FORMAT_VERSION = 11
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -88,14 +88,7 @@ versions would take for a legacy layout; the 9 -> 10 step
 float columns only may be fixed-width rows (`engine.state.fixed_rows`, first byte 0x02,
 inside `engine.stream.operators.row_blob` blobs), which older versions cannot decode; the
 10 -> 11 step (`engine.stream.job_plan._fixed_width_join_rows`) writes nothing: marshal
-records of the older layout stay readable, also framed with the new rows.
-12: an aggregation's min/max multisets and DISTINCT value counts are blocks of a group's
-values and their counts in the `minmax_<i>` / `distinct_<i>` disk tables, keyed (group,
-part) (`engine.stream.operators.agg_values`: packed bytes for integer and float
-arguments, cut into parts by value range; one flat tuple per group for others) instead
-of resident tables of one row per (group, value); the 11 -> 12 step
-(`engine.stream.job_plan._value_blocks`) writes nothing: the aggregation converts a table
-of the older layout on its first step and the next checkpoint rewrites it."""
+records of the older layout stay readable, also framed with the new rows."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

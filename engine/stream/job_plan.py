@@ -224,15 +224,6 @@ def _fixed_width_join_rows(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("join rows of numeric columns may be written as fixed-width rows")
 
 
-@data_format.migration(11)
-def _value_blocks(ctx: data_format.MigrationContext) -> None:
-    """Format 11 -> 12: min/max multisets and DISTINCT value counts are blocks of each
-    group's values (`agg_values`) in their disk tables. `HashAggOp` converts a table of the
-    older (group, value) -> count rows when its job first steps, so this step only
-    records the new version, which older Swells then refuse."""
-    ctx.notes.append("min/max and DISTINCT value state converts to per-group blocks on first use")
-
-
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

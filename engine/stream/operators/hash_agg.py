@@ -6,10 +6,10 @@ once per changed group; it never loops over input rows in Python:
 1. one polars group-by over the delta gives, per group, the row-count delta (sum of
    weights) and each additive aggregate's slot deltas (see `agg_calls`);
 2. for min/max and DISTINCT aggregates a second group-by per aggregate over
-   (group key, value) gives the net weight change of each value, sorted by group and
-   value; those changes update the group's values (`agg_values.ValueState`: an
-   epoch's working set over blocks of each group's values in order and their counts).
-   A min/max result is the group's least or greatest value;
+   (group key, value) gives the net weight change of each value; a Python pass over
+   those (group, value) changes updates the value multiset (min/max) or dedup table
+   (DISTINCT). Min/max recompute a group's extreme from its multiset only when the
+   current extreme was removed;
 3. old group states are fetched, merged column-wise with the deltas, and compared: a
    group whose row count goes 0 -> >0 emits `+`, >0 -> 0 emits `-` (and its state is
    deleted), and otherwise an adjacent `U-`/`U+` pair when any output value changed.
@@ -21,15 +21,14 @@ never deleted, so its presence records that the initial row was emitted; after a
 restart the operator does not emit it again.
 
 Lifecycle: constructed with a `StateAllocator` (tables are created/looked up by name);
-the runtime loads the tables on recovery; value tables of the older per-value layout are
-converted into blocks on the first step.
+the runtime loads the tables on recovery; the per-run in-memory multiset index of
+min/max values is rebuilt from the loaded tables on the first step.
 
 Memory: the `groups` table is a disk table (`engine.state.disk_table`) in a running
 server: the group rows live in RocksDB and each step reads the chunk's groups with one
 multi-get and writes them back in the epoch's overlay, so memory per group is the
-bounded cache's, not a Python row per group. The value blocks are disk tables too: the
-first chunk of an epoch that touches a group reads its blocks (one batched prefix read),
-later chunks change the working set only, and the checkpoint writes the changed blocks.
+bounded cache's, not a Python row per group. The min/max multisets and DISTINCT tables
+are still resident `StateTable`s.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ import logging
 import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -68,12 +68,6 @@ from engine.stream.operators.agg_calls import (
 from engine.stream.operators.agg_columnar import ColumnarAgg, columnar_layout, key_kinds
 from engine.stream.operators.agg_columns import ColumnarGroups
 from engine.stream.operators.agg_udaf import UdafImpl
-from engine.stream.operators.agg_values import (
-    ValueState,
-    decimal_order,
-    float_order,
-    one_nan,
-)
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import (
     INDEX,
@@ -94,15 +88,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class _ValueDelta:
-    """Net weight changes of one aggregate's (group, value) pairs in one chunk, sorted by
-    group, then by value in SQL order: group `groups[j]` owns `vals[bounds[j]:bounds[j+1]]`."""
+    """Net weight changes of one aggregate's (group, value) pairs in one epoch."""
 
-    groups: list[tuple[Any, ...]]
-    bounds: list[int]
-    vals: Any  # a list, or an int64 / float64 array when `packed`
-    dws: Any  # the same
-    order: Callable[[Any], Any] | None  # sort key of the values (`agg_values.order_of`)
-    packed: bool  # numeric values of packed blocks (`agg_values._encode`)
+    frame: Frame
+    xname: str
+    vdf: pl.DataFrame  # group key columns, the value column, `__dw`
+    gkeys: list[tuple[Any, ...]]
+    vals: list[Any]
+    dws: list[int]
+    mkeys: list[tuple[Any, ...]]  # (*group key, value): keys of the value table
 
 
 def _objects(values: list[Any]) -> np.ndarray:
@@ -122,6 +116,24 @@ _COUNT = "__cnt"
 _ROWS = "__rows"
 
 
+def _same(v: Any) -> Any:
+    return v
+
+
+def _float_order(v: float) -> tuple[bool, float]:
+    """A float's place in PostgreSQL's order: NaN above +Infinity (Python's comparisons
+    with NaN are all false, so min/max of a set with NaN would depend on its order)."""
+    return (True, 0.0) if v != v else (False, v)
+
+
+def _extreme(values: Collection[Any], is_min: bool, key: Callable[[Any], Any] | None) -> Any:
+    if not values:
+        return None
+    if key is None:
+        return min(values) if is_min else max(values)
+    return min(values, key=key) if is_min else max(values, key=key)
+
+
 class HashAggOp(Operator):
     """Incremental `SELECT keys, aggs FROM input GROUP BY keys`.
 
@@ -138,11 +150,11 @@ class HashAggOp(Operator):
       arguments).
     * `minmax_<i>` for the first min/max call i over each (argument, FILTER) pair (not for
       `append_only_extremes`, whose slot alone is their state):
-      `(*group_key, part) -> block`, the multiset of counted (FILTER true, non-NULL)
-      values of each group in SQL order with their counts (`agg_values`), shared by
-      every min/max call over the same pair (so `min(v), max(v)` keep one multiset).
-    * `distinct_<i>` for a DISTINCT additive call i: the same blocks; a value enters the
-      aggregate when its count goes 0 -> >0 and leaves at >0 -> 0.
+      `(*group_key, value) -> (count,)`, the multiset of counted (FILTER true, non-NULL)
+      values of each group, shared by every min/max call over the same pair (so
+      `min(v), max(v)` keep one multiset).
+    * `distinct_<i>` for a DISTINCT additive call i: `(*group_key, value) -> (count,)`;
+      a value enters the aggregate when its count goes 0 -> >0 and leaves at >0 -> 0.
     """
 
     def __init__(
@@ -196,11 +208,10 @@ class HashAggOp(Operator):
             init.extend(impl.init)
         self._init_state: tuple[Any, ...] = tuple(init)
         self._legacy = _legacy_widths(self._impls)
-        # value tables: min/max multisets and DISTINCT dedup tables, a block per group
+        # value tables: min/max multisets and DISTINCT dedup tables
         self._value_tables: dict[int, StateTable] = {}
-        self._blocks: dict[int, ValueState] = {}
         # min/max calls over the same (argument, FILTER) share one multiset: the first
-        # such call owns table `minmax_<i>` and its state; `_shared` maps each to its owner
+        # such call owns table `minmax_<i>` and its index; `_shared` maps each to its owner
         self._shared: dict[int, int] = {}
         owners: dict[tuple[int | None, int | None], int] = {}
         for i, (a, impl) in enumerate(zip(aggs, self._impls, strict=True)):
@@ -208,18 +219,10 @@ class HashAggOp(Operator):
                 owner = owners.setdefault((a.arg, a.filter), i)
                 self._shared[i] = owner
                 if owner == i:
-                    self._value_tables[i] = alloc.table(f"minmax_{i}", disk=True)
+                    self._value_tables[i] = alloc.table(f"minmax_{i}")
             elif a.distinct and a.arg is not None:
-                self._value_tables[i] = alloc.table(f"distinct_{i}", disk=True)
-        for i, table in self._value_tables.items():
-            what = f"{aggs[i]} in {self.explain()}"
-            arg = aggs[i].arg
-            kind = "obj"
-            if arg is not None and input_schema[arg].type.kind in _INT_KINDS:
-                kind = "int"
-            elif arg is not None and input_schema[arg].type.kind in _FLOAT_KINDS:
-                kind = "float"
-            self._blocks[i] = ValueState(table, nk, self._impls[i].uses_values, kind, what)
+                self._value_tables[i] = alloc.table(f"distinct_{i}")
+        self._indexes: dict[int, dict[Key, dict[Any, int]]] | None = None
         # polars plan pieces
         cols = list(group_keys)
         for a in aggs:
@@ -416,8 +419,8 @@ class HashAggOp(Operator):
         return vals
 
     def _apply(self, chunk: StreamChunk) -> StreamChunk | None:
-        for value_state in self._blocks.values():
-            value_state.convert_legacy()
+        if self._indexes is None:
+            self._build_indexes()
         weights = chunk.weights()
         if self._plain and bool((weights < 0).any()):
             raise InternalError(
@@ -454,19 +457,15 @@ class HashAggOp(Operator):
         for i in self._value_tables:
             vd = self._value_deltas(frame, i)
             impl = self._impls[i]
-            lows, highs, news = self._blocks[i].apply(
-                vd.groups, vd.bounds, vd.vals, vd.dws, vd.order
-            )
             if isinstance(impl, ExtremeImpl):
-                assert lows is not None and highs is not None
+                self._update_multiset(i, vd)
                 for j, owner in self._shared.items():
                     if owner == i:
                         impl_j = self._impls[j]
                         assert isinstance(impl_j, ExtremeImpl)
-                        best = lows if impl_j.is_min else highs
-                        replaced[j] = dict(zip(vd.groups, best, strict=True))
+                        replaced[j] = self._extremes(j, impl_j, vd)
             else:
-                deltas[i] = self._apply_distinct(impl, keys, vd, news)
+                deltas[i] = self._apply_distinct(i, impl, keys, vd)
         for i, impl in enumerate(self._impls):
             if isinstance(impl, AppendOnlyExtremeImpl):
                 deltas[i] = [py_values(frame, part, f"a{i}_0")]
@@ -553,70 +552,130 @@ class HashAggOp(Operator):
 
     # -- value tables ------------------------------------------------------------------
     def _value_deltas(self, frame: Frame, i: int) -> _ValueDelta:
-        """Net weight change per (group, value) of call i's counted values, sorted by
-        group and value (polars sorts every min/max argument type in SQL order)."""
+        """Net weight change per (group, value) of call i's counted values."""
         a = self.aggs[i]
         assert a.arg is not None
         xname = col_name(a.arg)
-        keys = self._uniq_key_names
-        names = list(dict.fromkeys([*keys, xname]))
-        counted = frame.df.filter(self._ok(a))
-        if self._blocks[i].kind == "float":  # -0.0 is the value 0.0 (one block entry)
-            counted = counted.with_columns(pl.col(xname) + 0.0)
+        names = list(dict.fromkeys([*self._uniq_key_names, xname]))
         vdf = (
-            counted.group_by(names)
+            frame.df.filter(self._ok(a))
+            .group_by(names)
             .agg(pl.col(WEIGHT).sum().alias("__dw"))
             .filter(pl.col("__dw") != 0)
-            .sort(names, nulls_last=False)
         )
-        n = vdf.height
-        if self._global:
-            groups: list[Key] = [()] if n else []
-            bounds = [0, n] if n else [0]
+        by_name = {nm: py_values(frame, vdf, nm) for nm in names}
+        kcols = [by_name[kn] for kn in self._key_names]
+        vals = by_name[xname]
+        if vdf.schema[xname].is_float() and bool(vdf.get_column(xname).is_nan().any()):
+            vals = [_one_nan(v) for v in vals]
+        return _ValueDelta(
+            frame,
+            xname,
+            vdf,
+            key_tuples(kcols, vdf.height),
+            vals,
+            vdf.get_column("__dw").to_list(),
+            key_tuples([*kcols, vals], vdf.height),
+        )
+
+    def _update_counts(self, i: int, vd: _ValueDelta) -> list[int]:
+        """Apply the value deltas to call i's (group, value) count table; new counts."""
+        table = self._value_tables[i]
+        olds = table.get_many(vd.mkeys)
+        news = [dw if o is None else o[0] + dw for o, dw in zip(olds, vd.dws, strict=True)]
+        if news and min(news) < 0:
+            raise InternalError(
+                "aggregation value count became negative",
+                detail=f"A value of {self.aggs[i]} in {self.explain()} was deleted too often.",
+            )
+        table.put_many(compress(vd.mkeys, news), [(c,) for c in news if c])
+        table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
+        return news
+
+    def _update_multiset(self, i: int, vd: _ValueDelta) -> None:
+        """Apply the value deltas to min/max multiset i (table and per-group index)."""
+        assert self._indexes is not None
+        news = self._update_counts(i, vd)
+        idx = self._indexes[i]
+        for g, v, c in zip(vd.gkeys, vd.vals, news, strict=True):
+            d = idx.get(g)
+            if d is None:
+                d = idx[g] = {}
+            if c:
+                d[v] = c
+            else:
+                del d[v]
+
+    def _extremes(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
+        """The new extreme of call i in every touched group (multiset already updated)."""
+        assert self._indexes is not None
+        idx = self._indexes[self._shared[i]]
+        # best newly added value per group, vectorised
+        x = pl.col(vd.xname)
+        floats = vd.vdf.schema[vd.xname].is_float()
+        # PostgreSQL orders NaN above every float; polars' max skips it (nan_max does not)
+        pick = x.min() if impl.is_min else x.nan_max() if floats else x.max()
+        adds = vd.vdf.filter(pl.col("__dw") > 0)
+        added: dict[Key, Any] = {}
+        if adds.schema[vd.xname] == pl.Decimal:
+            # by row index: polars panics making a decimal scalar or column of a numeric
+            # NaN / Infinity (beyond 38 digits), so only the positions come out of polars
+            at = pl.col("__i").sort_by(x, descending=not impl.is_min).first().alias("__at")
+            indexed = adds.with_row_index("__i")
+            if self._global:
+                best = indexed.select(at)
+            else:
+                best = indexed.group_by(self._uniq_key_names).agg(at)
+            if best.height and adds.height:
+                values = adds.get_column(vd.xname).to_arrow()
+                picked = values.take(best.get_column("__at").to_arrow()).to_pylist()
+                kcols = [py_values(vd.frame, best, kn) for kn in self._key_names]
+                added = dict(zip(key_tuples(kcols, best.height), picked, strict=True))
         else:
-            run = vdf.select(pl.struct(keys).rle_id()).to_series().to_numpy()
-            starts = np.flatnonzero(np.diff(run, prepend=-1))
-            heads = vdf[starts.tolist()] if n else vdf
-            kcols = [py_values(frame, heads, kn) for kn in self._key_names]
-            groups = key_tuples(kcols, heads.height)
-            bounds = [*starts.tolist(), n]
-        dtype = vdf.schema[xname]
-        kind = self._blocks[i].kind
-        if kind != "obj":
-            nums = vdf.get_column(xname).cast(pl.Int64 if kind == "int" else pl.Float64)
-            dws = vdf.get_column("__dw").cast(pl.Int64).to_numpy()
-            return _ValueDelta(groups, bounds, nums.to_numpy(), dws, None, True)
-        order: Callable[[Any], Any] | None = None
-        if dtype.is_float():
-            order = float_order
-        elif dtype == pl.Decimal:
-            order = decimal_order
-        elif dtype == pl.Date or isinstance(dtype, pl.Datetime):
-            order = civil.order_key  # dates beyond year 9999 / BC come as numpy datetime64
-        vals = py_values(frame, vdf, xname)
-        if dtype.is_float() and bool(vdf.get_column(xname).is_nan().any()):
-            vals = [one_nan(v) for v in vals]
-        return _ValueDelta(groups, bounds, vals, vdf.get_column("__dw").to_list(), order, False)
+            if self._global:
+                best = adds.select(pick.alias("__best"))
+            else:
+                best = adds.group_by(self._uniq_key_names).agg(pick.alias("__best"))
+            if best.height:
+                by_name = {nm: py_values(vd.frame, best, nm) for nm in best.columns}
+                bkeys = key_tuples([by_name[kn] for kn in self._key_names], best.height)
+                added = dict(zip(bkeys, by_name["__best"], strict=True))
+
+        slot = self._start[i]
+        is_min = impl.is_min
+        # dates beyond year 9999 / BC come as numpy datetime64 among datetime objects
+        temporal = adds.schema[vd.xname] == pl.Date or isinstance(
+            adds.schema[vd.xname], pl.Datetime
+        )
+        order: Callable[[Any], Any] = (
+            civil.order_key if temporal else _float_order if floats else _same
+        )
+        result: dict[Key, Any] = {}
+        last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
+        groups = list(dict.fromkeys(vd.gkeys))
+        for g, st in zip(groups, self._get_groups(groups), strict=True):
+            d = idx[g]
+            cur = None if st is None else st[slot]
+            if cur is None or cur not in d:
+                new = _extreme(d, is_min, order if temporal or floats else None)
+            else:
+                new = cur
+                a = added.get(g)
+                if a is not None and (
+                    (order(a) < order(new)) if is_min else (order(a) > order(new))
+                ):
+                    new = a
+            if not d and last:  # the last call sharing the multiset drops empty groups
+                del idx[g]
+            result[g] = new
+        return result
 
     def _apply_distinct(
-        self, impl: AggImpl, keys: list[Key], vd: _ValueDelta, news: Any
+        self, i: int, impl: AggImpl, keys: list[Key], vd: _ValueDelta
     ) -> list[list[Any]]:
-        """Slot deltas of a DISTINCT call aligned with `keys`, from its values' new
-        counts (`news`, its blocks already updated; an int64 array when `vd.packed`)."""
+        """Update call i's dedup table; return its slot deltas aligned with `keys`."""
+        news = self._update_counts(i, vd)
         with_sum = not isinstance(impl, CountImpl)
-        if vd.packed and not with_sum:  # count(DISTINCT) of integers: vectorized
-            dws = vd.dws
-            t = (news == dws).astype(np.int64) - (news == 0)  # enters / leaves the set
-            if not len(vd.groups):
-                dc = [0] * len(keys)
-            else:
-                per = np.add.reduceat(t, np.asarray(vd.bounds[:-1])).tolist()
-                by_group = dict(zip(vd.groups, per, strict=True))
-                dc = [by_group.get(k, 0) for k in keys]
-            return impl.distinct_deltas(dc, dc)
-        if vd.packed:
-            news = news.tolist()
-            vd = _lists(vd)
         zero = impl.init[0]
         specials = isinstance(impl, _SumLike) and impl.special_slots
         # a compensated float sum: each group's changed values, summed exactly below
@@ -626,24 +685,20 @@ class HashAggOp(Operator):
         dcount: dict[Key, int] = {}
         dsum: dict[Key, Any] = {}
         dspecial: dict[tuple[Key, int], int] = {}
-        vals, dws, bounds = vd.vals, vd.dws, vd.bounds
-        for j, g in enumerate(vd.groups):
-            for at in range(bounds[j], bounds[j + 1]):
-                c = news[at]
-                if c == dws[at]:  # 0 -> >0: the value enters the distinct set
-                    t = 1
-                elif c == 0:  # >0 -> 0: it leaves
-                    t = -1
-                else:
-                    continue
-                dcount[g] = dcount.get(g, 0) + t
-                v = vals[at]
-                if specials and (code := special_code(v)):  # counted apart from the sum
-                    dspecial[g, code] = dspecial.get((g, code), 0) + t
-                elif exact is not None:
-                    exact.setdefault(g, []).append(v if t > 0 else -v)
-                elif with_sum:
-                    dsum[g] = dsum.get(g, zero) + (v if t > 0 else -v)
+        for g, v, c, dw in zip(vd.gkeys, vd.vals, news, vd.dws, strict=True):
+            if c == dw:  # 0 -> >0: the value enters the distinct set
+                t = 1
+            elif c == 0:  # >0 -> 0: it leaves
+                t = -1
+            else:
+                continue
+            dcount[g] = dcount.get(g, 0) + t
+            if specials and (code := special_code(v)):  # counted apart from the sum
+                dspecial[g, code] = dspecial.get((g, code), 0) + t
+            elif exact is not None:
+                exact.setdefault(g, []).append(v if t > 0 else -v)
+            elif with_sum:
+                dsum[g] = dsum.get(g, zero) + (v if t > 0 else -v)
         dc = [dcount.get(k, 0) for k in keys]
         ds = [dsum.get(k, zero) for k in keys] if with_sum else dc
         if specials:
@@ -657,15 +712,33 @@ class HashAggOp(Operator):
             return impl.distinct_special_deltas(ds, dc, per_code)
         return impl.distinct_deltas(ds, dc)
 
+    def _build_indexes(self) -> None:
+        """Per-run index group -> {value: count} of each min/max multiset table."""
+        nk = len(self.group_keys)
+        self._indexes = {}
+        for i, table in self._value_tables.items():
+            if not self._impls[i].uses_values:
+                continue
+            idx: dict[Key, dict[Any, int]] = {}
+            for k, (c,) in table.items():
+                g = k[:nk]
+                d = idx.get(g)
+                if d is None:
+                    d = idx[g] = {}
+                d[_one_nan(k[nk])] = c
+            self._indexes[i] = idx
+        if self._indexes:
+            log.debug("%s: rebuilt min/max indexes", self.explain())
 
-_INT_KINDS = frozenset({TypeKind.SMALLINT, TypeKind.INT, TypeKind.BIGINT})
-_FLOAT_KINDS = frozenset({TypeKind.REAL, TypeKind.DOUBLE})
-"""Argument types whose value blocks are packed numbers (`agg_values._encode`)."""
+
+#: the one float NaN of value keys: NaN equals nothing, so each NaN polars hands out
+#: would be a key of its own in a dict of values (a deleted NaN not finding the counted
+#: one); dicts and tuples compare by identity first, so one object finds itself
+_NAN = float("nan")
 
 
-def _lists(vd: _ValueDelta) -> _ValueDelta:
-    """A packed value delta with Python lists (for the per-value DISTINCT sums)."""
-    return _ValueDelta(vd.groups, vd.bounds, vd.vals.tolist(), vd.dws.tolist(), None, False)
+def _one_nan(v: Any) -> Any:
+    return _NAN if isinstance(v, float) and v != v else v
 
 
 _SPECIAL_SLOTS = 3

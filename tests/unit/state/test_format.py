@@ -9,11 +9,8 @@ import pytest
 
 from engine.database import Config, SwellDatabase
 from engine.state import format as data_format
-from engine.state.disk_table import DiskStateTable
 from engine.state.format import FORMAT_KEY, DataFormatError, MigrationContext
 from engine.state.store import StateStore
-from engine.state.table import StateTable
-from engine.stream.operators.agg_values import unpack
 
 
 def open_db(path: Path) -> SwellDatabase:
@@ -139,81 +136,3 @@ def test_a_failing_migration_leaves_the_directory_as_it_was(
     with StateStore.open(tmp_path / "state") as st:
         assert data_format.stored_version(st) == 1
         assert st.get(b"\xff\xffhalf") is None
-
-
-def _to_format_11_value_tables(path: Path, view: str) -> int:
-    """Rewrite `view`'s min/max and DISTINCT tables in the format 11 layout: resident
-    tables of one row `(*group, value) -> (count,)` per counted value (the blocks'
-    contents), then stamp the directory 11. Returns how many value rows it wrote."""
-    db = open_db(path)
-    try:
-        rel = db.catalog.get(view)
-        ids = {n: t for n, t in rel.state_tables.items() if "minmax_" in n or "distinct_" in n}
-        assert ids, rel.state_tables
-    finally:
-        db.close()
-    rows = 0
-    with StateStore.open(path / "state") as st:
-        batch = st.new_batch()
-        for name, tid in ids.items():
-            blocks = DiskStateTable(tid, name, st, dist_len=1)
-            old = StateTable(tid, name)
-            for key, block in list(blocks.items()):
-                vals, counts = unpack(block[0] if len(block) == 1 else block)
-                for v, c in zip(vals, counts, strict=True):
-                    old.put((*key[:-1], v), (c,))
-                    rows += 1
-            blocks.clear()
-            blocks.write_dirty(batch)
-            old.write_dirty(batch)
-        st.write(batch)
-    set_version(path, 11)
-    return rows
-
-
-def test_a_format_11_directory_with_min_max_and_distinct_views_opens(tmp_path: Path) -> None:
-    """A directory of format 11 (min/max multisets and DISTINCT counts as resident
-    (group, value) -> count tables) opens through the 11 -> 12 step: its views answer as
-    their queries, also after deletes of current extremes, and its value tables are
-    rewritten as blocks."""
-    q = (
-        "SELECT k, min(v) AS lo, max(v) AS hi, count(DISTINCT v) AS nd, max(s) AS hs, "
-        "min(f) AS lf, sum(DISTINCT f) AS sf FROM w GROUP BY k"
-    )
-    db = open_db(tmp_path)
-    s = db.connect("root", "dev")
-    s.execute_simple(
-        "CREATE TABLE w (id INT PRIMARY KEY, k INT, v BIGINT, s VARCHAR, f DOUBLE PRECISION)"
-    )
-    s.execute_simple(
-        "INSERT INTO w SELECT x, x % 7, (x * 37) % 101, (x % 13)::varchar, (x % 17) / 4.0 "
-        "FROM generate_series(1, 500) AS x"
-    )
-    s.execute_simple(f"CREATE MATERIALIZED VIEW wm AS {q}")
-    s.execute_simple("FLUSH")
-    db.close()
-    assert _to_format_11_value_tables(tmp_path, "wm") > 500
-    assert stored(tmp_path) == 11
-    db = open_db(tmp_path)
-    try:
-        s = db.connect("root", "dev")
-        assert sorted(s.execute_simple("SELECT * FROM wm")[0].rows) == sorted(
-            s.execute_simple(q)[0].rows
-        )
-        s.execute_simple("DELETE FROM w WHERE v > 90 OR id % 5 = 0 OR f > 3.5")
-        s.execute_simple("FLUSH")
-        got = sorted(s.execute_simple("SELECT * FROM wm")[0].rows)
-        assert got == sorted(s.execute_simple(q)[0].rows) and len(got) == 7
-    finally:
-        db.close()
-    assert stored(tmp_path) == data_format.FORMAT_VERSION == 12
-    db = open_db(tmp_path)
-    try:
-        s = db.connect("root", "dev")
-        s.execute_simple("INSERT INTO w VALUES (1000, 1, 1000, 'zz', 9.5)")
-        s.execute_simple("FLUSH")
-        assert sorted(s.execute_simple("SELECT * FROM wm")[0].rows) == sorted(
-            s.execute_simple(q)[0].rows
-        )
-    finally:
-        db.close()

@@ -164,7 +164,7 @@ def test_jobs_without_a_plan_are_planned_once_with_their_ids(
     finally:
         db.close()
     with StateStore.open(data_dir / "state") as st:
-        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 12
+        assert data_format.stored_version(st) == data_format.FORMAT_VERSION == 11
     _NoPlanning.calls = []
     db = _open(data_dir, _NoPlanning)  # the plans were stored
     try:

@@ -11,7 +11,6 @@ from unit.stream.operators.helpers import DictStore, assert_chunk, chunk
 from engine.chunk import Op
 from engine.errors import InternalError, NumericValueOutOfRange
 from engine.stream.operators import AggCall, HashAggOp, LocalStateAllocator
-from engine.stream.operators.agg_values import unpack
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -298,10 +297,7 @@ def test_min_max_survive_restart() -> None:
     """,
     )
     store.checkpoint(op2.state_tables())
-    # one block per group (its first part, key None): its values in order, then their
-    # counts (integer values: packed bytes)
-    blocks = {k: unpack(row[0]) for k, row in op2.state_tables()[1].to_dict().items()}
-    assert blocks == {(1, None): ([5], [1]), (2, None): ([3], [1])}
+    assert sorted(op2.state_tables()[1].keys()) == [(1, 5), (2, 3)]
 
 
 def test_multiple_and_unusual_group_keys() -> None:
