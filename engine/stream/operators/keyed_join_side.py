@@ -6,19 +6,8 @@ rows in a `DiskStateTable` (engine/state/disk_table.py) keyed by the join key, s
 is the source of truth and memory holds only the table's bounded cache of hot keys, the
 epoch's writes and the rows of the keys the current step touches.
 
-Layout (the planner declares the join key as the table's distribution key, so a key's
-entries share one vnode, the hash of the join key, as in RisingWave):
-
-* head `(*join key,)` -> `(tot, fragments, tail)`: `tot` is the live row count under the
-  key with multiplicity (without a residual condition: the degree of every row of the
-  other side under that key), `fragments` the int64 pairs `(fid, rows)` of the key's
-  fragments as bytes, `tail` a `RowBlobs` blob (engine/stream/operators/row_blob.py) of
-  the key's first rows (most keys have only a tail);
-* fragment `(*join key, fid)` -> `(blob,)`: a group of later rows.
-
-Every row carries two ints in its blob: the count (multiplicity: identical rows of a side
-without a stream key; default 1) and the degree (only for a preserved side of a join
-with a residual condition). A key with no rows has no entries.
+Layout: see keyed_join_layout.py (a head per join key holding its first rows, later
+rows in fragments by size tier).
 
 Writes are per key, never per row, and proportional to what changed:
 
@@ -57,77 +46,31 @@ into its overlay, is converted here and rewritten at the next checkpoint).
 
 from __future__ import annotations
 
-from array import array
 from itertools import compress, repeat
 from operator import is_not, itemgetter
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 
 from engine.errors import InternalError
 from engine.state.disk_table import DiskStateTable
 from engine.state.table import StateTable
-from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
+from engine.stream.operators import keyed_join_layout as layout
 from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
+from engine.stream.operators.keyed_join_layout import (
+    EMPTY,
+    TAIL_FID,
+    Piece,
+    Seg,
+    frag_bytes,
+    net_index,
+    plan_merges,
+)
 from engine.stream.operators.row_blob import RowBlobs
 from engine.stream.operators.segments import SHIFT, by_segment, gather, rows_equal
 from engine.types import Field, arrow_schema
-
-TAIL_ROWS = 64
-"""A key's first rows live in its head (new rows join them there while they fit);
-beyond this many, new rows become fragments."""
-TAIL_BYTES = 4096
-"""Nor does a tail grow beyond this many encoded bytes (it is rewritten with its head)."""
-FANOUT = 4
-"""This many fragments of one size tier are merged into one."""
-_TAIL = 0  # the fid of a key's tail (fragments are numbered from 1)
-_EMPTY = np.empty(0, np.int64)
-
-
-def tier(rows: int) -> int:
-    """Size tier of a fragment: 0 below `TAIL_ROWS` rows, 1 up to `FANOUT` times that,
-    then one more per factor `FANOUT` (a spilled tail starts in tier 1)."""
-    return int((max(rows, 1) // TAIL_ROWS).bit_length() + 1) // 2
-
-
-def plan_merges(sizes: dict[int, int], next_fid: int) -> tuple[list[list[int]], int]:
-    """The merges a key's fragments (`fid -> rows`) need: lists of fids merged into one
-    new fragment each (in order; a merge can feed the next tier), and the next free fid.
-    `sizes` is updated to the result."""
-    merges: list[list[int]] = []
-    while True:
-        tiers: dict[int, list[int]] = {}
-        for fid, n in sizes.items():
-            tiers.setdefault(tier(n), []).append(fid)
-        group = next((sorted(g)[:FANOUT] for g in tiers.values() if len(g) >= FANOUT), None)
-        if group is None:
-            return merges, next_fid
-        total = sum(sizes.pop(f) for f in group)
-        merges.append([*group, next_fid])
-        sizes[next_fid] = total
-        next_fid += 1
-
-
-class _Seg:
-    """One batch of the step's working set with its per-row arrays."""
-
-    __slots__ = ("batch", "count", "degree", "dirty", "jk")
-
-    def __init__(
-        self, batch: pa.RecordBatch, count: np.ndarray, degree: np.ndarray, jk: np.ndarray
-    ) -> None:
-        self.batch = batch
-        self.count = count
-        self.degree = degree
-        self.jk = jk
-        self.dirty = np.zeros(len(count), bool)  # degree changed since written
-
-
-Piece = tuple[int, int, int, int]
-"""(fid, working-set segment, first row, rows) of one loaded piece of a key."""
 
 
 class KeyedJoinSide:
@@ -158,7 +101,7 @@ class KeyedJoinSide:
     def _reset(self) -> None:
         self._ids: JoinKeyIds | None = None
         self._values: list[Any] = []
-        self.segs: list[_Seg] = []
+        self.segs: list[Seg] = []
         self._heads = np.zeros(0, bool)  # head read (or known absent) this step
         self.tot = np.zeros(0, np.int64)
         self._pieces: dict[int, list[Piece]] = {}  # key id -> loaded pieces
@@ -246,7 +189,7 @@ class KeyedJoinSide:
         degree: np.ndarray,
     ) -> None:
         sid = len(self.segs)
-        self.segs.append(_Seg(batch, count, degree, np.repeat(np.array(kids, np.int64), sizes)))
+        self.segs.append(Seg(batch, count, degree, np.repeat(np.array(kids, np.int64), sizes)))
         starts = (np.cumsum(sizes) - sizes).tolist()
         pieces = self._pieces
         for kid, fid, st, n in zip(kids, fids, starts, sizes.tolist(), strict=True):
@@ -268,7 +211,7 @@ class KeyedJoinSide:
             t = tails.pop(kid, None)
             if t is not None:
                 ks.append(kid)
-                fids.append(_TAIL)
+                fids.append(TAIL_FID)
                 blobs.append(t)
             fr = frags.get(kid)
             if fr:
@@ -336,7 +279,7 @@ class KeyedJoinSide:
         """(piece index per row, location per row) of pieces given as arrays."""
         total = int(lens.sum())
         if not total:
-            return _EMPTY, _EMPTY
+            return EMPTY, EMPTY
         piece = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
         off = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
         return piece, (np.repeat(starts, lens) + off) | (np.repeat(sids, lens) << SHIFT)
@@ -407,7 +350,7 @@ class KeyedJoinSide:
             uk = uk[~app]
         ukl = uk.tolist()
         dels = w < 0
-        whole = np.unique(jk[dels]) if dels.any() else _EMPTY
+        whole = np.unique(jk[dels]) if dels.any() else EMPTY
         self._load_all(ukl)  # keys with deletes (the others are absent or decoded)
         # every loaded row of the touched keys, then the delta
         _, sids, starts, lens = self._piece_arrays(ukl)
@@ -427,7 +370,7 @@ class KeyedJoinSide:
         new = cnt.copy()
         if len(whole):
             sub = np.flatnonzero(np.isin(kj, whole))
-            idx, net = _net_index(rows.take(pa.array(sub)), cnt[sub])
+            idx, net = net_index(rows.take(pa.array(sub)), cnt[sub])
             if (net < 0).any():
                 self._negative("was deleted but never inserted")
             new[sub] = 0
@@ -473,7 +416,7 @@ class KeyedJoinSide:
         # a key without a tail (tails are never empty) takes the new rows as its tail
         # when it has no fragments either (a fresh key, the common case of an event
         # stream): those in bulk
-        fit = (t_len + b_len <= TAIL_BYTES) & ((t_len > 0) | ~has_fr)
+        fit = (t_len + b_len <= layout.TAIL_BYTES) & ((t_len > 0) | ~has_fr)
         fresh = fit & (t_len == 0)
         fits = fit.tolist()
         fl = fresh.tolist()
@@ -488,7 +431,7 @@ class KeyedJoinSide:
                 nt = tails_of[kid] = join([t, b])  # type: ignore[list-item]
                 fr = frags_of.get(kid)
                 keys.append(heads[i])
-                vals.append((tots[i], _frag_bytes(fr) if fr else b"", nt))
+                vals.append((tots[i], frag_bytes(fr) if fr else b"", nt))
         if fit.all():
             self.table.put_many(keys, vals)
             return
@@ -531,7 +474,7 @@ class KeyedJoinSide:
             vals.append((merged,))
             gone.extend((*head, f) for f in old[1:])
             keys.append(head)
-            vals.append((tot, _frag_bytes(fr), tails_of.get(kid, b"")))
+            vals.append((tot, frag_bytes(fr), tails_of.get(kid, b"")))
         if gone:
             self.table.delete_many(gone)
         self.table.put_many(keys, vals)
@@ -559,7 +502,7 @@ class KeyedJoinSide:
         live = cnt > 0
         pos = np.searchsorted(uk, kj)
         live_n = np.bincount(pos[live], minlength=len(uk))
-        simple = ~has_frag & (live_n <= TAIL_ROWS)
+        simple = ~has_frag & (live_n <= layout.TAIL_ROWS)
         if not simple.all():
             hard = ~simple[pos]
             ukh = uk[~simple]
@@ -598,7 +541,7 @@ class KeyedJoinSide:
             keep = sizes > 0
             self._add_seg(
                 uks[keep].tolist(),
-                [_TAIL] * int(keep.sum()),
+                [TAIL_FID] * int(keep.sum()),
                 sizes[keep],
                 rows.take(pa.array(sel)),
                 cnt[sel],
@@ -639,8 +582,8 @@ class KeyedJoinSide:
             old = self._frags.get(kid, {})
             frags = dict(old)
             for f, (a, b, ch) in mine.items():
-                if f == _TAIL or not ch:
-                    if f != _TAIL:
+                if f == TAIL_FID or not ch:
+                    if f != TAIL_FID:
                         final.append((kid, f, order[a:b]))
                     continue
                 keep = order[a:b][live[a:b]]
@@ -651,9 +594,9 @@ class KeyedJoinSide:
                 else:
                     writes[(*head, f)] = None
                     frags.pop(f, None)
-            t = mine.get(_TAIL)
-            tail = order[t[0] : t[1]][live[t[0] : t[1]]] if t is not None else _EMPTY
-            if len(tail) > TAIL_ROWS:
+            t = mine.get(TAIL_FID)
+            tail = order[t[0] : t[1]][live[t[0] : t[1]]] if t is not None else EMPTY
+            if len(tail) > layout.TAIL_ROWS:
                 spill = max(frags, default=0) + 1
                 sizes = dict(frags)
                 sizes[spill] = len(tail)
@@ -670,7 +613,7 @@ class KeyedJoinSide:
                     final.append((kid, f, r))
                     if f not in old or f in dsts or f == spill:
                         writes[(*head, f)] = r
-                frags, tail = sizes, _EMPTY
+                frags, tail = sizes, EMPTY
             tot = int(self.tot[kid]) + int(add)
             if tot < 0:
                 self._negative("was deleted too often")
@@ -681,7 +624,7 @@ class KeyedJoinSide:
                 continue
             writes[head] = tail
             tots[head] = kid
-            final.append((kid, _TAIL, tail))
+            final.append((kid, TAIL_FID, tail))
         self._encode_out(writes, tots, rows, cnt, dg)
         # the touched keys' working set: their final pieces, as one new batch
         for kid in uk.tolist():
@@ -732,7 +675,7 @@ class KeyedJoinSide:
                 vals.append((blob,))
                 continue
             frags = self._frags.get(kid)
-            vals.append((tots[kid], _frag_bytes(frags) if frags else b"", blob if n else b""))
+            vals.append((tots[kid], frag_bytes(frags) if frags else b"", blob if n else b""))
         self.table.put_many(keys, vals)
 
     def flush(self) -> None:
@@ -748,8 +691,8 @@ class KeyedJoinSide:
                     continue
                 locs_l.append(np.arange(st, st + n, dtype=np.int64) | (sid << SHIFT))
                 head = self._store_keys([kid])[0]
-                key = head if f == _TAIL else (*head, f)
-                if f == _TAIL:
+                key = head if f == TAIL_FID else (*head, f)
+                if f == TAIL_FID:
                     heads[key] = kid
                 writes[key] = np.arange(at, at + n, dtype=np.int64)
                 at += n
@@ -853,25 +796,3 @@ class KeyedJoinSide:
             "join state row count became negative",
             detail=f"A {self.name} row of {self.what} {what}.",
         )
-
-
-def _frag_bytes(frags: dict[int, int]) -> bytes:
-    """A head's fragment list: int64 pairs `(fid, rows)` in fid order."""
-    return array("q", [x for f in sorted(frags) for x in (f, frags[f])]).tobytes()
-
-
-def _net_index(batch: pa.RecordBatch, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Consolidate rows by full value: (first row index, net weight) per distinct row,
-    rows whose weights cancel dropped, in first-appearance order."""
-    allc = list(range(batch.num_columns))
-    frame = polars_frame(batch, allc, weights=w, index=True)
-    net = (
-        frame.df.group_by([col_name(i) for i in allc])
-        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-        .filter(pl.col(WEIGHT) != 0)
-        .sort(INDEX)
-    )
-    return (
-        net.get_column(INDEX).to_numpy().astype(np.int64),
-        net.get_column(WEIGHT).to_numpy().astype(np.int64),
-    )

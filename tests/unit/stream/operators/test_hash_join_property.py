@@ -37,7 +37,7 @@ from unit.stream.operators.join_topn_helpers import (
 from engine.expr import InputRef
 from engine.expr.ops import bind_compare
 from engine.state.store import StateStore
-from engine.stream.operators import LocalStateAllocator, join_side, keyed_join_side
+from engine.stream.operators import LocalStateAllocator, join_side, keyed_join_layout
 from engine.stream.operators.hash_join import JOIN_KINDS, HashJoinOp
 from engine.types import INT, Field
 
@@ -123,11 +123,11 @@ def test_hash_join_matches_duckdb(
     # no slack: join-key ids are compacted and row ids renumbered whenever they can be;
     # keyed sides spill every tail of more than one row and merge fragments in pairs
     slack = join_side.KEY_SLACK, join_side.RENUMBER_SLACK
-    sizes = keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT
+    sizes = keyed_join_layout.TAIL_ROWS, keyed_join_layout.FANOUT
     join_side.KEY_SLACK = join_side.RENUMBER_SLACK = 0
-    keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT = 1, 2
+    keyed_join_layout.TAIL_ROWS, keyed_join_layout.FANOUT = 1, 2
     try:
         run(case)
     finally:
         join_side.KEY_SLACK, join_side.RENUMBER_SLACK = slack
-        keyed_join_side.TAIL_ROWS, keyed_join_side.FANOUT = sizes
+        keyed_join_layout.TAIL_ROWS, keyed_join_layout.FANOUT = sizes

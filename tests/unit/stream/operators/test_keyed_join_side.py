@@ -20,7 +20,8 @@ from engine.stream.operators import LocalStateAllocator, join_key_filter
 from engine.stream.operators.frames import batch_from_rows
 from engine.stream.operators.hash_join import HashJoinOp
 from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
-from engine.stream.operators.keyed_join_side import TAIL_ROWS, KeyedJoinSide, plan_merges
+from engine.stream.operators.keyed_join_layout import TAIL_ROWS, plan_merges
+from engine.stream.operators.keyed_join_side import KeyedJoinSide
 from engine.stream.operators.row_blob import RowBlobs
 from engine.stream.operators.segments import rows_equal
 from engine.types import INT, VARCHAR, Field
