@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine.chunk import StreamChunk
 from engine.state.checkpoint import EpochChanges
+from engine.state.store import StateStore
 from engine.stream.parallel import protocol
 from engine.types import INT, VARCHAR, Field
 
@@ -118,3 +121,41 @@ def test_a_sorted_log_replays_into_the_checkpoint_in_runs_of_puts() -> None:
     assert [(k, v) for k, v in zip(changes.keys, changes.values, strict=True)] == [
         (k, v) for _, k, v in direct.ops
     ]
+
+
+def test_a_sorted_log_becomes_an_sst_file_of_each_keys_last_write(tmp_path: Path) -> None:
+    """`write_sst`: a key written twice keeps its last record (a delete after a put is a
+    delete, a put after a delete a put), the file ingests into a store as the log would
+    replay; a range delete, or keys the sort left in no byte order, give no file."""
+    rec = protocol.RecordingBatch()
+    rec.put(b"k3", b"old")
+    rec.put(b"k1", b"one")
+    rec.delete(b"k2")
+    rec.put(b"k3", b"new")
+    rec.put(b"k4", b"four")
+    rec.delete(b"k4")
+    rec.sort()
+    path = str(tmp_path / "a.sst")
+    assert protocol.write_sst(rec, path)
+    store = StateStore.open(tmp_path / "db")
+    try:
+        batch = store.new_batch()
+        batch.put(b"k2", b"stale")
+        batch.put(b"k4", b"stale")
+        store.write(batch)
+        store.flush()
+        store.ingest([path])
+        assert list(store.scan_range(b"k", b"l")) == [(b"k1", b"one"), (b"k3", b"new")]
+    finally:
+        store.close()
+    ranged = protocol.RecordingBatch()
+    ranged.put(b"a", b"1")
+    ranged.delete_range(b"b", b"c")
+    ranged.sort()
+    assert not protocol.write_sst(ranged, str(tmp_path / "b.sst"))
+    padded = protocol.RecordingBatch()  # b"a\0" sorts as b"a" zero-padded: order kept
+    padded.put(b"a\0", b"1")
+    padded.put(b"a", b"2")
+    padded.sort()
+    assert not protocol.write_sst(padded, str(tmp_path / "c.sst"))
+    assert not (tmp_path / "b.sst").exists() and not (tmp_path / "c.sst").exists()
