@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from engine import faults
 from harness.server import SwellServer
 
 VIEWS = {
@@ -117,3 +119,43 @@ def test_a_hung_worker_is_declared_lost_and_the_job_recovers(fresh_server: Swell
             "WHERE event_type = 'WORKER_LOST' AND info->>'reason' = 'timeout'"
         ).fetchone()
         assert lost == (1,)
+
+
+def test_a_crash_between_a_commit_and_its_actor_files_keeps_the_epoch(
+    make_server: Callable[..., SwellServer],
+) -> None:
+    """An epoch that rewrites many groups: each actor hands its checkpoint writes in as
+    an SST file, which the server ingests after the commit batch. The server exits right
+    after that batch (the files named, not yet ingested); the restart ingests them, and
+    the views equal their queries with the epoch's rows in them, exactly once."""
+    srv = make_server(parallelism=2, barrier_interval_ms=3_600_000)  # barriers by FLUSH
+    with srv.connect() as c:
+        c.execute("CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR)")
+        c.execute("CREATE TABLE orders (id INT PRIMARY KEY, user_id INT, amount INT)")
+        c.execute("INSERT INTO users SELECT g, 'u' || g::varchar FROM generate_series(0, 49) g")
+        for name, q in VIEWS.items():
+            c.execute(f"CREATE MATERIALIZED VIEW {name} AS {q}")
+        c.execute("INSERT INTO orders SELECT g, g, 1 FROM generate_series(1, 40000) g")
+        c.execute("FLUSH")
+    srv.stop()
+    srv.env[faults.CRASH_ENV] = "checkpoint_pieces:1"
+    srv.start()
+    with srv.connect() as c:
+        c.execute("UPDATE orders SET amount = 2 WHERE id % 2 = 0")  # acknowledged
+        with pytest.raises(psycopg.OperationalError):
+            c.execute("FLUSH")
+    deadline = time.monotonic() + 30
+    while srv.returncode is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert srv.returncode == faults.CRASH_EXIT_CODE, srv.log_tail()
+    assert any((srv.data_dir / "state.ingest").iterdir())  # the epoch's actor files
+    srv.kill9()  # reap
+    srv.env.pop(faults.CRASH_ENV)
+    srv.start()
+    with srv.connect() as c:
+        check(c)
+        assert c.execute("SELECT sum(total) FROM by_user").fetchone() == (60000,)
+        c.execute("DELETE FROM orders WHERE id % 4 = 0")
+        c.execute("FLUSH")
+        check(c)
+    assert not any((srv.data_dir / "state.ingest").iterdir())
