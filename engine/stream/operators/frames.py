@@ -149,9 +149,9 @@ def ops_array(ops: Sequence[int]) -> pa.Array:
     return pa.array(np.asarray(ops, dtype=np.int8))
 
 
-def net_rows(batch: pa.RecordBatch, w: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
-    """Consolidate rows by their full value: one row per distinct row with its net weight
-    (rows that cancel out are gone), in first-appearance order."""
+def net_index(batch: pa.RecordBatch, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Consolidate rows by full value: (first row index, net weight) per distinct row,
+    rows whose weights cancel dropped, in first-appearance order."""
     allc = list(range(batch.num_columns))
     frame = polars_frame(batch, allc, weights=w, index=True)
     net = (
@@ -160,8 +160,17 @@ def net_rows(batch: pa.RecordBatch, w: np.ndarray) -> tuple[pa.RecordBatch, np.n
         .filter(pl.col(WEIGHT) != 0)
         .sort(INDEX)
     )
-    batch = batch.take(pa.array(net.get_column(INDEX).to_numpy()))
-    return batch, net.get_column(WEIGHT).to_numpy().astype(np.int64)
+    return (
+        net.get_column(INDEX).to_numpy().astype(np.int64),
+        net.get_column(WEIGHT).to_numpy().astype(np.int64),
+    )
+
+
+def net_rows(batch: pa.RecordBatch, w: np.ndarray) -> tuple[pa.RecordBatch, np.ndarray]:
+    """Consolidate rows by their full value: one row per distinct row with its net weight
+    (rows that cancel out are gone), in first-appearance order."""
+    idx, net = net_index(batch, w)
+    return batch.take(pa.array(idx)), net
 
 
 def consolidate(chunk: StreamChunk) -> tuple[pa.RecordBatch, np.ndarray]:

@@ -2,7 +2,7 @@
 
 Why: `KeyedJoinSide` (keyed_join_side.py) keeps a join key's rows as a tail in its head
 and fragments grouped by size tier; the arithmetic of that layout (which fragments merge,
-how a head lists its fragments, how a batch consolidates by full row) is pure and small,
+how a head lists its fragments) is pure and small,
 so it lives here, apart from the side's step logic, and is unit tested on its own.
 
 Layout (the planner declares the join key as the table's distribution key, so a key's
@@ -27,10 +27,7 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
-
-from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
 
 TAIL_ROWS = 64
 """A key's first rows live in its head (new rows join them there while they fit);
@@ -70,23 +67,6 @@ def plan_merges(sizes: dict[int, int], next_fid: int) -> tuple[list[list[int]], 
 def frag_bytes(frags: dict[int, int]) -> bytes:
     """A head's fragment list: int64 pairs `(fid, rows)` in fid order."""
     return array("q", [x for f in sorted(frags) for x in (f, frags[f])]).tobytes()
-
-
-def net_index(batch: pa.RecordBatch, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Consolidate rows by full value: (first row index, net weight) per distinct row,
-    rows whose weights cancel dropped, in first-appearance order."""
-    allc = list(range(batch.num_columns))
-    frame = polars_frame(batch, allc, weights=w, index=True)
-    net = (
-        frame.df.group_by([col_name(i) for i in allc])
-        .agg(pl.col(WEIGHT).sum(), pl.col(INDEX).first())
-        .filter(pl.col(WEIGHT) != 0)
-        .sort(INDEX)
-    )
-    return (
-        net.get_column(INDEX).to_numpy().astype(np.int64),
-        net.get_column(WEIGHT).to_numpy().astype(np.int64),
-    )
 
 
 class Seg:

@@ -57,6 +57,7 @@ from engine.errors import InternalError
 from engine.state.disk_table import DiskStateTable
 from engine.state.table import StateTable
 from engine.stream.operators import keyed_join_layout as layout
+from engine.stream.operators.frames import net_index
 from engine.stream.operators.join_key_filter import JoinKeyFilter, key_hashes
 from engine.stream.operators.join_side import JoinKeyIds, JoinSide
 from engine.stream.operators.keyed_join_layout import (
@@ -65,7 +66,6 @@ from engine.stream.operators.keyed_join_layout import (
     Piece,
     Seg,
     frag_bytes,
-    net_index,
     plan_merges,
 )
 from engine.stream.operators.row_blob import RowBlobs
