@@ -26,6 +26,7 @@ from engine.sql.clauses import (
 )
 from engine.sql.identifiers import check_star_modifiers, normalize_identifiers
 from engine.sql.object_stmts import parse_drop_connection, parse_schema_statement
+from engine.sql.pg_syntax import normalize_pg_syntax, space_parameters
 from engine.sql.statement import Statement as Statement  # re-exported: users import it here
 
 DIALECT = "risingwave"
@@ -163,7 +164,10 @@ def split_statements(sql: str) -> list[tuple[str, int]]:
     try:
         tokens = sqlglot.tokenize(sql, read=DIALECT)
     except TokenError as e:
-        raise SqlSyntaxError(f"syntax error: {e}") from e
+        spaced = space_parameters(sql)
+        if spaced is sql:
+            raise SqlSyntaxError(f"syntax error: {e}") from e
+        return split_statements(spaced)
     pieces: list[tuple[str, int]] = []
     start = 0
     for tok in tokens:
@@ -264,8 +268,6 @@ _EOWC_RE = re.compile(r"\bEMIT\s+ON\s+WINDOW\s+CLOSE\b(?=\s*(?:--[^\n]*\s*)*;?\s
 
 
 def _glot(text: str, offset: int) -> exp.Expression:
-    from engine.sql.pg_syntax import normalize_pg_syntax
-
     text = normalize_pg_syntax(text, DIALECT)
     if "*" in text:
         with contextlib.suppress(TokenError):  # reported by the parse below

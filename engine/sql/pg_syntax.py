@@ -8,11 +8,17 @@ Catalog queries from clients use forms sqlglot's parser does not read as Postgre
   length, so error positions stay right).
 - `$1::oid[]`, `x::regtype[]`: an array of a type sqlglot does not know fails to parse;
   written `pg_catalog.oid[]` it parses.
+- `VALUES ($1,$2)`: parameters written without a space between them (psycopg's `%s,%s`,
+  JDBC's `?,?`) make sqlglot's tokenizer read `$1,$` as the start of a dollar-quoted
+  string and fail. `space_parameters` puts a space after each such parameter; the
+  parser uses it only when the text does not tokenize as written.
 
 Works on the token stream, so string literals and quoted identifiers are never touched.
 """
 
 from __future__ import annotations
+
+import re
 
 import sqlglot
 from sqlglot.errors import TokenError
@@ -78,3 +84,56 @@ def normalize_pg_syntax(sql: str, dialect: str) -> str:
     for start, end, rep in sorted(edits, reverse=True):
         out = out[:start] + rep + out[end:]
     return out
+
+
+_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_PARAM = re.compile(r"\$\d+")
+
+
+def space_parameters(sql: str) -> str:
+    """`sql` with a space after every `$n` parameter that a non-space character follows,
+    outside string literals, quoted identifiers, comments and dollar-quoted strings (so
+    `($1,$2)` reads as two parameters). Returns `sql` itself when nothing changes."""
+    out: list[str] = []
+    i, n, last = 0, len(sql), 0
+    while i < n:
+        c = sql[i]
+        if c == "'" or c == '"':
+            j = i + 1
+            while j < n:
+                if sql[j] == c:
+                    if j + 1 < n and sql[j + 1] == c:  # '' or "" inside
+                        j += 2
+                        continue
+                    break
+                if c == "'" and sql[j] == "\\" and i > 0 and sql[i - 1] in "eE":
+                    j += 1  # E'..\'..'
+                j += 1
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == "$":
+            m = _PARAM.match(sql, i)
+            if m is not None:
+                i = m.end()
+                if i < n and not sql[i].isspace():
+                    out.append(sql[last:i])
+                    out.append(" ")
+                    last = i
+                continue
+            t = _DOLLAR_TAG.match(sql, i)
+            if t is not None and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")):
+                j = sql.find(t.group(0), t.end())
+                i = n if j < 0 else j + len(t.group(0))
+            else:
+                i += 1
+        else:
+            i += 1
+    if not out:
+        return sql
+    out.append(sql[last:])
+    return "".join(out)
