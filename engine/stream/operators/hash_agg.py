@@ -448,6 +448,12 @@ class HashAggOp(Operator):
             return self._columnar.apply(frame, part)
         n = part.height
         by_name = {kn: py_values(frame, part, kn) for kn in self._uniq_key_names}
+        for kn in self._uniq_key_names:
+            # NaN equals nothing and hashes by identity: each NaN polars hands out would
+            # be a group of its own in the state's overlay and cache (a deleted NaN row
+            # then misses the group it was counted in)
+            if part.schema[kn].is_float() and bool(part.get_column(kn).is_nan().any()):
+                by_name[kn] = [_one_nan(v) for v in by_name[kn]]
         keys = key_tuples([by_name[kn] for kn in self._key_names], n)
         dcnt = part.get_column(_COUNT).to_list()
 
