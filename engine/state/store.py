@@ -24,14 +24,15 @@ to 120 ms on a loaded disk), so each WAL group commit and checkpoint froze every
 before returning: its log writer flushes after each record unless `manual_wal_flush`,
 which is off) and then fsyncs RocksDB's log files itself with `os.fsync`, which releases
 the GIL; a new log file also gets its directory fsynced, as RocksDB does. A log file gone
-by then was made obsolete by a flush to SST files RocksDB synced before deleting it.
+by then was made obsolete by a flush to SST files RocksDB synced before deleting it. The
+log files stay open between syncs (`engine.state.log_sync.LogSync`), so a sync is one
+system call per live log file, not a directory listing and an open and close each.
 Unsynced writes also fsync the log every `SYNC_BACKLOG_BYTES`, so a durable write never
 has a big backlog of other writers' bytes to flush first.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Generator, Iterator
@@ -54,6 +55,7 @@ from rocksdict import (
 
 from engine.errors import EngineError
 from engine.state.budget import StateBudget
+from engine.state.log_sync import LogSync
 
 STATE_SUBDIR = "state"
 
@@ -148,7 +150,7 @@ class StateStore:
         """Total `WriteBatch.size_in_bytes()` written since open (for metrics)."""
         self.batches_written = 0
         self.synced_writes = 0
-        self._synced_logs: list[str] = []  # the log files at the last sync (directory fsync)
+        self._log_sync = LogSync(path, self._super_version)
         self._unsynced = 0  # bytes written to the log since its last sync (approximate)
 
     @classmethod
@@ -235,6 +237,11 @@ class StateStore:
         finally:
             del items  # drop the rocksdict iterator now: it pins the DB LOCK
 
+    def _super_version(self) -> int | None:
+        """RocksDB's super-version number: it changes whenever a log file may have been
+        created or deleted (`engine.state.log_sync`; None: unknown, list them again)."""
+        return self.db.property_int_value("rocksdb.current-super-version-number")
+
     # -- writes ----------------------------------------------------------------------------
     def new_batch(self) -> WriteBatch:
         return WriteBatch(raw_mode=True)
@@ -263,23 +270,7 @@ class StateStore:
 
     def _sync_log(self) -> None:
         """fsync RocksDB's write-ahead log files, releasing the GIL (module docstring)."""
-        names = sorted(n for n in os.listdir(self.path) if n.endswith(".log"))
-        for name in names:
-            try:
-                fd = os.open(self.path / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue  # obsolete: flushed to synced SST files, then deleted
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        if names != self._synced_logs:  # a new log file: make its directory entry durable
-            dfd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-            self._synced_logs = names
+        self._log_sync.sync()
 
     def ingest(self, paths: list[str], *, move: bool = False) -> None:
         """Add the SST files at `paths` (made by `sst_writer`, keys of no memtable write
@@ -314,6 +305,7 @@ class StateStore:
         for gen in scans:
             gen.close()
         self._db = None
+        self._log_sync.close()
         db.close()
         del db
 
