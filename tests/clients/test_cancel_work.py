@@ -296,3 +296,64 @@ def test_asyncpg_timeout_cancels_the_query(server: SwellServer, big: str) -> Non
             await conn.close()
 
     asyncio.run(run())
+
+
+def _vanish(c: psycopg.Connection[Any]) -> None:
+    """The client disappears: its socket is shut down under it (no Terminate message)."""
+    sock = socket.socket(fileno=c.fileno())
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.detach()
+
+
+def test_client_disconnect_drops_its_half_built_view(server: SwellServer, big: str) -> None:
+    with server.connect() as watch:
+        watch.execute("DROP MATERIALIZED VIEW IF EXISTS cw_gone")
+        c = server.connect()
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        c.execute("SET backfill_rate_limit = 10")  # far from done when the client goes
+        create = (
+            "CREATE MATERIALIZED VIEW cw_gone AS SELECT b, count(*) AS n FROM cw_big GROUP BY b"
+        )
+        t, _ = _in_thread(lambda: c.execute(create))
+        jobs = "SELECT count(*) FROM rw_catalog.rw_ddl_progress WHERE ddl_statement LIKE %s"
+        _wait_for(
+            lambda: watch.execute(jobs, ("%cw_gone%",)).fetchone() == (1,), "the backfill runs"
+        )
+        _vanish(c)
+        _wait_for(lambda: watch.execute("SHOW JOBS").fetchall() == [], "the job was dropped")
+        _wait_for(lambda: _gone(watch, pid), "the session closed")
+        names = "SELECT count(*) FROM rw_relations WHERE name = 'cw_gone'"
+        assert watch.execute(names).fetchone() == (0,)
+        t.join(60)
+        c.close()
+        # the name is free again
+        watch.execute(create.replace("count(*)", "sum(a)"))
+        assert watch.execute("SELECT count(*) FROM cw_gone").fetchone() == (7,)
+        watch.execute("DROP MATERIALIZED VIEW cw_gone")
+
+
+def test_client_disconnect_during_copy_inserts_nothing(server: SwellServer, big: str) -> None:
+    with server.connect() as watch:
+        watch.execute("DROP TABLE IF EXISTS cw_copy_gone")
+        watch.execute("CREATE TABLE cw_copy_gone (a int)")
+        c = server.connect()
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+        started = threading.Event()
+        hold = threading.Event()
+
+        def copy() -> None:
+            with c.cursor().copy("COPY cw_copy_gone FROM STDIN") as cp:
+                cp.write("".join(f"{i}\n" for i in range(10_000)))
+                started.set()
+                hold.wait(60)  # the client goes before it ends the COPY
+
+        t, _ = _in_thread(copy)
+        started.wait(60)
+        _wait_for(lambda: _active(watch, pid) is not None, "the COPY runs")
+        _vanish(c)
+        _wait_for(lambda: _gone(watch, pid), "the server ended the COPY's session")
+        hold.set()
+        t.join(60)
+        c.close()
+        watch.execute("FLUSH")
+        assert watch.execute("SELECT count(*) FROM cw_copy_gone").fetchone() == (0,)
