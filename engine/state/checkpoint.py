@@ -34,6 +34,15 @@ that clears the pieces deletes `INGEST_KEY`. Recovery ingests the named files ag
 after the pieces (the same writes, newer again: nothing else writes an actor's keys
 meanwhile) and removes files nothing names (a crash before the commit batch).
 
+The checkpoint writes one such file itself for an epoch's large values (`split_bulk`:
+puts of at least `BULK_VALUE` bytes adding up to `BULK_BYTES`, e.g. the Arrow segments
+of a table a COPY filled): their keys' last operations, sorted, go into
+`<epoch>-bulk.sst`, staged and named with the others, and the rest of the epoch's
+operations stay in the batch or its pieces. Through the batch each byte of such a value
+was written four times (its staged piece and its key, each to RocksDB's log and
+memtable) and then flushed; the file writes it once and the ingestion copies it. An
+epoch with a range delete (a dropped table) keeps the batch for everything.
+
 Why pieces: rocksdict holds the interpreter lock for the whole of a `db.write` (about 1 to
 2 ms per MB or per 4k keys on an idle machine, more when RocksDB stalls the write for a
 memtable flush), so one WriteBatch of a 1M-row epoch stopped every session's thread for
@@ -92,7 +101,7 @@ import numpy as np
 from engine import faults
 from engine.latency import Histogram
 from engine.state.codec import RESERVED_PREFIX
-from engine.state.store import StorageError
+from engine.state.store import StorageError, sst_writer
 
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
@@ -119,6 +128,12 @@ PIECE_BYTES = 1 << 18
 """A checkpoint larger than this (operations, bytes of values) is written in pieces of at
 most this size (module docstring): each is one `db.write` of under a millisecond on an idle
 machine (1 MB pieces held the interpreter lock for 2 ms idle, 6-8 ms on a loaded one)."""
+
+BULK_VALUE = 1 << 16
+BULK_BYTES = 1 << 22
+"""An epoch whose puts of at least `BULK_VALUE` bytes (a table's Arrow segments: a COPY's
+rows) add up to `BULK_BYTES` writes those keys as an SST file of its own (`split_bulk`,
+module docstring) instead of through the commit batch or its pieces."""
 
 _FORMAT_VERSION = 1
 _RECORD = struct.Struct(">BQQ")
@@ -194,6 +209,40 @@ class EpochChanges:
                 return out
             out.append((start, end))
             start = end
+
+
+def split_bulk(
+    changes: EpochChanges,
+) -> tuple[EpochChanges, list[tuple[bytes, bytes | None]]] | None:
+    """The epoch's large values apart (module docstring, "Files"): None when its puts of
+    `BULK_VALUE` bytes or more add up to less than `BULK_BYTES`, or when it has a range
+    delete (whose order against the file's keys a file cannot keep). Else the operations
+    on other keys, in order, and for every key with such a put its last operation (a
+    value, or None for a delete), sorted by key: what the file holds, applied after the
+    batch. Keys of the two parts are disjoint, so either order of applying gives the
+    epoch's result."""
+    sizes = np.frombuffer(changes.sizes, np.int64)
+    big = np.flatnonzero(sizes >= BULK_VALUE)
+    if not len(big) or int(sizes[big].sum()) < BULK_BYTES:
+        return None
+    keys, values = changes.keys, changes.values
+    others = compress(values, map(is_not, map(type, values), repeat(bytes)))
+    if any(v is not None for v in others):  # a range delete
+        return None
+    moved = set(map(keys.__getitem__, big.tolist()))
+    in_file = list(map(moved.__contains__, keys))
+    last: dict[bytes, bytes | None] = {}
+    for k, v in compress(zip(keys, values), in_file):  # a few large values
+        last[k] = v  # type: ignore[assignment]  # no range delete: bytes or None
+    stay = np.logical_not(np.array(in_file, dtype=bool))
+    rest = EpochChanges()
+    rest.keys = list(compress(keys, stay.tolist()))
+    rest.values = list(compress(values, stay.tolist()))
+    kept = sizes[stay]
+    rest.sizes = array("q", kept.tobytes())
+    rest.nbytes = int(kept.sum())
+    rest.ssts = changes.ssts
+    return rest, sorted(last.items())
 
 
 def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:
@@ -288,7 +337,11 @@ class Checkpointer:
                 meta.put(EXTRA_PREFIX + name.encode(), blob)
             meta.put(CHECKPOINT_KEY, _RECORD.pack(_FORMAT_VERSION, epoch, wal_seq))
             self._wal.truncate_through(wal_seq, meta)  # 5
-            files = self._stage_files(epoch, changes.ssts)
+            bulk = split_bulk(changes)
+            own: list[tuple[bytes, bytes | None]] = []
+            if bulk is not None:
+                changes, own = bulk
+            files, file_bytes = self._stage_files(epoch, own, changes.ssts)
             if files:
                 meta.put(INGEST_KEY, marshal.dumps(files))
             faults.hit("checkpoint_batch")
@@ -305,7 +358,7 @@ class Checkpointer:
                     self._clear_pieces()
             else:
                 size = self._write_pieces(changes, pieces, meta, files)
-            size += sum(map(len, changes.ssts))
+            size += file_bytes
         except BaseException as e:
             self._failed = e
             raise
@@ -320,14 +373,34 @@ class Checkpointer:
         self.last_keys = keys
         self.total_bytes += size
 
-    def _stage_files(self, epoch: int, ssts: list[bytes]) -> list[str]:
+    def _stage_files(
+        self, epoch: int, own: list[tuple[bytes, bytes | None]], ssts: list[bytes]
+    ) -> tuple[list[str], int]:
         """The epoch's SST files written and fsynced into the ingest directory (before
-        the commit batch names them); returns their names."""
-        if not ssts:
-            return []
+        the commit batch names them): first the file of `own` (`split_bulk`'s sorted
+        keys), then the files handed in; returns their names and bytes."""
+        if not ssts and not own:
+            return [], 0
         d = self._ingest_dir
         d.mkdir(exist_ok=True)
         names: list[str] = []
+        size = sum(map(len, ssts))
+        if own:
+            name = f"{epoch:016x}-bulk.sst"
+            w = sst_writer(str(d / name))
+            for k, v in own:
+                if v is None:
+                    del w[k]
+                else:
+                    w[k] = v
+            w.finish()
+            fd = os.open(d / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                size += os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+            names.append(name)
         for i, data in enumerate(ssts):
             name = f"{epoch:016x}-{i:04d}.sst"
             fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -342,7 +415,7 @@ class Checkpointer:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-        return names
+        return names, size
 
     def _ingest(self, names: list[str]) -> None:
         self._store.ingest([str(self._ingest_dir / n) for n in names])

@@ -1,7 +1,8 @@
 """Child processes for the crash tests: they work and acknowledge on stdout until killed.
 
 Run as `python crash_child.py wal <dir>` or `python crash_child.py checkpoint <dir>`
-(`checkpoint-keyed`: a key per row, so every checkpoint is written in pieces)
+(`checkpoint-keyed`: a key per row, so every checkpoint is written in pieces;
+`checkpoint-bulk`: also large values, so every checkpoint writes an SST file of its own)
 with the repository root on PYTHONPATH. Not a test module (no `test_` prefix).
 """
 
@@ -17,6 +18,8 @@ from engine.state.table import StateTable
 from engine.state.wal import Wal
 
 KEYS_PER_EPOCH = 20_000
+BLOBS_PER_EPOCH = 6
+BLOB_BYTES = 1 << 20  # with BLOBS_PER_EPOCH, more than the checkpoint's BULK_BYTES
 
 
 def payload(seq: int) -> bytes:
@@ -56,11 +59,29 @@ def expected_table(epoch: int) -> dict[tuple[int], tuple[int, int]]:
     return rows
 
 
-def run_checkpoint(path: Path, keyed: bool = False) -> None:
+def blob(epoch: int, i: int) -> bytes:
+    return bytes([epoch % 256, i]) * (BLOB_BYTES // 2)
+
+
+def expected_blobs(epoch: int) -> dict[tuple[int, int], tuple[bytes]]:
+    """The blob table after `epoch` epochs of `run_checkpoint(bulk=True)`: each epoch
+    adds its blobs, rewrites the previous epoch's first one and deletes its second."""
+    rows: dict[tuple[int, int], tuple[bytes]] = {}
+    for e in range(1, epoch + 1):
+        for i in range(BLOBS_PER_EPOCH):
+            rows[(e, i)] = (blob(e, i),)
+        if e > 1:
+            rows[(e - 1, 0)] = (blob(e, 99),)
+            rows.pop((e - 1, 1), None)
+    return rows
+
+
+def run_checkpoint(path: Path, keyed: bool = False, bulk: bool = False) -> None:
     """Each epoch overwrites and deletes many keys, then commits; acks the epoch after.
 
     Resumes after the last checkpoint, so the test can kill and restart it repeatedly.
     `keyed`: the table stores a key per row, so each checkpoint is written in pieces.
+    `bulk`: a second table gets large values (`expected_blobs`).
     """
     store = StateStore.open(path)
     wal = Wal(store)
@@ -71,14 +92,23 @@ def run_checkpoint(path: Path, keyed: bool = False) -> None:
     meta = cp.load()  # recover and continue, so one test can crash the same store repeatedly
     epoch = meta.epoch if meta is not None else 0
     table.load(store)
+    blobs = StateTable(10, "blobs")
+    blobs.prefer_keyed()
+    blobs.load(store)
     while True:
         epoch += 1
         for k in range(epoch * 1000, epoch * 1000 + KEYS_PER_EPOCH):
             table.put((k,), (epoch, k))
         for k in range(epoch * 1000 - 5000, epoch * 1000 - 4000):
             table.delete((k,))
+        if bulk:
+            for i in range(BLOBS_PER_EPOCH):
+                blobs.put((epoch, i), (blob(epoch, i),))
+            if epoch > 1:
+                blobs.put((epoch - 1, 0), (blob(epoch, 99),))
+                blobs.delete((epoch - 1, 1))
         seq = wal.append(b"epoch %d" % epoch)
-        cp.commit(epoch, seq, [table], {"epoch": str(epoch).encode()})
+        cp.commit(epoch, seq, [table, blobs], {"epoch": str(epoch).encode()})
         sys.stdout.write(f"{epoch}\n")
         sys.stdout.flush()
 
@@ -86,5 +116,7 @@ def run_checkpoint(path: Path, keyed: bool = False) -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "checkpoint-keyed":
         run_checkpoint(Path(sys.argv[2]), keyed=True)
+    elif sys.argv[1] == "checkpoint-bulk":
+        run_checkpoint(Path(sys.argv[2]), bulk=True)
     else:
         {"wal": run_wal, "checkpoint": run_checkpoint}[sys.argv[1]](Path(sys.argv[2]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import marshal
 import os
 import random
 import signal
@@ -16,6 +17,8 @@ import pytest
 
 from engine import faults
 from engine.state.checkpoint import (
+    BULK_BYTES,
+    BULK_VALUE,
     INGEST_KEY,
     PENDING_KEY,
     PIECE_BYTES,
@@ -115,11 +118,12 @@ def test_failed_commit_refuses_further_commits(tmp_path: Path) -> None:
         db.cp.commit(2, 0, [], {})
 
 
-@pytest.mark.parametrize("mode", ["checkpoint", "checkpoint-keyed"])
+@pytest.mark.parametrize("mode", ["checkpoint", "checkpoint-keyed", "checkpoint-bulk"])
 def test_checkpoint_is_all_or_nothing_across_kill_9(tmp_path: Path, mode: str) -> None:
     """Kill a child at varied moments (big batches: often inside a commit), restart it from
     the store each time; after every kill the state must be exactly the one meta names.
-    `checkpoint-keyed` writes each checkpoint in pieces (a key per row)."""
+    `checkpoint-keyed` writes each checkpoint in pieces (a key per row), `checkpoint-bulk`
+    writes its large values as a file of its own."""
     path = tmp_path / "state"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(20240501)
@@ -151,6 +155,11 @@ def test_checkpoint_is_all_or_nothing_across_kill_9(tmp_path: Path, mode: str) -
                 t.prefer_keyed()
             t.load(db.store)
             assert t.to_dict() == crash_child.expected_table(meta.epoch)
+            blobs = StateTable(10)
+            blobs.prefer_keyed()
+            blobs.load(db.store)
+            want = crash_child.expected_blobs(meta.epoch) if mode == "checkpoint-bulk" else {}
+            assert blobs.to_dict() == want
             replay = list(db.cp.records_to_replay(meta))
             assert all(s > meta.wal_seq for s, _ in replay)
             assert [p for _, p in replay] in ([], [b"epoch %d" % (meta.epoch + 1)])
@@ -330,4 +339,90 @@ def test_sst_files_are_part_of_the_commit_across_a_failure_after_it(
     assert meta is not None and meta.epoch == 2
     assert db.store.get(_key(7)) == b"v2-7"
     assert list((tmp_path / "state.ingest").iterdir()) == []
+    db.close()
+
+
+@pytest.mark.parametrize("fail", [None, "checkpoint_batch", "checkpoint_pieces"])
+def test_large_values_go_as_a_file_of_the_commit(tmp_path: Path, fail: str | None) -> None:
+    """An epoch with `BULK_BYTES` of large values writes them as an SST file of its own
+    (nothing of it is left after the commit), with small puts, deletes and a large value
+    deleted again in the same epoch around them: the store holds exactly the epoch after
+    a commit, after a failure between the commit batch and the ingestion (`reset`), and
+    the previous epoch after a failure before the commit batch."""
+    db = Opened(tmp_path / "state")
+    big, small = StateTable(1, "big"), StateTable(2, "small")
+    big.prefer_keyed()
+    small.prefer_keyed()
+    n = BULK_BYTES // BULK_VALUE + 2
+    for i in range(n):
+        big.put((i,), (b"a%d" % i * (BULK_VALUE // 2),))
+    for i in range(2 * PIECE_OPS):
+        small.put((i,), (i,))
+    db.cp.commit(1, 0, [big, small], {"e": b"1"})
+    assert list((tmp_path / "state.ingest").iterdir()) == []
+    assert db.store.get(INGEST_KEY) is None
+    for i in range(n):
+        big.put((i,), (b"b%d" % i * (BULK_VALUE // 2),))
+    big.delete((1,))
+    big.put((n,), (b"gone" * BULK_VALUE,))
+    big.delete((n,))
+    small.delete((0,))
+    small.put((1,), (-1,))
+    want1 = {(i,): (b"a%d" % i * (BULK_VALUE // 2),) for i in range(n)}
+    want2 = {(i,): (b"b%d" % i * (BULK_VALUE // 2),) for i in range(n)}
+    del want2[(1,)]
+    if fail is not None:
+        faults.configure(fail=f"{fail}:1")
+        try:
+            with pytest.raises(faults.InjectedFailure):
+                db.cp.commit(2, 0, [big, small], {"e": b"2"})
+        finally:
+            faults.configure()
+        named = db.store.get(INGEST_KEY)
+        if fail == "checkpoint_pieces":  # committed: the batch names the epoch's own file
+            assert named is not None and marshal.loads(named) == [f"{2:016x}-bulk.sst"]
+        else:
+            assert named is None
+        meta = db.cp.reset()
+        db.close()
+        db = Opened(tmp_path / "state")
+        meta = db.cp.load()
+    else:
+        db.cp.commit(2, 0, [big, small], {"e": b"2"})
+        meta = db.cp.load()
+    epoch = 1 if fail == "checkpoint_batch" else 2
+    assert meta is not None and meta.epoch == epoch
+    got_big, got_small = StateTable(1), StateTable(2)
+    got_big.prefer_keyed()
+    got_small.prefer_keyed()
+    got_big.load(db.store)
+    got_small.load(db.store)
+    assert got_big.to_dict() == (want1 if epoch == 1 else want2)
+    want_small = {(i,): (i,) for i in range(2 * PIECE_OPS)}
+    if epoch == 2:
+        del want_small[(0,)]
+        want_small[(1,)] = (-1,)
+    assert got_small.to_dict() == want_small
+    assert db.store.get(INGEST_KEY) is None
+    assert list((tmp_path / "state.ingest").iterdir()) == []
+    db.close()
+
+
+def test_an_epoch_with_a_range_delete_keeps_large_values_in_the_batch(tmp_path: Path) -> None:
+    """A dropped table (a range delete) in the epoch: no file, the same result."""
+    db = Opened(tmp_path / "state")
+    big, gone = StateTable(1, "big"), StateTable(2, "gone")
+    big.prefer_keyed()
+    gone.put((0,), (1,))
+    db.cp.commit(1, 0, [big, gone], {})
+    n = BULK_BYTES // BULK_VALUE + 1
+    for i in range(n):
+        big.put((i,), (b"x" * BULK_VALUE,))
+    db.cp.commit(2, 0, [big], {}, dropped=[gone])
+    got, dropped = StateTable(1), StateTable(2)
+    got.prefer_keyed()
+    got.load(db.store)
+    dropped.load(db.store)
+    assert got.to_dict() == {(i,): (b"x" * BULK_VALUE,) for i in range(n)}
+    assert dropped.to_dict() == {}
     db.close()
