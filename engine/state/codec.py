@@ -63,6 +63,13 @@ import pyarrow as pa
 
 from engine.state import fixed_rows
 
+NAN = float("nan")
+"""The one float NaN of state keys: NaN equals nothing, so a key holding a NaN of its own
+finds no entry in a dict (a resident table, an overlay, a cache) keyed by another NaN;
+tuples compare elements by identity first, so keys sharing this object find each other.
+Loaded and decoded keys and the operators' value keys use it."""
+
+
 MAX_TABLE_ID = 0xFFFEFFFF
 """Largest usable table id; `table_prefix(MAX_TABLE_ID + 1)` is still valid as a bound."""
 

@@ -102,6 +102,18 @@ def crc32_rows(mat: np.ndarray) -> np.ndarray:
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
+def _seek_last_under(it: Any, full: bytes) -> None:
+    """Put RocksDB iterator `it` on the last key starting with `full` (or wherever
+    `seek_for_prev` lands below them when there is none: the caller checks the prefix)."""
+    succ = memcmp.successor(full)
+    if succ is None:
+        it.seek_to_last()
+        return
+    it.seek_for_prev(succ)
+    if it.valid() and it.key() >= succ:
+        it.prev()
+
+
 class ColumnOverlay(Protocol):
     """A columnar cache attached to a disk table (`DiskStateTable.attach_columns`) that
     holds some of the table's rows, and the epoch's changes to them, in columns instead
@@ -544,20 +556,26 @@ class DiskStateTable:
         return islice(it, limit) if limit is not None else it
 
     def scan_prefixes(
-        self, prefixes: list[Key], limit: int | None = None, *, keys: bool = True
+        self,
+        prefixes: list[Key],
+        limit: int | None = None,
+        *,
+        keys: bool = True,
+        reverse: bool = False,
     ) -> list[list[tuple[Key | None, Value]]]:
         """As `StateTable.scan_prefixes`: per prefix its first `limit` entries in key
-        order (`keys=False`: the keys are not decoded, None in their place). The overlay
-        is encoded and sorted once for all prefixes, and one RocksDB iterator seeks from
-        prefix to prefix (a `scan` per prefix would encode the overlay and open an
-        iterator each time)."""
+        order, or its last ones in descending order with `reverse` (a group's maximum)
+        (`keys=False`: the keys are not decoded, None in their place). Only the overlay's
+        rows under the prefixes are encoded, sorted once for all of them, and one RocksDB
+        iterator seeks from prefix to prefix (a `scan` per prefix would encode the whole
+        overlay and open an iterator each time)."""
         self._spill()
         if limit is not None and limit <= 0:
             return [[] for _ in prefixes]
         d = self.dist_len
         pend: list[tuple[bytes, Key, Any]] = []
         if self._overlay:
-            ov = list(self._overlay.items())
+            ov = self._overlay_under(prefixes)
             fulls = self._full_many([k for k, _ in ov])
             pend = sorted(
                 ((f, k, v) for f, (k, v) in zip(fulls, ov, strict=True)), key=lambda t: t[0]
@@ -569,7 +587,8 @@ class DiskStateTable:
         eps = memcmp.encode_keys(prefixes)
         for p, ep in zip(prefixes, eps, strict=True):
             if d and len(p) < d:  # the range spans every vnode
-                out.append(list(self.scan(p, limit=limit)))
+                rows_p = self.scan(p, limit=limit, reverse=reverse)
+                out.append([(k if keys else None, v) for k, v in rows_p])
                 continue
             vnode = 0 if d == 0 else vnode_of(ep if len(p) == d else memcmp.encode_key(p[:d]))
             full = self._vn[vnode] + ep
@@ -582,18 +601,24 @@ class DiskStateTable:
             want = None if limit is None else limit + len(mine)  # the overlay may shadow
             got: list[tuple[bytes, Any]] = []
             if it is not None:
-                it.seek(full)
+                if reverse:
+                    _seek_last_under(it, full)
+                else:
+                    it.seek(full)
                 while it.valid() and (want is None or len(got) < want):
                     f = it.key()
                     if not f.startswith(full):
                         break
                     got.append((f, it.value()))
-                    it.next()
+                    if reverse:
+                        it.prev()
+                    else:
+                        it.next()
             rows: list[tuple[Key | None, Value]] = []
             if mine:
                 merged = dict(got)
                 merged.update(mine)
-                for f in sorted(merged):
+                for f in sorted(merged, reverse=reverse):
                     e = merged[f]
                     if type(e) is tuple and f in mine:
                         k, v = e
@@ -609,6 +634,19 @@ class DiskStateTable:
                     rows.append((dec_k(f[_HEAD:]) if keys else None, dec_v(raw)))
             out.append(rows)
         return out
+
+    def _overlay_under(self, prefixes: list[Key]) -> list[tuple[Key, Any]]:
+        """The overlay's (key, value-or-tomb) pairs whose key starts with one of
+        `prefixes`, found by tuple slicing (encoding every overlay key costs 10x more)."""
+        ov = self._overlay
+        lens = {len(p) for p in prefixes}
+        if lens == {0}:
+            return list(ov.items())
+        want = set(prefixes)
+        if len(lens) == 1:
+            n = lens.pop()
+            return [(k, v) for k, v in ov.items() if k[:n] in want]
+        return [(k, v) for k, v in ov.items() if any(k[:n] in want for n in lens)]
 
     def _iter(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> Iterator[Any]:
         self._spill()

@@ -409,7 +409,7 @@ def _decode(b: bytes, i: int) -> tuple[Any, int]:
     if tag == T_BOOL:
         return b[i] == 1, i + 1
     if tag == T_NAN:
-        return (float("nan") if b[i] == _FLOAT else Decimal("NaN")), i + 1
+        return (codec.NAN if b[i] == _FLOAT else Decimal("NaN")), i + 1
     if tag == T_BYTES:
         return _unescape(b, i)
     if tag == T_DATE:

@@ -187,15 +187,23 @@ class StateTable:
         return iter([(k, data[k]) for k in (reversed(keys) if reverse else keys)])
 
     def scan_prefixes(
-        self, prefixes: list[Key], limit: int | None = None, *, keys: bool = True
+        self,
+        prefixes: list[Key],
+        limit: int | None = None,
+        *,
+        keys: bool = True,
+        reverse: bool = False,
     ) -> list[list[tuple[Key | None, Value]]]:
         """For each prefix, the first `limit` entries (all when None) whose key starts
-        with it, in key order: a batch of per-group range reads (a top-N refilling the
-        first rows of many groups at once). `keys=False`: the caller needs only the
-        values (a disk table then skips decoding keys; None in their place)."""
+        with it, in key order (descending with `reverse`): a batch of per-group range
+        reads (a top-N refilling the first rows of many groups at once, the aggregation
+        finding the new minimum or maximum of groups whose extreme was deleted).
+        `keys=False`: the caller needs only the values (a disk table then skips decoding
+        keys; None in their place)."""
+        scans = [self.scan(p, limit=limit, reverse=reverse) for p in prefixes]
         if not keys:
-            return [[(None, v) for _, v in self.scan(p, limit=limit)] for p in prefixes]
-        return [list(self.scan(p, limit=limit)) for p in prefixes]
+            return [[(None, v) for _, v in rows] for rows in scans]
+        return [list(rows) for rows in scans]
 
     def to_dict(self) -> dict[Key, Value]:
         """A copy of the whole mapping (tests and debugging)."""
@@ -376,8 +384,13 @@ class StateTable:
         dec_v = codec.decode_value
         plen = len(self._prefix)
         logs = keyed = 0
+        rows_k: list[Key] = []  # keyed records, their NaNs made one object in bulk
+        rows_v: list[Value] = []
         for kb, vb in store.scan_prefix(self._prefix):
             if kb[plen] == _LOG:
+                if rows_k:
+                    data.update(zip(_same_nan(rows_k), rows_v, strict=True))
+                    rows_k, rows_v = [], []
                 logs += 1
                 self._seq = int.from_bytes(kb[plen + 1 :], "big") + 1
                 ks, vs, ds = _read_log_record(vb)
@@ -387,7 +400,10 @@ class StateTable:
                 self._records += len(ks) + len(ds)
             else:
                 keyed += 1
-                data[dec_k(kb[plen:])] = dec_v(vb)
+                rows_k.append(dec_k(kb[plen:]))
+                rows_v.append(dec_v(vb))
+        if rows_k:
+            data.update(zip(_same_nan(rows_k), rows_v, strict=True))
         if keyed:
             self._keyed = True
             self._relayout = logs > 0  # cannot happen unless a batch was torn; heal it
@@ -562,15 +578,16 @@ def _read_log_record(raw: bytes) -> tuple[list[Key], list[Value], list[Key]]:
     return _same_nan(codec.decode_rows(kb)), codec.decode_rows(vb), _same_nan(codec.decode_rows(db))
 
 
-_NAN = float("nan")
+_NAN = codec.NAN  # the one NaN of loaded keys, also the operators' (see codec.NAN)
 _CONTAINERS = frozenset({tuple, list})
 _NAN_HOLDERS = frozenset({float, tuple, list})
 
 
 def _same_nan(keys: list[Key]) -> list[Key]:
-    """Keys with every NaN replaced by one NaN object: NaN != NaN, but dict lookups
-    compare by identity first, so a later record's delete (or overwrite) of a NaN key
-    finds the key an earlier record put (the keyed layout got this from equal bytes)."""
+    """Keys with every NaN replaced by one NaN object (`codec.NAN`): NaN != NaN, but
+    dict lookups compare by identity first, so a later record's delete (or overwrite) of
+    a NaN key finds the key an earlier record put, and an operator's lookup with its
+    value keys (which hold the same object) finds the loaded row."""
     types = set(map(type, chain.from_iterable(keys)))
     if not types & _NAN_HOLDERS:
         return keys

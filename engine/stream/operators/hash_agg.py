@@ -51,6 +51,7 @@ from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.expr.nonstrict import ErrorSink, is_data_error
 from engine.numeric import array_of, finite_only, special_code
+from engine.state import codec
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import (
@@ -570,10 +571,11 @@ class HashAggOp(Operator):
             .filter(pl.col("__dw") != 0)
         )
         by_name = {nm: py_values(frame, vdf, nm) for nm in names}
+        for nm in names:  # one NaN object, as `_apply` does for the groups' keys
+            if vdf.schema[nm].is_float() and bool(vdf.get_column(nm).is_nan().any()):
+                by_name[nm] = [_one_nan(v) for v in by_name[nm]]
         kcols = [by_name[kn] for kn in self._key_names]
         vals = by_name[xname]
-        if vdf.schema[xname].is_float() and bool(vdf.get_column(xname).is_nan().any()):
-            vals = [_one_nan(v) for v in vals]
         return _ValueDelta(
             frame,
             xname,
@@ -737,10 +739,11 @@ class HashAggOp(Operator):
             log.debug("%s: rebuilt min/max indexes", self.explain())
 
 
-#: the one float NaN of value keys: NaN equals nothing, so each NaN polars hands out
-#: would be a key of its own in a dict of values (a deleted NaN not finding the counted
-#: one); dicts and tuples compare by identity first, so one object finds itself
-_NAN = float("nan")
+#: the one float NaN of value keys (`codec.NAN`, also the one of loaded state keys):
+#: NaN equals nothing, so each NaN polars hands out would be a key of its own in a dict
+#: of values (a deleted NaN not finding the counted one, also after a restart); dicts
+#: and tuples compare by identity first, so one object finds itself
+_NAN = codec.NAN
 
 
 def _one_nan(v: Any) -> Any:

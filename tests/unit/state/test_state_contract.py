@@ -238,6 +238,20 @@ def test_scan_prefixes_reads_many_groups_first_rows(backend: Backend) -> None:
     assert t.scan_prefixes([(1,)], None)[0] == list(t.scan((1,)))
     assert t.scan_prefixes([(1,)], 0) == [[]]
     assert t.scan_prefixes([()], 2) == [list(t.scan(limit=2))]
+    # descending: each group's last entries (the aggregation's maximum), the overlay's
+    # deletes skipped and its new rows merged in
+    t.put((2, b"\x03"), ("top",))
+    t.delete((1, b"\x02"))
+    down = t.scan_prefixes([(1,), (2,), (9,), (3,)], 2, reverse=True)
+    assert [[k for k, _ in rows] for rows in down] == [
+        [(1, b"\x01\x00"), (1, b"\x01")],
+        [(2, b"\x03"), (2, b"\x02")],
+        [],
+        [(3, b"\x02"), (3, b"\x01\x00")],
+    ]
+    assert down[1][0] == ((2, b"\x03"), ("top",))
+    assert t.scan_prefixes([(2,)], None, reverse=True)[0] == list(t.scan((2,), reverse=True))
+    assert t.scan_prefixes([(4,)], 1, reverse=True) == [[]]
 
 
 def test_scan_follows_later_writes(backend: Backend) -> None:

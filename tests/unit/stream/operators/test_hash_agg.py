@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from unit.stream.operators.helpers import DictStore, assert_chunk, chunk
+from unit.stream.operators.helpers import DictStore, assert_chunk, chunk, make_chunk
 
 from engine.chunk import Op
 from engine.errors import InternalError, NumericValueOutOfRange
@@ -298,6 +298,37 @@ def test_min_max_survive_restart() -> None:
     )
     store.checkpoint(op2.state_tables())
     assert sorted(op2.state_tables()[1].keys()) == [(1, 5), (2, 3)]
+
+
+def test_nan_values_and_group_keys_survive_restart() -> None:
+    """min/max and DISTINCT over double precision keep NaN values counted in their value
+    tables; after a restart the loaded NaN keys are the operator's own NaN object, so
+    deleting the NaN rows finds them (it used to fail the epoch with 'aggregation value
+    count became negative')."""
+    fields = [Field("k", DOUBLE), Field("v", DOUBLE)]
+    nan = float("nan")
+    calls = [CNT, AggCall("min", 1, DOUBLE), AggCall("max", 1, DOUBLE)]
+    calls.append(AggCall("count", 1, BIGINT, distinct=True))
+    rows = [(1.0, nan), (1.0, 2.0), (1.0, nan), (nan, nan), (nan, 4.0)]
+    store = DictStore()
+    op = agg(calls, fields=fields)
+    op.step([make_chunk(fields, [Op.INSERT] * 5, rows)])
+    store.checkpoint(op.state_tables())
+    op2 = agg(calls, fields=fields, alloc=LocalStateAllocator())
+    for t in op2.state_tables():
+        t.load(store)
+    out = op2.step([make_chunk(fields, [Op.DELETE] * 3, [rows[0], rows[2], rows[3]])])
+    assert out is not None
+    got = sorted(((int(o), repr(r)) for o, r in out.to_rows()), key=repr)
+    assert got == sorted(
+        [
+            (int(Op.UPDATE_DELETE), repr((1.0, 3, 2.0, nan, 2))),
+            (int(Op.UPDATE_INSERT), repr((1.0, 1, 2.0, 2.0, 1))),
+            (int(Op.UPDATE_DELETE), repr((nan, 2, 4.0, nan, 2))),
+            (int(Op.UPDATE_INSERT), repr((nan, 1, 4.0, 4.0, 1))),
+        ],
+        key=repr,
+    )
 
 
 def test_multiple_and_unusual_group_keys() -> None:
