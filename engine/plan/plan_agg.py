@@ -341,6 +341,12 @@ def _is_alias_agg(n: exp.Expression) -> bool:
     return isinstance(n, exp.Anonymous) and str(n.this).lower() in _ALIASES
 
 
+def is_named_aggregate(n: exp.Expression) -> bool:
+    """An aggregate call sqlglot parses as a plain function (`every(..)`, `jsonb_agg(..)`):
+    rewrites that must not look inside aggregate arguments (grouping sets) ask this too."""
+    return _is_alias_agg(n) or _is_jsonb_agg(n)
+
+
 def _is_jsonb_agg(n: exp.Expression) -> bool:
     """`jsonb_agg(..)` (sqlglot has no class for it) or `json_agg(..)`."""
     if isinstance(n, exp.JSONArrayAgg):

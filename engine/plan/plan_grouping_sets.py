@@ -27,6 +27,7 @@ from sqlglot import exp
 
 from engine.errors import GroupingError, not_supported
 from engine.plan.helpers import _output_name
+from engine.plan.plan_agg import is_named_aggregate
 
 MAX_SETS = 4096  # PostgreSQL's limit on the expanded grouping sets
 
@@ -105,6 +106,12 @@ def _key(e: exp.Expression) -> str:
 _AGGS = (exp.AggFunc, exp.WithinGroup)  # WITHIN GROUP: an ordered-set aggregate
 
 
+def _is_agg(node: exp.Expression) -> bool:
+    """An aggregate call: a sqlglot aggregate class or one it parses as a plain function
+    (`every`, `jsonb_agg`), whose arguments see the rows' values in every branch."""
+    return isinstance(node, _AGGS) or is_named_aggregate(node)
+
+
 def _substitute(
     node: exp.Expression, absent: dict[str, str], present_all: list[str], current: set[str]
 ) -> exp.Expression:
@@ -121,8 +128,10 @@ def _substitute(
                 )
             mask = (mask << 1) | (0 if k in current else 1)
         return exp.Literal.number(mask)
-    if isinstance(node, (*_AGGS, exp.Window)) or (
-        isinstance(node, exp.Filter) and isinstance(node.this, _AGGS)
+    if (
+        _is_agg(node)
+        or isinstance(node, exp.Window)
+        or (isinstance(node, exp.Filter) and _is_agg(node.this))
     ):
         return node.copy()
     if not isinstance(node, exp.Paren) and _key(node) in absent:
@@ -212,4 +221,4 @@ def rewrite_grouping_sets(q: exp.Select, types: list[str]) -> exp.Expression:
 
 
 def _has_agg(items: list[Any]) -> bool:
-    return any(i.find(exp.AggFunc) is not None for i in items)
+    return any(_is_agg(n) for i in items for n in i.walk())
