@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from engine.latency import answer_thread
 from engine.state.files import restrict_umask, secure_data_dir
 from pgwire.dashboard import DEFAULT_ADDR as DEFAULT_DASHBOARD_ADDR
 from pgwire.limits import (
@@ -445,6 +446,7 @@ async def playground(args: argparse.Namespace) -> int:
         dashboard = await _start_dashboard(db, args.dashboard_listen_addr, limits)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        answer_thread()  # the event loop answers pgwire and webhook clients (engine.latency)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         log.info(

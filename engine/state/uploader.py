@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import EngineError
+from engine.latency import bulk_thread
 from engine.state.manifest import (
     FILES_DIR,
     INLINE_BYTES,
@@ -184,6 +185,7 @@ class Uploader:
 
     # -- the loop ------------------------------------------------------------------------
     def _loop(self) -> None:
+        bulk_thread()  # clients' answers run first after a wake-up (`engine.latency`)
         next_at = time.monotonic() + self.interval_s
         while True:
             with self._cond:

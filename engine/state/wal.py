@@ -52,6 +52,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from engine.latency import answer_thread
 from engine.state.codec import RESERVED_PREFIX
 from engine.state.store import StorageError
 
@@ -299,6 +300,7 @@ class Wal:
 
     # -- writer thread ----------------------------------------------------------------------
     def _run(self) -> None:
+        answer_thread()  # the acks wait for this thread (`engine.latency`)
         store = self._store
         while True:
             with self._lock:

@@ -51,6 +51,7 @@ import pyarrow as pa
 
 from engine import faults
 from engine.chunk import StreamChunk
+from engine.latency import bulk_thread
 from engine.state.table import StateTable
 from engine.stream.backfill_cursor import Key, SnapshotCursor, key_le
 
@@ -290,6 +291,7 @@ class Backfiller:
 
     # -- the thread ----------------------------------------------------------------------
     def _loop(self) -> None:
+        bulk_thread()  # clients' answers run first after a wake-up (`engine.latency`)
         while not self._stop.is_set():
             if not self.jobs:
                 self._wake.wait(1.0)

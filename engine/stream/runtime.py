@@ -73,7 +73,7 @@ from engine.catalog import Catalog, Relation, RelationKind
 from engine.chunk import StreamChunk
 from engine.errors import EngineError, EpochFailed
 from engine.expr import EvalContext
-from engine.latency import Histogram
+from engine.latency import Histogram, bulk_thread, bulk_work
 from engine.plan.stream_plan import StreamPlan
 from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
@@ -227,6 +227,7 @@ class Runtime(DdlPath, WritePath):
             self.pool.close()
 
     def _loop(self) -> None:
+        bulk_thread()  # clients' answers run first after a wake-up (`engine.latency`)
         while not self._stop.wait(self.barrier_interval):
             try:
                 self.barrier()
@@ -246,7 +247,7 @@ class Runtime(DdlPath, WritePath):
         stepping anything new, releasing the lock in between (reads, DML and status stay
         live); forced barriers (FLUSH, DDL) wait for the sink.
         """
-        with self.lock:
+        with self.lock, bulk_work():  # a session's thread (FLUSH, DDL) runs it as bulk work
             f = self.failure
             if f is not None and not force and time.monotonic() < f.retry_at:
                 return self.epoch  # backing off after a failed epoch
