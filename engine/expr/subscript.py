@@ -38,8 +38,13 @@ from engine.types import INT, VARCHAR, TypeKind, list_of
 K = TypeKind
 
 
+#: subscript types PostgreSQL coerces to integer by assignment (rounding, out of range an
+#: error): `arr[sign(x)]` (sign of an integer is double precision), `arr[1.6]`, `arr[n::bigint]`
+_ASSIGNABLE = (K.SMALLINT, K.BIGINT, K.NUMERIC, K.REAL, K.DOUBLE)
+
+
 def _int_bound(arr: Expr, e: Expr) -> Expr:
-    c = implicit_cast(e, INT)
+    c = cast(e, INT) if e.type.kind in _ASSIGNABLE else implicit_cast(e, INT)
     if c is None:
         raise no_function("array subscript", [arr, e])
     return c

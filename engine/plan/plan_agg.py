@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from engine import expr as ex
 from engine.errors import (
+    AmbiguousFunction,
     EngineError,
     FeatureNotSupported,
     GroupingError,
@@ -252,7 +253,7 @@ class AggPlannerMixin:
                 spec_kind = kind
                 arg_type = bound.type
                 if arg_type.kind is TypeKind.UNKNOWN:
-                    pre[-1] = ex.cast(bound, SqlType(TypeKind.VARCHAR))
+                    pre[-1] = ex.cast(bound, _unknown_arg_type(kind, _sql_name(spec_node)))
                     arg_type = pre[-1].type
             filt_idx = None
             if filt is not None:
@@ -330,6 +331,25 @@ class AggPlannerMixin:
                         return item
                 raise
         return g
+
+
+def _unknown_arg_type(kind: str, name: str) -> SqlType:
+    """The type an untyped argument (`stddev(NULL)`) resolves to, as PostgreSQL resolves
+    it: the variances have numeric signatures only, so the preferred numeric type, double
+    precision; bool_and/bool_or only boolean; avg, sum and the bit aggregates have
+    signatures in several categories (interval, money, bit), so the call is ambiguous;
+    min/max/count take it as text."""
+    if kind in _VARIANCE_KINDS:
+        return DOUBLE
+    if kind in ("bool_and", "bool_or"):
+        return SqlType(TypeKind.BOOLEAN)
+    if kind in ("avg", "sum", "bit_and", "bit_or", "bit_xor"):
+        raise AmbiguousFunction(
+            f"function {name}(unknown) is not unique",
+            hint="Could not choose a best candidate function. "
+            "You might need to add explicit type casts.",
+        )
+    return SqlType(TypeKind.VARCHAR)
 
 
 def _sql_name(n: exp.Expression) -> str:
