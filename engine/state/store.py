@@ -319,11 +319,12 @@ class StateStore:
         return f"StateStore({str(self.path)!r}{', closed' if self.closed else ''})"
 
 
-def sst_writer(path: str) -> SstFileWriter:
+def sst_writer(path: str, *, compress: bool = True) -> SstFileWriter:
     """An open writer of an SST file for `StateStore.ingest` (raw keys and values, lz4 as
-    the store's own files); keys must be added in strictly increasing order."""
+    the store's own files, or uncompressed: a checkpoint's blobs, where lz4 doubled the
+    cost of writing the file); keys must be added in strictly increasing order."""
     opts = Options(raw_mode=True)
-    opts.set_compression_type(DBCompressionType.lz4())
+    opts.set_compression_type(DBCompressionType.lz4() if compress else DBCompressionType.none())
     w = SstFileWriter(options=opts)
     w.open(path)
     return w

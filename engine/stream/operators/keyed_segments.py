@@ -159,7 +159,9 @@ class KeyedSegments:
         self._grown: set[int] = set()  # overwritten past GROWN_BYTES: split at `finish`
         self._table = SegmentTable(table, schema, version, what)
         self._pinned: SegmentSnapshot | None = None  # valid until the rows change
-        if len(table):
+        # not len(table): a counted disk table keeps its count through every checkpoint
+        # with a multi-get of its changed keys, here segments of hundreds of kB each
+        if next(iter(table.keys()), None) is not None:
             self._load()
 
     def __len__(self) -> int:

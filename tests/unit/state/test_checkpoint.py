@@ -27,6 +27,8 @@ from engine.state.checkpoint import (
     STAGE_PREFIX,
     Checkpointer,
     CheckpointMeta,
+    EpochChanges,
+    split_bulk,
 )
 from engine.state.store import StateStore, StorageError, sst_writer
 from engine.state.table import StateTable
@@ -380,7 +382,7 @@ def test_large_values_go_as_a_file_of_the_commit(tmp_path: Path, fail: str | Non
             faults.configure()
         named = db.store.get(INGEST_KEY)
         if fail == "checkpoint_pieces":  # committed: the batch names the epoch's own file
-            assert named is not None and marshal.loads(named) == [f"{2:016x}-bulk.sst"]
+            assert named is not None and marshal.loads(named) == [f"{2:016x}-bulk0000.sst"]
         else:
             assert named is None
         meta = db.cp.reset()
@@ -409,7 +411,7 @@ def test_large_values_go_as_a_file_of_the_commit(tmp_path: Path, fail: str | Non
 
 
 def test_an_epoch_with_a_range_delete_keeps_large_values_in_the_batch(tmp_path: Path) -> None:
-    """A dropped table (a range delete) in the epoch: no file, the same result."""
+    """A dropped table (a range delete) in the epoch: the same result."""
     db = Opened(tmp_path / "state")
     big, gone = StateTable(1, "big"), StateTable(2, "gone")
     big.prefer_keyed()
@@ -425,4 +427,120 @@ def test_an_epoch_with_a_range_delete_keeps_large_values_in_the_batch(tmp_path: 
     dropped.load(db.store)
     assert got.to_dict() == {(i,): (b"x" * BULK_VALUE,) for i in range(n)}
     assert dropped.to_dict() == {}
+    db.close()
+
+
+def _apply(ops: list[tuple[bytes, bytes | tuple[bytes] | None]]) -> dict[bytes, bytes]:
+    """What a store holds after `ops` in order (puts, deletes, `(end,)` range deletes)."""
+    out: dict[bytes, bytes] = {}
+    for k, v in ops:
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, tuple):
+            for x in [x for x in out if k <= x < v[0]]:
+                del out[x]
+        else:
+            out[k] = v
+    return out
+
+
+def _blob(tag: int, times: int = 1) -> bytes:
+    return bytes([tag]) * (BULK_VALUE * times)
+
+
+def test_split_bulk_moves_keys_no_later_range_delete_covers() -> None:
+    """A key with a large put moves to the file with its last operation unless a range
+    delete after that covers it; range deletes before it stay in the batch; applying
+    the rest and then the file gives the epoch's result; under `BULK_BYTES` of movable
+    values nothing moves."""
+    n = BULK_BYTES // BULK_VALUE + 1
+    ch = EpochChanges()
+    ch.delete_range(_key(0), _key(1000))  # before every large value: they still move
+    ch.put(_key(1), b"small")
+    for i in range(n):
+        ch.put(_key(100 + i), _blob(1))
+    ch.put(_key(5), _blob(2))
+    ch.delete(_key(5))  # moves as a delete
+    ch.put(_key(6), _blob(3))
+    ch.put(_key(6), _blob(4))  # moves with its last value
+    ch.put(_key(7), _blob(5))
+    ch.delete_range(_key(7), _key(8))  # covers 7 after its put: stays
+    ch.put(_key(9), _blob(6))
+    ch.delete_range(_key(8), _key(10))  # covers 9: stays
+    before = list(zip(ch.keys, ch.values, strict=True))
+    got = split_bulk(ch)
+    assert got is not None
+    rest, own = got
+    assert [k for k, _ in own] == sorted([_key(5), _key(6), *(_key(100 + i) for i in range(n))])
+    assert dict(own)[_key(6)] == _blob(4) and dict(own)[_key(5)] is None
+    left = list(zip(rest.keys, rest.values, strict=True))
+    assert [k for k, _ in left] == [_key(x) for x in (0, 1, 7, 7, 9, 8)]
+    assert len(rest.sizes) == len(rest.keys) and rest.nbytes == sum(rest.sizes)
+    assert _apply(left + own) == _apply(before)
+
+    few = EpochChanges()
+    for i in range(n - 2):
+        few.put(_key(i), _blob(1))
+    assert split_bulk(few) is None
+    covered = EpochChanges()
+    for i in range(n):
+        covered.put(_key(i), _blob(1))
+    covered.delete_range(_key(0), _key(2))  # two keys stay: under BULK_BYTES
+    assert split_bulk(covered) is None
+
+
+class _Ops:
+    """A table-like source replaying a list of operations at each commit."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[bytes, bytes | tuple[bytes] | None]] = []
+
+    def write_dirty(self, batch: Any) -> int:
+        for k, v in self.ops:
+            if v is None:
+                batch.delete(k)
+            elif isinstance(v, tuple):
+                batch.delete_range(k, v[0])
+            else:
+                batch.put(k, v)
+        n, self.ops = len(self.ops), []
+        return n
+
+
+def _stored(store: StateStore) -> dict[bytes, bytes]:
+    return dict(store.scan_range(b"\0\0\0\0", b"\0\0\1\0"))
+
+
+def test_large_values_land_as_their_operations_would_across_epochs(tmp_path: Path) -> None:
+    """Random epochs of large and small puts, deletes and range deletes over a few keys
+    of two tables: the store holds what applying them in order gives, epoch after epoch
+    and after a reopen, and the ingest directory is left empty."""
+    rng = random.Random(7)
+    db = Opened(tmp_path / "state")
+    src = _Ops()
+    want: list[tuple[bytes, bytes | tuple[bytes] | None]] = []
+
+    def key(i: int) -> bytes:
+        return bytes([0, 0, 0, 7 + i % 2]) + (i // 2).to_bytes(4, "big")
+
+    for epoch in range(1, 13):
+        for _ in range(80):
+            i = rng.randrange(60)
+            r = rng.random()
+            if r < 0.6:
+                v: bytes | tuple[bytes] | None = _blob(epoch) + bytes([rng.randrange(256)])
+            elif r < 0.8:
+                v = b"small-%d" % epoch
+            elif r < 0.95:
+                v = None
+            else:
+                v = (key(i + 2 * rng.randrange(1, 6)),)
+            src.ops.append((key(i), v))
+        want += src.ops
+        db.cp.commit(epoch, 0, [src], {})
+        assert _stored(db.store) == _apply(want), epoch
+    assert list((tmp_path / "state.ingest").iterdir()) == []  # made: files were written
+    db.close()
+    db = Opened(tmp_path / "state")
+    assert _stored(db.store) == _apply(want)
     db.close()
