@@ -58,6 +58,7 @@ import numpy as np
 
 from engine.state import codec, memcmp
 from engine.state.table import StateTable
+from engine.state.written_keys import WrittenKeys
 
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
@@ -205,6 +206,32 @@ class DiskStateTable:
         self.int_keys = False
         """Set by an owner whose keys are tuples of Python ints only (never bools, floats,
         None): checkpoints then read each key column into numpy without a type scan."""
+        self._track = False  # the owner asked for `track_absent`
+        self._written: WrittenKeys | None = None
+
+    def track_absent(self) -> None:
+        """Opt in to skipping the RocksDB read of keys the table certainly does not hold
+        (`engine.state.written_keys`): from a load that finds no row of the table in the
+        store on, every key a checkpoint writes is recorded, and `get_many` reads only
+        the misses that may be among them. For owners that write the table only through
+        puts and deletes (no columnar overlay)."""
+        self._track = True
+        self._written = self._fresh_filter()
+
+    @property
+    def skips_absent(self) -> bool:
+        """Whether `get_many` skips the reads of keys the table certainly lacks now."""
+        return self._written is not None
+
+    def _fresh_filter(self) -> WrittenKeys | None:
+        """A filter when this table may use one and the store holds none of its rows."""
+        if not self._track or self._columns is not None or self._legacy:
+            return None
+        if self._overlay or self._cleared:
+            return None
+        if self._store.last_key_in(self._prefix, self._end) is not None:
+            return None
+        return WrittenKeys()
 
     # -- columnar cache ----------------------------------------------------------------
     def attach_columns(self, columns: ColumnOverlay) -> None:
@@ -212,6 +239,7 @@ class DiskStateTable:
         access through the tuple interface first moves its changed rows into the overlay
         (`_spill`), and each checkpoint writes its changes after the overlay's."""
         self._columns = columns
+        self._written = None  # it writes rows the filter would not see
 
     def _spill(self) -> None:
         c = self._columns
@@ -442,7 +470,17 @@ class DiskStateTable:
         """Committed values from RocksDB (the cache is filled with the rows found)."""
         if not keys:
             return []
-        raws = self._store.multi_get(self._full_many(keys))
+        fulls = self._full_many(keys)
+        w = self._written
+        if w is None:
+            raws = self._store.multi_get(fulls)
+        else:  # only the keys the table may hold are read
+            maybe = np.flatnonzero(w.may_hold(fulls)).tolist()
+            raws = [None] * len(fulls)
+            if maybe:
+                got = self._store.multi_get([fulls[i] for i in maybe])
+                for i, r in zip(maybe, got, strict=True):
+                    raws[i] = r
         dec = codec.decode_value
         vals = [None if r is None else dec(r) for r in raws]
         self._remember(keys, vals, [0 if r is None else len(r) for r in raws])
@@ -832,6 +870,7 @@ class DiskStateTable:
         self._overlay.clear()
         self._cache.clear()
         self._cleared = True
+        self._written = None
 
     def prefer_keyed(self) -> None:
         """StateTable's layout hint; this backend always stores one record per key."""
@@ -900,6 +939,10 @@ class DiskStateTable:
         vbs = codec.encode_values(vals)
         sizes = list(map(len, vbs))
         fulls, order = self._store_keys(keys, True)
+        if self._written is not None:
+            self._written.add(fulls)
+            if self._written.nbytes > self._hot.per_table() * self._hot.entry_bytes:
+                self._written = None  # past the table's share of the cache budget
         put_many = getattr(batch, "put_many", None)
         in_order = vbs if order is None else list(map(vbs.__getitem__, order))
         if put_many is not None:  # the puts at C speed (a checkpoint's `EpochChanges`)
@@ -936,7 +979,9 @@ class DiskStateTable:
         self._legacy = False
         self._count = None
         if store.last_key_in(self._prefix + _LEGACY_START, self._prefix + COLUMN_RUNS) is None:
+            self._written = self._fresh_filter()
             return
+        self._written = None
         old = StateTable(self.table_id, self.name)
         old.load(store)
         self._overlay = dict(old.items())

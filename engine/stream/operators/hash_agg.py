@@ -52,6 +52,7 @@ from engine.errors import EngineError, InternalError, NumericValueOutOfRange
 from engine.expr.nonstrict import ErrorSink, is_data_error
 from engine.numeric import array_of, finite_only, special_code
 from engine.state import codec
+from engine.state.disk_table import DiskStateTable
 from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.agg_calls import (
@@ -261,6 +262,10 @@ class HashAggOp(Operator):
                 self._output_one,
                 self.explain,
             )
+        elif isinstance(self._groups, DiskStateTable):
+            # written only through puts and deletes: a new view's first lookups of its
+            # new groups skip RocksDB (`engine.state.written_keys`)
+            self._groups.track_absent()
 
     # -- planning helpers -------------------------------------------------------------
     @staticmethod

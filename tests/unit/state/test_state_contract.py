@@ -11,7 +11,10 @@ over each backend of the `backend` fixture:
   the store, so every read after a commit is answered by what RocksDB held;
 * `rocksdb-first` / `rocksdb-first-single`: the RocksDB-first `DiskStateTable` (rows in
   RocksDB, the epoch's writes in an overlay, a tiny cache so reads go to RocksDB),
-  vnode-partitioned by the first key column and in a single vnode.
+  vnode-partitioned by the first key column and in a single vnode;
+* `rocksdb-first-tracked`: a `DiskStateTable` that skips the reads of keys it certainly
+  does not hold (`track_absent`): it lives on through its commits (no reload), so its
+  filter of written keys answers every miss after the first.
 
 A new backend joins by adding a fixture param; its tests are these.
 """
@@ -51,7 +54,10 @@ class Backend:
         if self.kind.startswith("rocksdb-first"):
             assert self.store is not None
             dist = 0 if self.kind.endswith("single") else 1
-            return DiskStateTable(TABLE_ID, "contract", self.store, dist_len=dist, cache=TINY)
+            t = DiskStateTable(TABLE_ID, "contract", self.store, dist_len=dist, cache=TINY)
+            if self.kind.endswith("tracked"):
+                t.track_absent()
+            return t
         t = StateTable(TABLE_ID, "contract")
         if self.kind == "rocksdb-keyed":
             t.prefer_keyed()
@@ -65,13 +71,22 @@ class Backend:
         batch = self.store.new_batch()
         self.table.write_dirty(batch)
         self.store.write(batch)
+        if self.kind.endswith("tracked"):
+            return
         fresh = self._new()
         fresh.load(self.store)
         self.table = fresh
 
 
 TINY = HotCache(0)
-KINDS = ["memory", "rocksdb-log", "rocksdb-keyed", "rocksdb-first", "rocksdb-first-single"]
+KINDS = [
+    "memory",
+    "rocksdb-log",
+    "rocksdb-keyed",
+    "rocksdb-first",
+    "rocksdb-first-single",
+    "rocksdb-first-tracked",
+]
 
 
 @pytest.fixture(params=KINDS)
