@@ -496,7 +496,8 @@ class DiskStateTable:
         table's share at once (a checkpoint of a large epoch) replace the whole cache with
         the last three quarters of a share of them: the older rows and the earlier ones of
         the list would be evicted right away, so they are never copied in. `absent`:
-        `vals` may hold None (keys RocksDB lacks)."""
+        `vals` may hold None (keys RocksDB lacks): the rows of a multi-get of cache misses,
+        which the cache holds no value for, so none is dropped."""
         cache = self._cache
         cap = self._hot.per_table()
         keep = cap - cap // 4
@@ -508,7 +509,7 @@ class DiskStateTable:
         if absent and None in vals:
             ok &= np.fromiter(map(is_not, vals, repeat(None)), bool, len(vals))
         out = np.flatnonzero(~ok).tolist()
-        if out and cache:
+        if out and cache and not absent:
             for i in out:
                 cache.pop(keys[i], None)
         if cap <= 0:
