@@ -125,6 +125,15 @@ class Session(Protocol):
         a COPY FROM STDIN's data phase the COPY's, so pgwire can stop reading its rows."""
         ...
 
+    def copy_in_decode(
+        self, data: bytes, opts: dict[str, Any], types: list[Any], utc: bool
+    ) -> list[Any] | None:
+        """The COPY FROM STDIN's text or CSV `data` as Arrow arrays of the column `types`,
+        decoded off the server process by its parallel workers; None when it has none or
+        they do not vouch for the data (pgwire then parses it). `utc`: the session's time
+        zone is UTC."""
+        ...
+
     def copy_in_columns(self, columns: list[Any]) -> QueryResult:
         """Insert the rows of the COPY FROM STDIN whose statement returned a result with
         `copy["direction"] == "in"`: one Arrow array per result column, already of the

@@ -235,6 +235,16 @@ class SwellSession:
     def describe_portal(self, stmt: PreparedStmt, params: list[Any]) -> Any:
         return stmt.description.columns
 
+    def copy_in_decode(
+        self, data: bytes, opts: dict[str, Any], types: list[Any], utc: bool
+    ) -> list[Any] | None:
+        """The pending COPY FROM STDIN's data decoded by the parallel workers, when the
+        server runs some and the data suits (`engine.stream.parallel.decode`); None:
+        pgwire decodes it itself."""
+        from engine.stream.parallel.decode import decode_in_workers
+
+        return decode_in_workers(self.db.runtime.pool, data, opts, types, utc)
+
     def copy_in_columns(self, columns: list[Any]) -> QueryResult:
         """The columns of the pending COPY FROM STDIN (parsed by pgwire): insert them."""
         from engine.handlers.copy_in import insert_columns

@@ -52,7 +52,7 @@ from engine.log_throttle import LogThrottle
 from pgwire import codecs, copy
 from pgwire import messages as msg
 from pgwire.auth import authenticate
-from pgwire.copy_columns import CopyColumns, parse_copy
+from pgwire.copy_columns import CopyColumns, is_utc, parse_copy
 from pgwire.errors import aborted_transaction, error_response, notice_response
 from pgwire.extended import ExtendedProtocol
 from pgwire.limits import MAX_AUTH_MESSAGE_BYTES, MAX_STARTUP_BYTES, MessageTooLong
@@ -522,8 +522,15 @@ class Connection:
                 [c.type for c in result.columns],
                 tz,
             )
-            # parsed on the connection's worker thread: a big COPY does not stall the loop
-            columns = await self.run_statement(parse_copy, b"".join(chunks), result.copy, target)
+            # parsed on the connection's worker thread: a big COPY does not stall the loop;
+            # by the parallel workers when the server runs some (None: here)
+            data = b"".join(chunks)
+            utc = is_utc(tz)
+            columns = await self.run_statement(
+                session.copy_in_decode, data, result.copy, target.types, utc
+            )
+            if columns is None:
+                columns = await self.run_statement(parse_copy, data, result.copy, target)
             token.check()
         except BaseException:
             await self.call(session.copy_in_abort)

@@ -159,3 +159,68 @@ def test_a_crash_between_a_commit_and_its_actor_files_keeps_the_epoch(
         c.execute("FLUSH")
         check(c)
     assert not any((srv.data_dir / "state.ingest").iterdir())
+
+
+def _copy(c: psycopg.Connection, table: str, data: bytes, fmt: str = "csv") -> None:  # type: ignore[type-arg]
+    with c.cursor().copy(f"COPY {table} FROM STDIN WITH (FORMAT {fmt})") as cp:
+        for i in range(0, len(data), 1 << 16):
+            cp.write(data[i : i + (1 << 16)])
+
+
+@pytest.mark.swell_server(parallelism=2)
+def test_a_large_copy_is_decoded_by_the_workers(fresh_server: SwellServer) -> None:
+    """A COPY of over a megabyte of plain CSV or text is decoded by the two workers (one
+    request each, seen on a table no parallel view reads), and gives the rows the server's
+    own decoding gives: with NULLs, a header, quoted line ends (decoded by the server),
+    and a bad value, reported with its line as PostgreSQL does; a dead worker leaves the
+    decoding to the server and its job recovers."""
+    n = 60_000
+    lines = [f"{i},{i % 97},{i / 8},name{i % 13}\n" for i in range(n)]
+    data = "".join(lines).encode()
+    assert len(data) > 1 << 20
+    with fresh_server.connect() as c:
+        c.execute("CREATE TABLE t (id BIGINT, k INT, v DOUBLE PRECISION, s VARCHAR) APPEND ONLY")
+        c.execute("CREATE TABLE other (id BIGINT, k INT, v DOUBLE PRECISION, s VARCHAR)")
+        q = "SELECT k, count(*) AS n, sum(v) AS sv, count(s) AS ns FROM t GROUP BY k"
+        c.execute(f"CREATE MATERIALIZED VIEW agg AS {q}")
+        c.execute("FLUSH")
+
+        def requests() -> int:
+            return int(c.execute("SELECT sum(requests) FROM rw_worker_nodes").fetchone()[0])
+
+        before = requests()
+        _copy(c, "other", data)  # no parallel view reads `other`: only the decoding asks
+        assert requests() == before + 2
+        _copy(c, "t", data)
+        text = data.replace(b",", b"\t").replace(b"\tname0\n", b"\t\\N\n")  # NULL markers
+        _copy(c, "t", text, "text")
+        with c.cursor().copy("COPY t FROM STDIN WITH (FORMAT csv, HEADER)") as cp:
+            cp.write(b"id,k,v,s\n" + data)
+        _copy(c, "t", b'-1,1,0.5,"two\nlines"\n' + data)  # a quoted line end: the server's
+        bad = b"".join(x.encode() for x in lines[:40_000]) + b"7,x,1,a\n" + data
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation) as err:
+            _copy(c, "t", bad)
+        assert "line 40001" in str(err.value)
+        c.execute("FLUSH")
+        got = sorted(c.execute("SELECT * FROM agg").fetchall())
+        assert got == sorted(c.execute(q).fetchall())
+        assert sum(r[1] for r in got) == 4 * n + 1
+        assert c.execute("SELECT count(*) FROM t WHERE s IS NULL").fetchone() == (
+            sum(1 for i in range(n) if i % 13 == 0),
+        )
+        assert c.execute("SELECT count(*), sum(id) FROM other").fetchone() == (
+            n,
+            n * (n - 1) // 2,
+        )
+        assert fresh_server.pid is not None
+        os.kill(workers_of(fresh_server.pid)[0], signal.SIGKILL)
+        time.sleep(0.2)  # dead before the COPY asks it (else the COPY still finds it)
+        _copy(c, "t", data)  # decoded by the server: the worker is gone
+        for _ in range(2):
+            try:
+                c.execute("FLUSH")  # the job meets the lost worker and recovers
+            except psycopg.Error as e:
+                assert "was lost" in str(e)
+        got = sorted(c.execute("SELECT * FROM agg").fetchall())
+        assert got == sorted(c.execute(q).fetchall())
+        assert sum(r[1] for r in got) == 5 * n + 1

@@ -30,6 +30,11 @@ Commands (header `"cmd"`):
   into the scratch store too, the log applied. The scratch write is deferred
   (`defer`/`finish`): it runs once the response is sent, while the coordinator replays
   the logs, and always before the next request is read.
+* `decode`  a piece of a COPY's text or CSV data (the body), its options, column types
+  and whether the session's time zone is UTC: the columns as one IPC body
+  (`engine.stream.copy_decode.decode_fast`), or `"refused"` when the vectorised path
+  does not vouch for the data (the coordinator then decodes it itself). Touches no
+  actor, so it leaves an error of the deferred scratch write for the next actor request.
 * `drop` (actors), `reset` (everything: recovery), `stats`.
 
 Single-threaded and does no I/O besides its scratch store.
@@ -55,6 +60,7 @@ import numpy as np
 import pyarrow as pa
 from rocksdict import WriteOptions
 
+from engine.catalog.catalog import type_from_json
 from engine.chunk import Op, StreamChunk
 from engine.errors import EngineError
 from engine.expr.core import EvalContext, JobEvalContext
@@ -64,6 +70,7 @@ from engine.state.codec import table_prefix
 from engine.state.disk_table import DiskTables, HotCache
 from engine.state.store import StateStore
 from engine.stream.build import PlannedAllocator, build_op
+from engine.stream.copy_decode import decode_fast
 from engine.stream.operator import Operator
 from engine.stream.operators.frames import consolidate
 from engine.stream.parallel import protocol
@@ -233,10 +240,10 @@ class WorkerHost:
         try:
             self.finish()
             header, bodies = protocol.decode(request)
-            if self._deferred_error is not None and header.get("cmd") != "reset":
+            cmd = header.get("cmd")
+            if self._deferred_error is not None and cmd not in ("reset", "decode"):
                 err, self._deferred_error = self._deferred_error, None
                 raise EngineError(f"the worker's scratch store write failed: {err}") from err
-            cmd = header.get("cmd")
             fn = getattr(self, f"_cmd_{cmd}", None)
             if fn is None:
                 raise ValueError(f"unknown command {cmd!r}")
@@ -359,6 +366,13 @@ class WorkerHost:
         batch = store.new_batch()
         rec.apply(batch)
         self._write(batch)
+
+    def _cmd_decode(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+        types = [type_from_json(t) for t in header["types"]]
+        cols = decode_fast(bodies[0], dict(header["opts"]), types, bool(header.get("utc")))
+        if cols is None:
+            return protocol.encode({"ok": True, "refused": True})
+        return protocol.encode({"ok": True}, [protocol.columns_body(cols)])
 
     def _cmd_drop(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
         ids: list[int] = []

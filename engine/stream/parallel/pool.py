@@ -77,6 +77,10 @@ class WorkerPool:
         # idle in a call waiting for the slowest worker (barrier alignment)]
         self.traffic: dict[int, list[float]] = {}
         self._outstanding: dict[int, Pending] = {}  # worker -> a `start` not yet read
+        # workers lost since the last `reset`: their actors are gone, so a request for
+        # actors raises `WorkerLost` (recovery follows) instead of reaching a new process
+        # that lacks them; a stateless one (`decode`) starts the replacement
+        self._gone: set[int] = set()
 
     def worker_of(self, actor: int) -> int:
         return actor % self.size
@@ -88,17 +92,26 @@ class WorkerPool:
             self.workers[i] = w
         return w
 
-    def call(self, requests: dict[int, bytes]) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
+    def call(
+        self, requests: dict[int, bytes], *, stateless: bool = False
+    ) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
         """Each worker's response (header, bodies) to its request; see the module docstring."""
-        return self.result(self.start(requests, sync=True))
+        return self.result(self.start(requests, sync=True, stateless=stateless))
 
-    def start(self, requests: dict[int, bytes], *, sync: bool = False) -> Pending:
+    def start(
+        self, requests: dict[int, bytes], *, sync: bool = False, stateless: bool = False
+    ) -> Pending:
         """Send one request to each worker and return without reading the responses:
         `result(pending)` reads them later (the coordinator works meanwhile). A worker's
-        earlier unread response is read first, so each pipe keeps one request in flight."""
+        earlier unread response is read first, so each pipe keeps one request in flight.
+        Unless `stateless` (the requests need no actor), a worker lost since the last
+        `reset` is not asked: the result raises `WorkerLost` for it."""
         with self._lock:
             p = Pending(time.perf_counter(), sync)
             for i, req in requests.items():
+                if i in self._gone and not stateless:
+                    p.first = p.first or WorkerLost(f"worker {i} was lost")
+                    continue
                 self._drain(i)
                 try:
                     self.handle(i).submit(req)
@@ -166,6 +179,7 @@ class WorkerPool:
     def _forget(self, i: int, reason: str) -> None:
         w = self.workers.pop(i, None)
         self.lost += 1
+        self._gone.add(i)
         if w is not None:
             info = w.info()
             w.kill()
@@ -189,6 +203,7 @@ class WorkerPool:
                 except (WorkerLost, OSError) as e:
                     log.warning("worker %s replaced at recovery: %s", i, e)
                     self._forget(i, "timeout" if getattr(e, "timed_out", False) else "died")
+            self._gone.clear()  # the flows are rebuilt next: replacements start on demand
             self.restarts += 1
 
     def infos(self) -> dict[int, dict[str, object]]:

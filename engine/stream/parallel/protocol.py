@@ -125,6 +125,17 @@ def chunk_from(body: bytes) -> StreamChunk | None:
     return StreamChunk(ops, data)
 
 
+def columns_body(cols: list[pa.Array]) -> bytes:
+    """Columns of equal length (decoded COPY data) as an IPC body."""
+    names = [f"c{i}" for i in range(len(cols))]
+    return _ipc(pa.RecordBatch.from_arrays(cols, names=names))
+
+
+def columns_from(body: bytes) -> list[pa.Array]:
+    """The columns of `columns_body`."""
+    return list(_read(body).columns)
+
+
 _KV = pa.schema([pa.field("k", pa.large_binary()), pa.field("v", pa.large_binary())])
 _LOG = pa.schema(
     [

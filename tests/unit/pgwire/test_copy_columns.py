@@ -24,6 +24,7 @@ import pytest
 from engine.api import QueryResult
 from engine.errors import EngineError
 from engine.expr.jsonb import canonicalize_text
+from engine.stream.copy_decode import quotes_bound_fields
 from engine.types import (
     BIGINT,
     BOOLEAN,
@@ -43,7 +44,7 @@ from engine.types import (
     TypeKind,
 )
 from pgwire.copy import convert_rows, parse_csv, parse_text
-from pgwire.copy_columns import CopyColumns, parse_copy, quotes_bound_fields
+from pgwire.copy_columns import CopyColumns, parse_copy
 
 
 def old_path(data: bytes, opts: dict[str, Any], types: list[SqlType], tz: Any) -> list[list[Any]]:
