@@ -68,7 +68,7 @@ from engine.state.disk_table import DiskStateTable, crc32_rows
 from engine.state.fixed_rows import FixedLayout
 from engine.state.store import WriteBatchLike
 from engine.state.table import StateTable
-from engine.stream.operators.key_index import search
+from engine.stream.operators.key_index import argsort_ints, search
 
 Cols = list[np.ndarray]
 Valids = list[np.ndarray | None]
@@ -207,7 +207,7 @@ class ColumnarGroups:
         codes, nn = self._codes(keys, knull)
         if nn.any():
             k, r = codes[nn], rows[nn]
-            order = np.argsort(k, kind="stable")
+            order = argsort_ints(k)
             k, r = k[order], r[order]
             at = np.searchsorted(self._sk, k)
             clash = np.zeros(len(k), bool)  # a code taken already (several columns only)

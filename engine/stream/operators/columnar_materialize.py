@@ -49,7 +49,7 @@ from engine.state.table import StateTable
 from engine.stream.operator import Operator
 from engine.stream.operators.base import StateAllocator
 from engine.stream.operators.frames import INDEX, WEIGHT, col_name, polars_frame
-from engine.stream.operators.key_index import search
+from engine.stream.operators.key_index import argsort_ints, search
 from engine.stream.operators.keyed_segments import KeyedSegments, SegmentSnapshot
 from engine.stream.operators.segments import SHIFT, conform, gather, rows_equal
 from engine.types import Field, arrow_schema
@@ -406,7 +406,7 @@ def _paired_int_changes(
             return None
         if not len(dk) or not len(ik):
             return dk, pos_at, ik, pair
-        order = np.argsort(dk, kind="stable")
+        order = argsort_ints(dk)
         sdk = dk[order]
         at = np.minimum(search(sdk, ik), len(sdk) - 1)
         hit = sdk[at] == ik
@@ -436,7 +436,7 @@ def _distinct(arr: np.ndarray) -> bool:
     """No value of `arr` twice (a sort, which numpy runs without the GIL)."""
     if len(arr) < 2 or (arr[1:] > arr[:-1]).all():  # ascending ids: no sort
         return True
-    s = np.sort(arr)
+    s = arr[argsort_ints(arr)]
     return not bool((s[1:] == s[:-1]).any())
 
 

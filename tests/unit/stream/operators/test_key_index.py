@@ -139,3 +139,16 @@ def test_ascending_chunk_past_the_delta_keeps_it(monkeypatch: pytest.MonkeyPatch
     assert a.lookup(probe).tolist() == [model.get(k, -1) for k in probe]
     arr = np.arange(-2, 210, dtype=np.int64)
     assert a.lookup(arr).tolist() == [model.get(k, -1) for k in range(-2, 210)]
+
+
+@pytest.mark.parametrize("span", [1, 300, 1 << 16, 100_000, (1 << 32) - 1, 1 << 40, 1 << 63])
+def test_argsort_ints_is_a_stable_argsort(span: int) -> None:
+    """The same order as numpy's stable sort, for spans that fit 16 bits, 32 bits and
+    neither (negative values and the int64 extremes included)."""
+    rng = np.random.default_rng(span % 1000)
+    lo = -(1 << 63) if span == 1 << 63 else -span // 3
+    arr = (lo + rng.integers(0, span, 20_000, dtype=np.uint64).astype(np.int64)).astype(np.int64)
+    arr[:5] = arr[5:10]  # equal values: their order must be kept
+    assert (key_index.argsort_ints(arr) == np.argsort(arr, kind="stable")).all()
+    assert key_index.argsort_ints(arr[:1]).tolist() == [0]
+    assert key_index.argsort_ints(arr[:0]).tolist() == []
