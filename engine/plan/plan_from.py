@@ -33,7 +33,9 @@ from engine.plan.logical import (
     Scan,
 )
 from engine.plan.plan_join import (
+    PRESENT_COLUMN,
     drop_keys,
+    mark_full_join,
     merge_using,
     natural_columns,
     project_keys,
@@ -195,6 +197,10 @@ class FromPlannerMixin:
         if self.streaming and (left.stream_key is None or right.stream_key is None):
             raise not_supported("join input without a stream key")
         left, right, xl, _ = project_keys(left, right, keys)
+        marked = mark_full_join(self, left, right, jkind)
+        if marked is not None:
+            right = marked
+            cols = cols + [_Col(PRESENT_COLUMN, marked.schema[-1].type, None, True)]
         cond = _and_all(keys.residual)
         fields = list(left.schema) + list(right.schema)
         nl2 = len(left.schema)
@@ -213,7 +219,7 @@ class FromPlannerMixin:
             right_keys=keys.rkeys,
             condition=cond,
         )
-        node = drop_keys(node, nl, nr, xl)
+        node = drop_keys(node, nl, nr, xl, 1 if marked is not None else 0)
         if pairs:
             node, cols = merge_using(node, cols, pairs, jkind)
         return node, cols

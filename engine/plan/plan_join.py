@@ -29,10 +29,11 @@ from typing import Any
 from sqlglot import exp
 
 from engine import expr as ex
+from engine.catalog import RelationKind
 from engine.errors import EngineError
 from engine.plan.helpers import _append, _Col, _conjuncts
-from engine.plan.logical import PlanNode, Project
-from engine.types import Field, TypeKind
+from engine.plan.logical import Filter, PlanNode, Project, Scan
+from engine.types import BOOLEAN, Field, TypeKind
 
 # a value per type for the NULL branch of null-safe keys (paired with an `IS NULL` key, so
 # the value never makes NULL equal to a real one)
@@ -150,11 +151,13 @@ def project_keys(
     return left, right, k, k
 
 
-def drop_keys(join: PlanNode, nl: int, nr: int, extra: int) -> PlanNode:
-    """A Project over `join` (left ++ left keys ++ right ++ right keys) back to left ++ right."""
+def drop_keys(join: PlanNode, nl: int, nr: int, extra: int, tail: int = 0) -> PlanNode:
+    """A Project over `join` (left ++ left keys ++ right ++ right keys ++ `tail` markers,
+    see `mark_full_join`) back to left ++ right ++ markers."""
     if not extra:
         return join
-    idx = list(range(nl)) + list(range(nl + extra, nl + extra + nr))
+    end = nl + extra + nr + extra
+    idx = list(range(nl)) + list(range(nl + extra, nl + extra + nr)) + list(range(end, end + tail))
     fields = [join.schema[i] for i in idx]
     exprs: list[ex.Expr] = [
         ex.InputRef(index=i, type=join.schema[i].type, name=join.schema[i].name) for i in idx
@@ -164,6 +167,50 @@ def drop_keys(join: PlanNode, nl: int, nr: int, extra: int) -> PlanNode:
         back = {old: new for new, old in enumerate(idx)}
         key = [back[i] for i in join.stream_key]
     return Project(fields, key, input=join, exprs=exprs)
+
+
+# -- FULL JOIN row identity -------------------------------------------------------------------
+#: the hidden column `mark_full_join` appends to a FULL JOIN's right side
+PRESENT_COLUMN = "_present_r"
+
+
+def _key_never_null(node: PlanNode) -> bool:
+    """Whether a column of `node`'s stream key is never NULL in a real row: a table's
+    primary key or row id, carried through projections and filters. A group key, a
+    global aggregate's empty key or an outer join's NULL-extended side can be."""
+    if not node.stream_key:
+        return False
+    if isinstance(node, Scan):
+        return node.relation.kind is RelationKind.TABLE
+    if isinstance(node, Filter):
+        return _key_never_null(node.input)
+    if isinstance(node, Project):
+        inner = node.input.stream_key or []
+        refs = [node.exprs[k] for k in node.stream_key]
+        return _key_never_null(node.input) and all(
+            isinstance(e, ex.InputRef) and e.index in inner for e in refs
+        )
+    return False
+
+
+def mark_full_join(planner: Any, left: PlanNode, right: PlanNode, jkind: str) -> PlanNode | None:
+    """The right side of a streaming (`planner.streaming`) FULL JOIN with a hidden
+    `_present_r` (TRUE) column in its stream key, or None when not needed. The join's stream
+    key is the left key ++ the right key; a left row that matches nothing is NULL-extended
+    on the right and a right row that matches nothing on the left, so when both sides can
+    have a real row whose key is all NULL (two aggregates grouped by a NULL-able key, two
+    global aggregates), an unmatched left row and an unmatched right row had the same key
+    and the view kept only one of them. The marker is NULL in the first and TRUE in the
+    second. (A LEFT or RIGHT join needs none: a row is either matched or NULL-extended,
+    never both at once.)"""
+    if not planner.streaming or jkind != "full" or right.stream_key is None:
+        return None
+    if _key_never_null(left) or _key_never_null(right):
+        return None
+    marked = _append(right, [ex.Literal(value=True, type=BOOLEAN)], PRESENT_COLUMN)
+    marked.schema[-1] = Field(PRESENT_COLUMN, BOOLEAN, True)
+    marked.stream_key = [*right.stream_key, len(marked.schema) - 1]
+    return marked
 
 
 # -- WHERE conjuncts into comma joins ---------------------------------------------------------

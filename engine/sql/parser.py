@@ -34,11 +34,16 @@ DIALECT = "risingwave"
 
 def _keep_pg_functions() -> None:
     """sqlglot rewrites `to_char(x, 'YYYY')` into its strftime node, losing the template
-    (`Day` becomes `%uay`); parsed as a plain call it reaches engine.expr's to_char."""
+    (`Day` becomes `%uay`); parsed as a plain call it reaches engine.expr's to_char. It
+    also folds `upper(to_hex(x))` into to_hex(x) and `lower(to_hex(x))` into a node of its
+    own, as if to_hex's digits were upper case (PostgreSQL's are lower case): upper and
+    lower are built as written."""
     from sqlglot.dialects.risingwave import RisingWave
 
     parser = RisingWave.Parser
     parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k != "TO_CHAR"}
+    parser.FUNCTIONS["UPPER"] = lambda args: exp.Upper(this=args[0] if args else None)
+    parser.FUNCTIONS["LOWER"] = lambda args: exp.Lower(this=args[0] if args else None)
 
 
 #: meta key of a parsed call's name as written (`variance`, `char_length`): PostgreSQL names
