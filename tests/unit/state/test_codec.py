@@ -231,3 +231,15 @@ def test_memcmp_bulk_naive_datetime_columns_match_per_key_encoding() -> None:
     assert memcmp.encode_keys(keys) == [memcmp.encode_key(k) for k in keys]
     aware = [(i, base.replace(tzinfo=UTC)) for i in range(100)]  # the per-element form
     assert memcmp.encode_keys(aware) == [memcmp.encode_key(k) for k in aware]
+
+
+def test_bulk_encoding_in_slices_equals_per_tuple_encoding() -> None:
+    """More rows than one slice, whose slices take different paths (plain marshal, the
+    columnar path with datetimes, the per-tuple fallback): the same bytes, in order."""
+    n = codec.BULK_SLICE
+    plain = [(i, f"v{i}", None) for i in range(n)]
+    dated = [(i, datetime(2024, 1, 1 + i % 28), 1.5) for i in range(n)]
+    mixed = [(i, Decimal(i) / 4, (1, 2)) for i in range(n // 2)]
+    rows_ = plain + dated + mixed + plain[:7]
+    assert codec.encode_values(rows_) == [codec.encode_value(r) for r in rows_]
+    assert codec.encode_keys(rows_) == [codec.encode_key(r) for r in rows_]
