@@ -88,6 +88,14 @@ class SubqueryPlannerMixin:
                 and isinstance(inner.expression.this, exp.Subquery)
             ):  # x = ANY (subquery) is x IN (subquery)
                 inner = exp.In(this=inner.this, query=inner.expression.this)
+            if (
+                isinstance(inner, exp.NEQ)
+                and isinstance(inner.expression, exp.All)
+                and isinstance(inner.expression.this, (exp.Subquery, exp.Select))
+            ):  # x <> ALL (subquery) is x NOT IN (subquery)
+                sub = inner.expression.this
+                sub = sub if isinstance(sub, exp.Subquery) else exp.Subquery(this=sub)
+                neg, inner = not neg, exp.In(this=inner.this, query=sub)
             if isinstance(inner, exp.Exists):
                 q = inner.this.this if isinstance(inner.this, exp.Subquery) else inner.this
                 node = self._semi_join(node, cols, q, None, "anti" if neg else "semi")

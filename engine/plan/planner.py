@@ -600,6 +600,11 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
         if isinstance(any_, exp.Any) and isinstance(any_.this, exp.Subquery):
             # x = ANY (subquery) is x IN (subquery)
             return self._subquery(exp.In(this=n.this, query=any_.this), binder)
+        all_ = n.expression if isinstance(n, exp.NEQ) else None
+        if isinstance(all_, exp.All) and isinstance(all_.this, (exp.Subquery, exp.Select)):
+            # x <> ALL (subquery) is NOT (x IN (subquery)) (sqlglot: ALL over a bare Select)
+            sub = all_.this if isinstance(all_.this, exp.Subquery) else exp.Subquery(this=all_.this)
+            return ex.ops.bind_not(self._subquery(exp.In(this=n.this, query=sub), binder))
         if (
             isinstance(n, exp.Array)
             and n.expressions
