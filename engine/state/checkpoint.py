@@ -266,6 +266,13 @@ def split_bulk(
     return rest, sorted(last.items(), key=itemgetter(0))
 
 
+def _unlink_stale(path: Path) -> None:
+    """Remove a staged file's name before writing it again: an ingested file shares its
+    inode with a live SST file of the database (hard link), so writing through an old
+    name (truncating it) would change the database's file under it."""
+    path.unlink(missing_ok=True)
+
+
 def _fill(batch: WriteBatchLike, keys: list[bytes], values: list[Any]) -> None:
     """Replay recorded operations (`EpochChanges`) into a WriteBatch: runs of puts (a
     table's rows) at C speed, deletes and range deletes one by one, all in order."""
@@ -412,6 +419,7 @@ class Checkpointer:
         cuts = [0, *(i for i in range(1, len(own)) if own[i][0][:4] != own[i - 1][0][:4])]
         for j, (a, b) in enumerate(zip(cuts, [*cuts[1:], len(own)], strict=True) if own else ()):
             name = f"{epoch:016x}-bulk{j:04d}.sst"
+            _unlink_stale(d / name)
             w = sst_writer(str(d / name), compress=False)
             for k, v in own[a:b]:
                 if v is None:
@@ -428,7 +436,8 @@ class Checkpointer:
             names.append(name)
         for i, data in enumerate(ssts):
             name = f"{epoch:016x}-{i:04d}.sst"
-            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            _unlink_stale(d / name)
+            fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 _write_all(fd, data)
                 os.fsync(fd)

@@ -544,3 +544,31 @@ def test_large_values_land_as_their_operations_would_across_epochs(tmp_path: Pat
     db = Opened(tmp_path / "state")
     assert _stored(db.store) == _apply(want)
     db.close()
+
+
+def test_a_leftover_staged_name_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """A staged file's name left in the ingest directory may share its inode with a file
+    the database took in by hard link: staging the epoch's files again must give them new
+    inodes, never truncate and rewrite the old ones (that would change a live SST file)."""
+    db = Opened(tmp_path / "state")
+    ingest = tmp_path / "state.ingest"
+    ingest.mkdir()
+    live = tmp_path / "live.sst"
+    live.write_bytes(b"live bytes")
+    for name in (f"{1:016x}-bulk0000.sst", f"{1:016x}-0000.sst"):
+        os.link(live, ingest / name)
+    big = StateTable(1, "big")
+    big.prefer_keyed()
+    n = BULK_BYTES // BULK_VALUE + 2
+    for i in range(n):
+        big.put((i,), (b"a%d" % i * (BULK_VALUE // 2),))
+    files = _Files(tmp_path)
+    files.rows = {_key(i): b"v%d" % i for i in range(10)}
+    db.cp.commit(1, 0, [big, files], {})
+    assert live.read_bytes() == b"live bytes"
+    assert db.store.get(_key(3)) == b"v3"
+    got = StateTable(1)
+    got.prefer_keyed()
+    got.load(db.store)
+    assert got.to_dict() == {(i,): (b"a%d" % i * (BULK_VALUE // 2),) for i in range(n)}
+    db.close()
