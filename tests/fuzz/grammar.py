@@ -13,7 +13,10 @@ IN/EXISTS/scalar subqueries, GROUP BY with aggregates (FILTER, ordered string_ag
 variances), outer joins under aggregation, HAVING, GROUPING SETS/ROLLUP, window functions
 and ROWS/RANGE/GROUPS frames with offsets, DISTINCT and DISTINCT ON, UNION
 [ALL]/INTERSECT/EXCEPT, ORDER BY ... LIMIT over every output column and FETCH FIRST ...
-WITH TIES (so the result is deterministic as a multiset).
+WITH TIES (so the result is deterministic as a multiset). fuzz.grammar_views adds the
+shapes views are made of (top-N per group, windows over aggregates, aggregates joined to
+aggregates, HAVING over joins, aggregates over set operations, nested subqueries), casts
+between the numeric types and more text functions.
 
 The grammar only produces SQL PostgreSQL 15 accepts for these tables (errors PostgreSQL
 raises at run time, such as division by zero, are part of what is compared).
@@ -23,6 +26,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+from fuzz.grammar_views import SHAPES as VIEW_SHAPES
+from fuzz.grammar_views import numeric_cast, string_fn
 
 INT_EDGES = [0, 1, -1, 2, 7, 10, -13, 100, 2147483647, -2147483648]
 BIG_EDGES = [0, -1, 3, 9223372036854775807, -9223372036854775807, 1000000000000]
@@ -187,6 +193,12 @@ class QueryGen:
             extra = self._extra_expr(kind, scope, d)
             if extra is not None:
                 return extra
+        if r.random() < 0.08:
+            more = (
+                string_fn(self, scope, d) if kind == "text" else numeric_cast(self, kind, scope, d)
+            )
+            if more is not None:
+                return more
         if kind == "int" and r.random() < 0.3:
             choice = r.randrange(6)
             if choice == 0:
@@ -286,7 +298,9 @@ class QueryGen:
         if kind == "float":
             return f"({self.expr('float', scope, d)} * {r.choice(['2', '0.5', '-1.5'])})"
         if kind == "date":
-            return f"({self.expr('date', scope, d)} + {r.randint(-3, 40)})"
+            # an untyped NULL + 3 is an integer in PostgreSQL, not a date
+            x = self.expr("date", scope, d)
+            return f"({'CAST(NULL AS DATE)' if x == 'NULL' else x} + {r.randint(-3, 40)})"
         if kind == "big":
             return f"({self.expr('big', scope, d)} + {self.expr('int', scope, d)})"
         if kind == "bool":
@@ -360,7 +374,7 @@ class QueryGen:
             ]
         elif kind == "date":
             forms = [
-                lambda: f"({e('date')} - {r.randint(-3, 40)})",
+                lambda: f"({date()} - {r.randint(-3, 40)})",
                 lambda: (
                     f"CAST({date()} + INTERVAL '{r.choice(['1 month', '1 year', '-1 month', '10 days', '1 mon 2 days'])}' AS DATE)"
                 ),
@@ -446,10 +460,12 @@ class QueryGen:
                 "ties",
                 "outer_agg",
                 "join3",
+                *VIEW_SHAPES,
             ]
         )
-        q = getattr(self, "_" + shape)()
-        return q
+        if shape in VIEW_SHAPES:
+            return VIEW_SHAPES[shape](self)
+        return getattr(self, "_" + shape)()
 
     def _select_list(self, scope: list[tuple[str, str]], n: int) -> list[str]:
         kinds = ["int", "int", "text", "num", "bool", "big", "date", "float"]
