@@ -29,7 +29,7 @@ from engine.expr.codec import (
     value_from_json,
     value_to_json,
 )
-from engine.expr.core import Func
+from engine.expr.core import Case, Func
 from engine.plan.logical import AggSpec, SortKey
 from engine.plan.logical_window import WindowCall, WindowFrame
 from engine.plan.stream_plan import NODE_TYPES, StreamNode, StreamPlan, TableDesc
@@ -228,44 +228,111 @@ def funcs_of(plan: StreamPlan) -> Callable[[Any], Any]:
     again): a stored call is taken from there when it is structurally the same call, by
     its stored form (a NaN constant inside, `n <> 'NaN'`, equals nothing as a value), else
     by structural equality (user-defined scalar, aggregate and table functions, whose
-    decoded call does not store the same form as the call bound from the SQL)."""
+    decoded call does not store the same form as the call bound from the SQL).
+
+    The plan's calls are indexed on the first lookup only (most decodes restore every
+    call themselves and never ask), and each call's stored form is built from its
+    arguments' (`_StoredForms`), so a deep expression (`a + a + ... + a`) costs linear,
+    not quadratic, time: serializing every sub-call's whole subtree took minutes at 2,000."""
     known: dict[Any, Any] = {}
     same: dict[Any, Any] = {}
-
-    def key(e: Func) -> Any:
-        try:
-            return json.dumps(expr_to_json(e), sort_keys=True)
-        except Exception:  # not storable (the lookup then finds nothing)
-            return e
+    forms = _StoredForms()
+    indexed: list[bool] = []
 
     def walk(e: Any) -> None:
         if e is None:
             return
-        if isinstance(e, Func):
-            known.setdefault(key(e), e)
-            same.setdefault(e, e)
-        for c in e.children():
-            walk(c)
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Func):
+                known.setdefault(forms.key(x), x)
+                same.setdefault(x, x)
+            stack.extend(x.children())
 
-    for n in plan.nodes:
-        for name in ("predicate", "condition", "left_expr"):
-            walk(getattr(n, name, None))
-        for e in getattr(n, "exprs", []) or []:
-            walk(e)
-        for b in getattr(n, "bounds", []) or []:
-            walk(b.expr)
-        for a in getattr(n, "aggs", []) or []:
-            walk(getattr(a, "udf", None))
-        for _name, args in getattr(n, "srfs", []) or []:
-            for e in args:
+    def index() -> None:
+        for n in plan.nodes:
+            for name in ("predicate", "condition", "left_expr"):
+                walk(getattr(n, name, None))
+            for e in getattr(n, "exprs", []) or []:
                 walk(e)
-        for e in getattr(n, "udtfs", []) or []:
-            walk(e)
-        for e in [*getattr(n, "func_args", []), *(x for r in getattr(n, "rows", []) for x in r)]:
-            walk(e)
+            for b in getattr(n, "bounds", []) or []:
+                walk(b.expr)
+            for a in getattr(n, "aggs", []) or []:
+                walk(getattr(a, "udf", None))
+            for _name, args in getattr(n, "srfs", []) or []:
+                for e in args:
+                    walk(e)
+            for e in getattr(n, "udtfs", []) or []:
+                walk(e)
+            for e in [
+                *getattr(n, "func_args", []),
+                *(x for r in getattr(n, "rows", []) for x in r),
+            ]:
+                walk(e)
+        indexed.append(True)
 
     def find(f: Any) -> Any:
-        found = known.get(key(f))
+        if not indexed:
+            index()
+        found = known.get(forms.key(f))
         return found if found is not None else same.get(f)
 
     return find
+
+
+class _StoredForms:
+    """A number per distinct stored form of an expression (`expr_to_json`): the form of a
+    call is its own fields and its arguments' numbers (hash-consing), memoized per node,
+    so each node of a tree is serialized once and a key stays small however deep the
+    tree. A node that cannot be stored is its own key (the lookup then finds it only by
+    identity or structural equality)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Any, int | None]] = {}  # id(node) -> (node kept, number)
+        self._numbers: dict[tuple[Any, ...], int] = {}
+
+    def key(self, e: Any) -> Any:
+        number = self._number(e)
+        return e if number is None else number
+
+    def _number(self, root: Any) -> int | None:
+        memo = self._memo
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:
+            e, ready = stack.pop()
+            if id(e) in memo:
+                continue
+            kids = _stored_children(e)
+            if not ready and kids:
+                stack.append((e, True))
+                stack.extend((k, False) for k in kids if id(k) not in memo)
+                continue
+            form = self._form(e, kids)
+            number = None if form is None else self._numbers.setdefault(form, len(self._numbers))
+            memo[id(e)] = (e, number)
+        return memo[id(root)][1]
+
+    def _form(self, e: Any, kids: list[Any]) -> tuple[Any, ...] | None:
+        numbers = tuple(self._memo[id(k)][1] for k in kids)
+        if None in numbers:
+            return None
+        try:
+            if isinstance(e, Func):
+                udf = getattr(e, "routine", None) is not None
+                head = (e.name, e.op, json.dumps(type_to_json(e.type), sort_keys=True))
+                return ("func", *head, e.volatile, e.uses_now, udf, numbers)
+            if isinstance(e, Case):
+                return ("case", json.dumps(type_to_json(e.type), sort_keys=True), numbers)
+            return ("leaf", json.dumps(expr_to_json(e), sort_keys=True))
+        except Exception:  # not storable
+            return None
+
+
+def _stored_children(e: Any) -> list[Any]:
+    """The sub-expressions `expr_to_json` stores for `e`, in its order."""
+    if isinstance(e, Func):
+        return list(e.args)
+    if isinstance(e, Case):
+        return [x for c, t in e.whens for x in (c, t)] + [e.default]
+    return []

@@ -8,14 +8,18 @@ import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from engine.database import Config, SwellDatabase, open_database
 from engine.errors import InternalError
+from engine.expr import codec as expr_codec
+from engine.expr.core import Func, InputRef
+from engine.plan import stream_codec
 from engine.plan.stream_codec import decode_plan, encode_plan
-from engine.plan.stream_plan import explain_lines
+from engine.plan.stream_plan import StreamPlan, explain_lines
 from engine.state import codec
 from engine.state import format as data_format
 from engine.state.disk_table import DiskStateTable
@@ -24,6 +28,7 @@ from engine.state.store import StateStore
 from engine.state.table import StateTable
 from engine.stream.job_plan import PLAN_KEY
 from engine.stream.operators import hash_join
+from engine.types import INT
 
 SETUP = [
     "CREATE TABLE t (id INT PRIMARY KEY, k VARCHAR, v INT)",
@@ -302,3 +307,39 @@ def test_join_sides_move_to_the_keyed_layout(
             assert st.last_key_in(prefix + b"\x01", end) is None
             keyed = DiskStateTable(tid, "s", st, dist_len=1)
             assert all(len(k) == 1 for k, v in keyed.items() if len(v) == 3)
+
+
+def _chain(n: int, kernel: Any) -> Func:
+    """`a + a + ... + a` with `n` additions, nested as the parser builds it."""
+    a = InputRef(0, INT, "a")
+    e: Func = Func("add", (a, a), INT, kernel, "+")
+    for _ in range(n - 1):
+        e = Func("add", (e, a), INT, kernel, "+")
+    return e
+
+
+def test_calls_are_found_in_a_deep_expression_in_linear_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stored call is found among the plan's calls by its stored form, also deep inside
+    a 2,000-term sum; building those forms serializes each node once (building every
+    sub-call's form from scratch was quadratic: minutes for such a view)."""
+    bound = _chain(2000, kernel=lambda *_: None)
+    plan = cast(StreamPlan, SimpleNamespace(nodes=[SimpleNamespace(exprs=[bound])]))
+    calls = [0]
+    real = expr_codec.expr_to_json
+
+    def counting(e: Any) -> Any:
+        calls[0] += 1
+        return real(e)
+
+    monkeypatch.setattr(expr_codec, "expr_to_json", counting)
+    monkeypatch.setattr(stream_codec, "expr_to_json", counting)
+    find = stream_codec.funcs_of(plan)
+    assert calls[0] == 0  # nothing is indexed until a lookup asks
+    decoded = _chain(1500, kernel=None)  # a stored call without its kernel
+    found = find(decoded)
+    assert found is not None and found.kernel is bound.args[0].args[0].kernel
+    assert found.args[1] == decoded.args[1] and str(found) == str(decoded)
+    assert calls[0] <= 3 * 2000
+    assert find(Func("add", (InputRef(1, INT, "b"), InputRef(0, INT, "a")), INT, None, "+")) is None
