@@ -53,7 +53,7 @@ def test_start_stop_restart_keep_ports_and_data_dir(tmp_path: Path) -> None:
         srv.restart()
         assert (srv.port, srv.webhook_port) == (port, wport)
         assert (tmp_path / "data" / "fake-starts").read_text().count("start") == 3
-        assert "fake swell listening" in srv.log_text()
+        assert "fake swell serving" in srv.log_text()
         assert srv.log_text(all_runs=True).count("===== harness") == 3
     finally:
         srv.kill9()
