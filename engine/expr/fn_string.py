@@ -440,9 +440,38 @@ def _repeat(args: list[Expr]) -> Expr:
     return simple("repeat", args, [VARCHAR, INT], VARCHAR, kernel)
 
 
+def _initcap_py(s: str) -> str:
+    """PostgreSQL's initcap: a letter is upper case after a character that is not
+    alphanumeric (or at the start), lower case after one that is."""
+    out, was_alnum = [], False
+    for ch in s:
+        out.append(ch.lower() if was_alnum else ch.upper())
+        was_alnum = ch.isalnum()
+    return "".join(out)
+
+
+#: a letter after an alphanumeric character without case (a digit, CJK): Arrow's title
+#: case starts a word there, PostgreSQL's initcap does not ('a1f' is 'A1f')
+_UNCASED_ALNUM_LETTER = r"[\pN\p{Lo}\p{Lm}]\pL"
+
+
+def _initcap_kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
+    """Arrow's title case, and PostgreSQL's rule for the (rare) strings where they differ."""
+    titled = pc.utf8_title(a[0])
+    if is_scalar(a[0]):
+        v = a[0].as_py()
+        return titled if v is None else pa.scalar(_initcap_py(v), pa.string())
+    arr = as_array(a[0], n)
+    differs = pc.fill_null(pc.match_substring_regex(arr, _UNCASED_ALNUM_LETTER), False)
+    if not pc.any(differs).as_py():
+        return titled
+    fixed = pa.array([_initcap_py(v) for v in pc.filter(arr, differs).to_pylist()], pa.string())
+    return pc.replace_with_mask(as_array(titled, n), differs, fixed)
+
+
 @register("initcap")
 def _initcap(args: list[Expr]) -> Expr:
-    return simple("initcap", args, [VARCHAR], VARCHAR, lambda a, n, c: pc.utf8_title(a[0]))
+    return simple("initcap", args, [VARCHAR], VARCHAR, _initcap_kernel)
 
 
 @register("ascii")

@@ -252,7 +252,7 @@ class AggPlannerMixin:
                 arg_idx = len(pre) - 1
                 spec_kind = kind
                 arg_type = bound.type
-                if arg_type.kind is TypeKind.UNKNOWN:
+                if arg_type.kind is TypeKind.UNKNOWN or ex.is_untyped(bound):  # NULL, 'x'
                     pre[-1] = ex.cast(bound, _unknown_arg_type(kind, _sql_name(spec_node)))
                     arg_type = pre[-1].type
             filt_idx = None
