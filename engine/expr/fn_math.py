@@ -306,7 +306,9 @@ def _sign(args: list[Expr]) -> Expr:
                 f = pa.array(as_floats(v), mask=pc.is_null(v).to_numpy(zero_copy_only=False))
                 return _float_to_numeric(pc.sign(f), n)
             return pc.sign(x[0].cast(pa.float64())).cast(NUMERIC.arrow)
-        return pc.sign(x[0]).cast(pa.float64())
+        s = pc.sign(x[0]).cast(pa.float64())
+        # PostgreSQL's float sign is 0 for NaN (neither > 0 nor < 0); numeric's is NaN
+        return pc.if_else(pc.is_nan(s), pa.scalar(0.0), s)
 
     return Func("sign", (a,), t, kernel)
 

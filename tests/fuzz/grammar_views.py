@@ -51,7 +51,9 @@ def numeric_cast(g: QueryGen, kind: str, scope: list[tuple[str, str]], d: int) -
             lambda: f"CAST({e('num')} AS NUMERIC(10, {r.randint(0, 3)}))",
             lambda: f"CAST({e('float')} AS NUMERIC)",
             lambda: f"CAST({e('int')} AS NUMERIC(5, 1))",
-            lambda: f"(CAST({e('big')} AS NUMERIC) / {r.choice(['3', '7', '-2'])})",
+            # (not divided: PostgreSQL rounds a quotient of 19 digits to an integer, Swell
+            # keeps 10 fractional digits, and an ORDER BY over it then breaks ties apart)
+            lambda: f"(CAST({e('big')} AS NUMERIC) % {r.choice(['3', '7', '-2'])})",
         ]
     elif kind == "float":
         forms = [
@@ -77,7 +79,7 @@ def string_fn(g: QueryGen, scope: list[tuple[str, str]], d: int) -> str:
         lambda: f"split_part({e('text')}, 'b', {r.choice([1, 2, -1])})",
         lambda: f"regexp_replace({e('text')}, '[aeiou]', '*', 'g')",
         lambda: f"left({e('text')}, {r.choice([-2, 0, 1, 5])}) || right({e('text')}, 1)",
-        lambda: f"to_hex({e('int')})",
+        lambda: f"to_hex(CAST({e('int')} AS INT))",  # to_hex(NULL) is ambiguous
         lambda: f"CAST({e('big')} AS VARCHAR)",
         lambda: f"quote_literal({e('text')})",
         lambda: f"CAST(octet_length({e('text')}) AS VARCHAR)",

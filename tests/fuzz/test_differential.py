@@ -7,7 +7,8 @@ fuzz.differential compares the results; a second test keeps views through random
 inserts, updates and deletes and compares them after every FLUSH. The suite runs a fixed seed for
 `SWELL_FUZZ_SECONDS` (default 60) so a failure reproduces; `make fuzz` runs longer with a
 fresh seed each time (`SWELL_FUZZ_SEED`, printed on failure). Every disagreement found
-becomes a record in tests/slt/sql/fuzz_regressions.slt once fixed.
+becomes a record in tests/slt/sql/fuzz_regressions.slt (or fuzz_regressions_2.slt) once
+fixed.
 """
 
 from __future__ import annotations
