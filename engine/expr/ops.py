@@ -41,6 +41,7 @@ from engine.expr.core import (
     out_of_range,
 )
 from engine.expr.nonstrict import RowErrors, row_failure
+from engine.expr.numeric_div import pg_quotient
 from engine.expr.typmod import numeric_with_scale, scale_of
 from engine.numeric import (
     array_of,
@@ -205,6 +206,8 @@ def arith_row_errors(op: str, t: SqlType) -> RowErrors | None:
 
 
 def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext], Datum]:
+    """The kernel of `op` with result type `t` (a numeric quotient is rounded to
+    PostgreSQL's scale where that is below 10 digits: `numeric_div.pg_quotient`)."""
     fname = {
         "+": "add_checked",
         "-": "subtract_checked",
@@ -222,7 +225,12 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
         if op == "*":
             return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
         if op == "/":
-            return _dec_back(pc.divide_checked(_to256(a, 10), _to256(b)))
+            exact = pc.divide_checked(_to256(a, 10), _to256(b))  # over 20 digits, truncated
+            q = _dec_back(exact)
+            if is_scalar(q):  # constant operands: one row
+                one = [as_array(x, 1) for x in (q, exact, a, b)]
+                return pg_quotient(*one)[0]
+            return pg_quotient(q, as_array(exact, n), as_array(a, n), as_array(b, n))
         q = pc.divide_checked(_to256(a, 10), _to256(b))
         q = pc.trunc(q).cast(pa.decimal256(76, 10))
         prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))

@@ -51,8 +51,9 @@ def numeric_cast(g: QueryGen, kind: str, scope: list[tuple[str, str]], d: int) -
             lambda: f"CAST({e('num')} AS NUMERIC(10, {r.randint(0, 3)}))",
             lambda: f"CAST({e('float')} AS NUMERIC)",
             lambda: f"CAST({e('int')} AS NUMERIC(5, 1))",
-            # (not divided: PostgreSQL rounds a quotient of 19 digits to an integer, Swell
-            # keeps 10 fractional digits, and an ORDER BY over it then breaks ties apart)
+            # (not divided: PostgreSQL keeps 16-20 significant digits of a small quotient,
+            # Swell at most 10 fractional digits, so an ORDER BY over quotients that agree
+            # in those 10 digits breaks ties apart)
             lambda: f"(CAST({e('big')} AS NUMERIC) % {r.choice(['3', '7', '-2'])})",
         ]
     elif kind == "float":
