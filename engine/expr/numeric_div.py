@@ -26,7 +26,7 @@ rounding pass per distinct scale below 10 (at most 10).
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_DOWN, Context, Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +66,31 @@ def pg_quotient(q: pa.Array, exact: pa.Array, a: pa.Array, b: pa.Array) -> pa.Ar
         rounded = pc.round(exact, int(r), round_mode="half_towards_infinity")
         out = pc.if_else(mask, rounded.cast(q.type), out)
     return out
+
+
+def wide_quotient(a: pa.Array | pa.Scalar, b: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
+    """a / b truncated to 23 fractional digits for operands Arrow's decimal division
+    cannot take together (their digits add up past its 76: two numbers of 20 digits and
+    more), in Python's decimal arithmetic row by row: a rare path, never taken by
+    operands of ordinary size. NULLs stay NULL; a zero divisor has a NULL dividend (the
+    kernel raised 22012 before)."""
+    ctx = Context(prec=100)
+    unit = Decimal(1).scaleb(-23)
+    t = pa.decimal256(76, 23)
+    scalars = isinstance(a, pa.Scalar) and isinstance(b, pa.Scalar)
+    xs = [a.as_py()] if isinstance(a, pa.Scalar) else a.to_pylist()
+    ys = [b.as_py()] if isinstance(b, pa.Scalar) else b.to_pylist()
+    if len(xs) == 1 and len(ys) > 1:
+        xs = xs * len(ys)
+    if len(ys) == 1 and len(xs) > 1:
+        ys = ys * len(xs)
+    out = [
+        None
+        if x is None or y is None or y == 0
+        else ctx.divide(x, y).quantize(unit, ROUND_DOWN, ctx)
+        for x, y in zip(xs, ys, strict=True)
+    ]
+    return pa.scalar(out[0], t) if scalars else pa.array(out, t)
 
 
 def _weight_and_first(x: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -41,7 +41,7 @@ from engine.expr.core import (
     out_of_range,
 )
 from engine.expr.nonstrict import RowErrors, row_failure
-from engine.expr.numeric_div import pg_quotient
+from engine.expr.numeric_div import pg_quotient, wide_quotient
 from engine.expr.typmod import numeric_with_scale, scale_of
 from engine.numeric import (
     array_of,
@@ -121,6 +121,18 @@ def _dec_back(d: Datum) -> Datum:
         return d.cast(NUMERIC.arrow)
     except pa.ArrowInvalid as e:
         raise NumericValueOutOfRange("numeric field overflow") from e
+
+
+def _quotient(a: Datum, b: Datum) -> Datum:
+    """a / b of finite numerics with more than 20 fractional digits, truncated; operands
+    whose digits together are past what Arrow's decimal division holds go through
+    `numeric_div.wide_quotient`."""
+    try:
+        return pc.divide_checked(_to256(a, 10), _to256(b))
+    except pa.ArrowInvalid as e:
+        if "precision out of range" not in str(e):
+            raise
+        return wide_quotient(a, b)
 
 
 def _check_zero(a: Datum, b: Datum) -> None:
@@ -225,14 +237,13 @@ def arith_kernel(op: str, t: SqlType) -> Callable[[list[Datum], int, EvalContext
         if op == "*":
             return _dec_back(pc.multiply_checked(_to256(a), _to256(b)))
         if op == "/":
-            exact = pc.divide_checked(_to256(a, 10), _to256(b))  # over 20 digits, truncated
+            exact = _quotient(a, b)  # over 20 digits, truncated
             q = _dec_back(exact)
             if is_scalar(q):  # constant operands: one row
                 one = [as_array(x, 1) for x in (q, exact, a, b)]
                 return pg_quotient(*one)[0]
             return pg_quotient(q, as_array(exact, n), as_array(a, n), as_array(b, n))
-        q = pc.divide_checked(_to256(a, 10), _to256(b))
-        q = pc.trunc(q).cast(pa.decimal256(76, 10))
+        q = pc.trunc(_quotient(a, b)).cast(pa.decimal256(76, 10))
         prod = pc.multiply_checked(_to256(q.cast(NUMERIC.arrow)), _to256(b))
         return _dec_back(
             pc.subtract_checked(
