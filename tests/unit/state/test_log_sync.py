@@ -41,7 +41,10 @@ def synced_put(store: StateStore, key: bytes, value: bytes) -> None:
     store.write(batch, sync=True)
 
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(),
+    reason="the tests name the open log files through /proc/self/fd (Linux)",
+)
 
 
 def test_syncs_list_the_directory_once_while_no_log_file_changes(tmp_path: Path) -> None:
