@@ -133,16 +133,22 @@ def _digits(v: np.ndarray) -> pa.Array:
 
 
 def _own_scale(x: pa.Array, rows: np.ndarray) -> np.ndarray:
-    """Per row the number of fractional digits its value needs (0..10), for `rows`."""
+    """Per row the number of fractional digits its value needs (0..10), for `rows` (0
+    elsewhere): only those rows are rounded, once per candidate digit count."""
     out = np.zeros(len(x), dtype=np.int64)
-    settled = ~rows
+    idx = np.flatnonzero(rows)
+    sub = x.take(pa.array(idx))
+    need = np.zeros(len(idx), dtype=np.int64)
+    settled = np.zeros(len(idx), dtype=bool)
     for d in range(NUMERIC_SCALE + 1):
-        exact = _true(pc.equal(pc.round(x, d, round_mode="half_towards_infinity").cast(x.type), x))
-        now = exact & ~settled
-        out[now] = d
+        exact = _true(
+            pc.equal(pc.round(sub, d, round_mode="half_towards_infinity").cast(sub.type), sub)
+        )
+        need[exact & ~settled] = d
         settled |= exact
         if settled.all():
             break
+    out[idx] = need
     return out
 
 
