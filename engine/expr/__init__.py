@@ -18,6 +18,7 @@ from engine.expr.coerce import (
     common_type,
     implicit_cast,
     is_untyped,
+    operator_type,
     parse_data_type,
     resolve_unknown,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "is_untyped",
     "jsonb_canonical",
     "node_position",
+    "operator_type",
     "parse_data_type",
     "resolve_unknown",
 ]

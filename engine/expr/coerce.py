@@ -135,6 +135,18 @@ def common_type(types: list[SqlType], context: str = "") -> SqlType:
     raise DatatypeMismatch(f"{prefix}types {first.display} and {other.display} cannot be matched")
 
 
+def operator_type(types: list[SqlType], context: str = "") -> SqlType:
+    """The type both operands of a binary operator (=, <, +, ...) are cast to: the
+    `common_type`, except that a real beside another numeric type is a double. PostgreSQL
+    has real-op-real and real-op-double operators only, and resolution picks the double one
+    (double is the numeric category's preferred type): 1::real / 3 is a double quotient,
+    0.1::real = 0.1 compares as doubles (false) and a real joins an integer key exactly."""
+    t = common_type(types, context)
+    if t.kind is K.REAL and any(x.kind is not K.REAL for x in types if x.kind is not K.UNKNOWN):
+        return DOUBLE
+    return t
+
+
 def _fold(expr: Literal, target: SqlType) -> Literal | None:
     """The cast of a constant as a constant; None for a date/timestamp beyond Python's
     datetime (years outside 1..9999, BC), which stays a cast evaluated on Arrow arrays."""

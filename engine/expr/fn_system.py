@@ -30,7 +30,14 @@ from engine.errors import (
     not_supported,
 )
 from engine.expr import fn_catalog as cat
-from engine.expr.coerce import cast, common_type, implicit_cast, is_untyped, parse_data_type
+from engine.expr.coerce import (
+    cast,
+    common_type,
+    implicit_cast,
+    is_untyped,
+    operator_type,
+    parse_data_type,
+)
 from engine.expr.core import Datum, EvalContext, Expr, Func, Literal, as_array, is_scalar
 from engine.expr.fn_catalog import NAME, OID, REG_TYPES, TEXT
 from engine.expr.fn_regex import regex_error
@@ -321,7 +328,7 @@ def bind_any_all(op: str, left: Expr, arr: Expr, *, all_: bool) -> Expr:
         else:
             raise SqlSyntaxError(f"op ANY/ALL (array) requires array on right side, not {arr.type}")
     assert arr.type.elem is not None
-    et = common_type([left.type if not is_untyped(left) else arr.type.elem, arr.type.elem])
+    et = operator_type([left.type if not is_untyped(left) else arr.type.elem, arr.type.elem])
     lc = implicit_cast(left, et)
     if lc is None:
         raise no_function(f"operator {op}", [left, arr])

@@ -28,7 +28,13 @@ from engine.errors import (
     UndefinedFunction,
 )
 from engine.expr import temporal
-from engine.expr.coerce import common_type, implicit_cast, is_untyped, resolve_unknown
+from engine.expr.coerce import (
+    common_type,
+    implicit_cast,
+    is_untyped,
+    operator_type,
+    resolve_unknown,
+)
 from engine.expr.core import (
     Datum,
     EvalContext,
@@ -90,7 +96,7 @@ def _unify(op: str, left: Expr, right: Expr) -> tuple[Expr, Expr]:
     if is_untyped(right):
         return left, implicit_cast(right, left.type) or right
     try:
-        t = common_type([left.type, right.type])
+        t = operator_type([left.type, right.type])
     except Exception as e:
         raise no_operator(op, left.type, right.type) from e
     lc, rc = implicit_cast(left, t), implicit_cast(right, t)

@@ -96,7 +96,7 @@ def split_join_condition(
                     out.rkeys.append(ry.index - nl)
                     continue
                 if streaming:
-                    t = ex.common_type([lx.type, ry.type], "JOIN")
+                    t = ex.operator_type([lx.type, ry.type], "JOIN")
                     out.lexprs.append(lx if lx.type == t else ex.cast(lx, t))
                     ry = ry.remap({i: i - nl for i in ry.input_refs()})
                     out.rexprs.append(ry if ry.type == t else ex.cast(ry, t))
@@ -118,7 +118,7 @@ def _sides(a: ex.Expr, b: ex.Expr, nl: int) -> tuple[ex.Expr, ex.Expr] | None:
 def _add_nullsafe(out: JoinKeys, a: ex.Expr, b: ex.Expr, nl: int) -> bool:
     from engine.expr.ops import bind_is_null
 
-    t = ex.common_type([a.type, b.type], "IS NOT DISTINCT FROM")
+    t = ex.operator_type([a.type, b.type], "IS NOT DISTINCT FROM")
     if t.kind not in _ZERO:
         return False
     a = a if a.type == t else ex.cast(a, t)

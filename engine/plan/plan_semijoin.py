@@ -329,7 +329,7 @@ def _unify_key_types(okeys: list[ex.Expr], ikeys: list[ex.Expr], op: str) -> Non
     """Cast each outer/inner join key pair (in place) to their common type under `op`."""
     for i, (a, b) in enumerate(zip(okeys, ikeys, strict=True)):
         if a.type != b.type:
-            t = ex.common_type([a.type, b.type], op)
+            t = ex.operator_type([a.type, b.type], op)
             okeys[i] = a if a.type == t else ex.cast(a, t)
             ikeys[i] = b if b.type == t else ex.cast(b, t)
 

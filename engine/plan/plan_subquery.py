@@ -143,7 +143,7 @@ def plan_subquery(planner: Any, n: exp.Expression, binder: ex.ExprBinder) -> ex.
             if not lit_nodes:
                 # x IN (empty) is false, even for NULL x
                 return ex.Literal(value=False, type=SqlType(TypeKind.BOOLEAN))
-            return binder.bind(exp.In(this=n.this, expressions=lit_nodes))
+            return _in_values(binder, n.this, lit_nodes, t)
         return _finish(planner, sub, plan, "in", binder.bind(n.this), binder)
     if isinstance(n, exp.Array):
         q = n.expressions[0]
@@ -158,6 +158,23 @@ def plan_subquery(planner: Any, n: exp.Expression, binder: ex.ExprBinder) -> ex.
     if len(vis) != 1:
         raise SqlSyntaxError("subquery must return only one column")
     return _finish(planner, sub, _select_columns(plan, vis), "scalar", None, binder)
+
+
+def _in_values(
+    binder: ex.ExprBinder, this: exp.Expression, values: list[exp.Expression], t: SqlType
+) -> ex.Expr:
+    """`this IN (subquery)` over the subquery's rows as constants. Unlike an IN list
+    (whose items and probe share their common type), IN (subquery) compares with the `=`
+    operator between the probe's and the column's types: a real probe against an integer
+    or numeric column compares as doubles (ex.operator_type)."""
+    from engine.expr.ops import bind_in
+
+    arg = binder.bind(this)
+    items = [binder.bind(v) for v in values]
+    if not ex.is_untyped(arg) and arg.type.is_numeric and t.is_numeric:
+        ot = ex.operator_type([arg.type, t])
+        items = [i if i.type == ot else ex.cast(i, ot) for i in items]
+    return bind_in(arg, items, False)
 
 
 def _answer(kind: str, rows: list[tuple[Any, ...]], probe: Any = None) -> Any:
