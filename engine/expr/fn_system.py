@@ -11,7 +11,8 @@ its own rules):
 - typed sqlglot nodes for array_to_string, string_to_array, array_length (and
   current_schemas, in `engine.expr.fn_session`).
 
-Functions: array_to_string, string_to_array, array_upper/lower/length, cardinality.
+Functions: array_to_string, string_to_array, array_upper/lower/length, cardinality,
+array_ndims.
 Session, privilege and server-information functions live in `engine.expr.fn_session`.
 """
 
@@ -453,38 +454,116 @@ def _bind_bitwise(b: Any, node: exp.Expression) -> Expr | None:
     return Func(kernel_name, (la, ra), SqlType(t.kind), kernel, op=op)
 
 
-def _array_dims(ret: SqlType, fn: Any) -> Any:
+def _ndims(t: SqlType) -> int:
+    """How many dimensions an array type has (a multidimensional array is a list of
+    lists, rectangular as in PostgreSQL)."""
+    d = 0
+    while t.kind is K.LIST and t.elem is not None:
+        d, t = d + 1, t.elem
+    return d
+
+
+def _first_elements(arr: pa.Array) -> pa.Array:
+    """Each list's first element (NULL for an empty or NULL list)."""
+    offsets = arr.offsets.to_numpy(zero_copy_only=False)[:-1]
+    empty = pc.fill_null(pc.equal(pc.list_value_length(arr), 0), True)
+    idx = pa.array(offsets, mask=empty.to_numpy(zero_copy_only=False))
+    return arr.values.take(idx)
+
+
+def _dim_length(arr: pa.Array, d: int, ndims: int) -> pa.Array:
+    """The length of each array along dimension `d` (1-based): the first element's, level
+    by level (the arrays are rectangular); NULL for an empty array, a NULL one, or a
+    dimension it does not have."""
+    n = len(arr)
+    if d < 1 or d > ndims:
+        return pa.nulls(n, pa.int32())
+    for _ in range(d - 1):
+        arr = _first_elements(arr)
+    lengths = pc.list_value_length(arr).cast(pa.int32())
+    return pc.if_else(pc.equal(lengths, 0), pa.scalar(None, pa.int32()), lengths)
+
+
+def _array_dims(name: str, lower: bool) -> Any:
     def resolve(args: list[Expr]) -> Expr:
         if len(args) != 2 or args[0].type.kind is not K.LIST:
-            raise no_function("array_upper", args)
+            raise no_function(name, args)
         d = implicit_cast(args[1], INT)
         if d is None:
-            raise no_function("array_upper", args)
-        return Func("array_dim", (args[0], d), ret, cat.rowwise(fn, ret))
+            raise no_function(name, args)
+        ndims = _ndims(args[0].type)
+
+        def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+            arr = as_array(a[0], n)
+            if is_scalar(a[1]):
+                dims = [a[1].as_py()]
+                rows = None
+            else:
+                dims = [v for v in pc.unique(a[1]).to_pylist() if v is not None]
+                rows = a[1]
+            out = pa.nulls(n, pa.int32())
+            for dim in dims:
+                if dim is None:
+                    continue
+                got = _dim_length(arr, dim, ndims)
+                if lower:  # the lower bound of a non-empty dimension is always 1 here
+                    got = pc.if_else(pc.is_null(got), got, pa.scalar(1, pa.int32()))
+                out = got if rows is None else pc.if_else(pc.equal(rows, dim), got, out)
+            return out
+
+        return Func(name, (args[0], d), INT, kernel)
 
     return resolve
 
 
-def _upper(a: list[Any], d: int) -> int | None:
-    return len(a) if d == 1 and a else None
-
-
-def _lower(a: list[Any], d: int) -> int | None:
-    return 1 if d == 1 and a else None
-
-
 from engine.expr.registry import register  # noqa: E402
 
-register("array_upper")(_array_dims(INT, _upper))
-register("array_lower")(_array_dims(INT, _lower))
-register("array_length")(_array_dims(INT, _upper))
+register("array_upper")(_array_dims("array_upper", False))
+register("array_lower")(_array_dims("array_lower", True))
+register("array_length")(_array_dims("array_length", False))
+
+
+def _leaf_counts(arr: pa.Array) -> np.ndarray:
+    """Each array's number of elements over all its dimensions."""
+    lengths: np.ndarray = pc.list_value_length(arr).fill_null(0).to_numpy(zero_copy_only=False)
+    if not pa.types.is_list(arr.type.value_type) and not pa.types.is_large_list(
+        arr.type.value_type
+    ):
+        return lengths.astype(np.int64)
+    inner = pc.list_flatten(arr)
+    parents = pc.list_parent_indices(arr).to_numpy(zero_copy_only=False)
+    counts: np.ndarray = np.bincount(parents, weights=_leaf_counts(inner), minlength=len(arr))
+    return counts.astype(np.int64)
 
 
 @register("cardinality")
 def _cardinality(args: list[Expr]) -> Expr:
+    """The number of elements over all dimensions (cardinality('{{1,2},{3,4}}') is 4)."""
     if len(args) != 1 or args[0].type.kind is not K.LIST:
         raise no_function("cardinality", args)
-    return Func("cardinality", (args[0],), INT, lambda a, n, c: pc.list_value_length(a[0]))
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        arr = as_array(a[0], n)
+        counts = pa.array(_leaf_counts(arr), pa.int32())
+        return pc.if_else(pc.is_null(arr), pa.scalar(None, pa.int32()), counts)
+
+    return Func("cardinality", (args[0],), INT, kernel)
+
+
+@register("array_ndims")
+def _array_ndims(args: list[Expr]) -> Expr:
+    """The number of dimensions; NULL for an empty or NULL array."""
+    if len(args) != 1 or args[0].type.kind is not K.LIST:
+        raise no_function("array_ndims", args)
+    ndims = _ndims(args[0].type)
+
+    def kernel(a: list[Datum], n: int, c: EvalContext) -> Datum:
+        lengths = pc.list_value_length(as_array(a[0], n))
+        return pc.if_else(
+            pc.greater(lengths, 0), pa.scalar(ndims, pa.int32()), pa.scalar(None, pa.int32())
+        )
+
+    return Func("array_ndims", (args[0],), INT, kernel)
 
 
 def _a2s(arr: list[Any], sep: str, null_str: str | None = None) -> str:
