@@ -126,6 +126,8 @@ class Planner(FromPlannerMixin, AggPlannerMixin, WindowPlannerMixin, SubqueryPla
             if isinstance(q, exp.Subquery):
                 return self.plan_query(q.this)
             if isinstance(q, exp.Values):
+                if any(q.args.get(k) for k in ("order", "limit", "offset")):
+                    return self._plan_select(_values_as_select(q))
                 return self._plan_values(q)
             if isinstance(q, (exp.Intersect, exp.Except)):
                 from engine.plan.plan_setop import plan_intersect_except
@@ -734,3 +736,27 @@ def _branch_type(node: PlanNode, i: int) -> SqlType:
     if isinstance(node, Project) and i < len(node.exprs) and ex.is_untyped(node.exprs[i]):
         return SqlType(TypeKind.UNKNOWN)
     return node.schema[i].type
+
+
+def _values_as_select(q: exp.Values) -> exp.Select:
+    """`VALUES ... ORDER BY ... LIMIT ... OFFSET ...` as the SELECT * over the bare VALUES
+    list that PostgreSQL's grammar makes of it (the planner of a VALUES list does not sort
+    or cut; a scalar subquery `(VALUES (1), (2) LIMIT 1)` is one row)."""
+    bare = q.copy()
+    clauses = {k: bare.args.get(k) for k in ("order", "limit", "offset")}
+    for k in clauses:
+        bare.set(k, None)
+    first = bare.expressions[0]
+    width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+    bare.set(
+        "alias",
+        exp.TableAlias(
+            this=exp.to_identifier("*VALUES*"),
+            columns=[exp.to_identifier(f"column{i + 1}") for i in range(width)],
+        ),
+    )
+    sel = exp.Select(expressions=[exp.Star()]).from_(bare)
+    for k, v in clauses.items():
+        if v is not None:
+            sel.set(k, v)
+    return sel
