@@ -214,7 +214,7 @@ class ParallelOp(Operator):
             return None
         res = self.pool.call(reqs)
         outs: list[tuple[int, StreamChunk]] = []
-        for w, (header, bodies) in res.items():
+        for w, (header, got) in res.items():
             for i, s in zip(order[w], header["steps"], strict=True):
                 for expr, sqlstate, message, count, sample in s["errors"]:
                     self._report(expr, sqlstate, message, count, sample)
@@ -223,11 +223,11 @@ class ParallelOp(Operator):
                 else:
                     self.held.discard(i)
                 if s["out"] >= 0:
-                    c = protocol.chunk_from(bodies[s["out"]])
+                    c = protocol.chunk_from(got[s["out"]])
                     if c is not None:
                         outs.append((i, c))
                         self.actor_rows_out[i] += len(c)
-                        self.exchange_bytes += len(bodies[s["out"]])
+                        self.exchange_bytes += len(got[s["out"]])
         outs.sort(key=lambda x: x[0])
         chunks = [c for _, c in outs]
         if not self.slicing and not self.held:
@@ -291,7 +291,7 @@ class ParallelOp(Operator):
         return n
 
     @staticmethod
-    def _replay(res: dict[int, tuple[dict[str, Any], list[bytes]]], batch: Any) -> int:
+    def _replay(res: dict[int, tuple[dict[str, Any], list[memoryview]]], batch: Any) -> int:
         """The collect answers into `batch`: an SST file is handed to the checkpoint
         whole (`EpochChanges.sst`, ingested after the commit batch: no Python call per
         key here), a write log replayed."""

@@ -256,16 +256,16 @@ class WorkerHost:
         # every response says how busy the worker is (per-worker metrics, alignment wait)
         return protocol.with_timing(out, time.process_time(), time.perf_counter() - t0)
 
-    def _cmd_ping(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_ping(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         return protocol.encode({"ok": True, "pid": os.getpid()})
 
-    def _cmd_stats(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_stats(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         actors = {k: {"rows_in": a.rows_in, "rows_out": a.rows_out} for k, a in self.actors.items()}
         return protocol.encode(
             {"ok": True, "pid": os.getpid(), "requests": self.requests, "actors": actors}
         )
 
-    def _cmd_reset(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_reset(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         self.close()
         _release()
         return protocol.encode({"ok": True})
@@ -277,7 +277,7 @@ class WorkerHost:
             batch.delete_range(table_prefix(tid), table_prefix(tid + 1))
         self._write(batch)
 
-    def _cmd_build(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_build(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         key = str(header["actor"])
         phys: dict[str, int] = {str(k): int(v) for k, v in header["tables"].items()}
         store = self._scratch()
@@ -301,7 +301,7 @@ class WorkerHost:
         self.actors[key] = Actor(key, op, tables, sorted(phys.values()), errors, clock)
         return protocol.encode({"ok": True})
 
-    def _cmd_step(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_step(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         now = header.get("now")
         hold = bool(header.get("hold"))
         out_bodies: list[bytes] = []
@@ -322,7 +322,7 @@ class WorkerHost:
             outs.append(step)
         return protocol.encode({"ok": True, "steps": outs}, out_bodies)
 
-    def _cmd_collect(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_collect(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         store = self._scratch()
         logs: list[bytes] = []
         kinds: list[str] = []
@@ -367,14 +367,14 @@ class WorkerHost:
         rec.apply(batch)
         self._write(batch)
 
-    def _cmd_decode(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_decode(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         types = [type_from_json(t) for t in header["types"]]
-        cols = decode_fast(bodies[0], dict(header["opts"]), types, bool(header.get("utc")))
+        cols = decode_fast(bytes(bodies[0]), dict(header["opts"]), types, bool(header.get("utc")))
         if cols is None:
             return protocol.encode({"ok": True, "refused": True})
         return protocol.encode({"ok": True}, [protocol.columns_body(cols)])
 
-    def _cmd_drop(self, header: dict[str, Any], bodies: list[bytes]) -> bytes:
+    def _cmd_drop(self, header: dict[str, Any], bodies: list[memoryview]) -> bytes:
         ids: list[int] = []
         for key in header["actors"]:
             a = self.actors.pop(str(key), None)

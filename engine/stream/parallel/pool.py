@@ -48,7 +48,7 @@ class Pending:
     sync: bool  # `call`: the caller waits at once (alignment wait is measured)
     sent: list[int] = field(default_factory=list)
     read: set[int] = field(default_factory=set)
-    out: dict[int, tuple[dict[str, Any], list[bytes]]] = field(default_factory=dict)
+    out: dict[int, tuple[dict[str, Any], list[memoryview]]] = field(default_factory=dict)
     busy: dict[int, float] = field(default_factory=dict)
     first: BaseException | None = None  # the first WorkerLost
     failed: BaseException | None = None  # the first error a worker answered
@@ -94,7 +94,7 @@ class WorkerPool:
 
     def call(
         self, requests: dict[int, bytes], *, stateless: bool = False
-    ) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
+    ) -> dict[int, tuple[dict[str, Any], list[memoryview]]]:
         """Each worker's response (header, bodies) to its request; see the module docstring."""
         return self.result(self.start(requests, sync=True, stateless=stateless))
 
@@ -125,7 +125,7 @@ class WorkerPool:
                     self._forget(i, "died")
             return p
 
-    def result(self, p: Pending) -> dict[int, tuple[dict[str, Any], list[bytes]]]:
+    def result(self, p: Pending) -> dict[int, tuple[dict[str, Any], list[memoryview]]]:
         """The responses of `start`'s requests; raises the first `WorkerLost`, else the
         first worker error, after reading every response."""
         with self._lock:

@@ -78,7 +78,7 @@ def test_pieces_end_at_line_ends_and_add_up_to_the_data() -> None:
             pieces = cut(data, parts)
             assert b"".join(pieces) == data
             assert 1 <= len(pieces) <= parts and all(pieces)
-            assert all(p.endswith(b"\n") for p in pieces[:-1])
+            assert all(bytes(p).endswith(b"\n") for p in pieces[:-1])
 
 
 def test_only_data_whose_lines_are_its_rows_goes_to_the_workers() -> None:
@@ -90,6 +90,11 @@ def test_only_data_whose_lines_are_its_rows_goes_to_the_workers() -> None:
     text = big.replace(b",", b"\t")
     assert suitable(text, {"format": "text"})
     assert not suitable(text + b"a\\\nb\n", {"format": "text"})  # an escaped line end
+    nulls = text.replace(b"\tt\t", b"\t\\N\t")  # backslashes everywhere, none before . or \n
+    assert b"\\N" in nulls and suitable(nulls, {"format": "text"})
+    assert not suitable(nulls + b"\\.\n", {"format": "text"})
+    assert not suitable(nulls + b"x\\\\.y\n", {"format": "text"})  # as `in` answers
+    assert suitable(nulls + b"x\\", {"format": "text"})  # a backslash last
     assert not suitable(big, {"format": "binary"})
 
 

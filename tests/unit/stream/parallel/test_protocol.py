@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from engine.chunk import StreamChunk
 from engine.state.checkpoint import EpochChanges
 from engine.state.store import StateStore
@@ -16,6 +18,31 @@ def test_message_round_trip_with_bodies() -> None:
     header, bodies = protocol.decode(msg)
     assert header["cmd"] == "step" and header["x"] == [1, 2]
     assert bodies == [b"abc", b"", b"\x00" * 5]
+
+
+def test_bodies_are_aligned_views_of_the_message_and_survive_the_timing_header() -> None:
+    sizes = [0, 1, 7, 8, 9, 13, 64, 100]
+    sent = [bytes([i]) * n for i, n in enumerate(sizes)]
+    msg = protocol.encode({"cmd": "step"}, sent)
+    for raw in (msg, protocol.with_timing(msg, 1.25, 0.5)):
+        base = bytearray(raw)  # what the transport reads (into an aligned buffer)
+        header, bodies = protocol.decode(base)
+        assert bodies == sent
+        at = np.frombuffer(base, np.uint8).ctypes.data
+        for b in bodies:
+            assert b.obj is base  # a view, not a copy
+            assert (np.frombuffer(b, np.uint8).ctypes.data - at) % 8 == 0
+    header, _ = protocol.decode(protocol.with_timing(msg, 1.25, 0.5))
+    assert header["cpu"] == 1.25 and header["busy"] == 0.5
+
+
+def test_a_chunk_read_from_a_view_at_an_odd_place_in_a_message_is_the_same() -> None:
+    fields = [Field("i", INT), Field("t", VARCHAR)]
+    chunk = StreamChunk.from_pretty("+ 1 a\n- 2 .\nU- 3 b\nU+ 3 c", fields)
+    msg = protocol.encode({}, [b"xyz", protocol.chunk_body(chunk), b"q"])
+    _, bodies = protocol.decode(bytearray(msg))
+    back = protocol.chunk_from(bodies[1])
+    assert back is not None and back.data.equals(chunk.data) and back.ops.equals(chunk.ops)
 
 
 def test_chunk_body_round_trip() -> None:
