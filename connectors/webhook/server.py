@@ -24,9 +24,10 @@ Request path and why it is shaped this way:
    a single event into the single-jsonb form is decoded later, with the other accepted
    requests of its flush in one call (`WebhookTarget.decode_events`, after VALIDATE);
 3. hand it to the table's `_Batcher`: the requests of one event-loop iteration (and those
-   arriving while `max_inflight` earlier flushes are still being committed) are flushed
-   together: VALIDATE evaluated once over all of them, the accepted rows written as one
-   chunk and one WAL record. This keeps per-request cost off the WAL and the barrier;
+   arriving while `max_inflight` earlier flushes are still being committed: one, in the
+   server process) are flushed together: VALIDATE evaluated once over all of them, the
+   accepted rows written as one chunk and one WAL record. This keeps per-request cost
+   off the WAL and the barrier;
 4. the write (WAL append + queue) never waits for a barrier; into a table with a primary
    key it takes the table's DML lock without blocking when it is free, else in a thread;
 5. with `webhook.wait_for_persistence` (default true) answer after the WAL fsync covering
@@ -109,7 +110,12 @@ class Backend(Protocol):
 class LocalBackend:
     """The in-process backend: the server's own catalog, WAL and queues."""
 
-    max_inflight = 16
+    max_inflight = 1
+    """One flush of a table in flight: the requests arriving during its WAL fsync wait and
+    go together as the next one. More flushes in flight do not share more fsyncs (the log
+    is synced in sequence order), they only cut the same requests into more WAL records,
+    chunks and wake-ups: measured with 32 concurrent single-event clients, one in flight
+    answers about 30% more requests per second at less CPU per request than 16."""
 
     def __init__(self, db: Any) -> None:
         self.db = db
