@@ -34,6 +34,7 @@ from engine.numeric import is_special_value, numeric_array, py_value
 from engine.types import BOOLEAN, SqlType, TypeKind
 
 Datum: TypeAlias = pa.Array | pa.Scalar
+_NULL_TYPE_ID = pa.null().id
 
 
 @dataclass
@@ -262,11 +263,16 @@ class Func(Expr):
 
     def _apply(self, vals: list[Datum], n: int, ctx: EvalContext) -> Datum:
         try:
-            return self.kernel(vals, n, ctx)
+            out = self.kernel(vals, n, ctx)
         except EngineError:
             raise
         except pa.ArrowInvalid as e:
             raise translate_arrow_error(e, self.type) from e
+        if out.type.id == _NULL_TYPE_ID and self.type.kind is not TypeKind.UNKNOWN:
+            # a kernel's all-NULL answer built without its type (pa.scalar(None)): the
+            # next kernel (LIKE, upper, ...) has no implementation over Arrow's null type
+            return out.cast(self.type.arrow)
+        return out
 
     def children(self) -> list[Expr]:
         return list(self.args)

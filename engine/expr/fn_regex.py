@@ -145,7 +145,9 @@ def _regexp_replace(args: list[Expr]) -> Expr:
             py_rep = _py_replacement(rep)
             if is_scalar(a[0]):
                 s = a[0].as_py()
-                return pa.scalar(None if s is None else rx.sub(py_rep, s, count=0 if every else 1))
+                return pa.scalar(
+                    None if s is None else rx.sub(py_rep, s, count=0 if every else 1), pa.string()
+                )
             try:  # the whole chunk in RE2
                 return pc.replace_substring_regex(
                     a[0],
