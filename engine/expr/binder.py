@@ -288,6 +288,8 @@ class ExprBinder:
             return call(str(node.this).lower(), [b(x) for x in node.expressions])
         if t in _FUNCS:
             name, keys = _FUNCS[t]
+            if t is exp.Substring and node.meta.get("written_name") != "substr":
+                name = "substring"  # substring(s FROM pattern) is a regular expression
             args: list[Expr] = []
             for k in keys:
                 v = node.args.get(k)

@@ -1,5 +1,5 @@
 """PostgreSQL's regular-expression functions: regexp_replace, regexp_count, regexp_match,
-regexp_split_to_array (RisingWave has the same four).
+regexp_split_to_array (RisingWave has the same four), and substring(s FROM pattern).
 
 Why this shape: the pattern is almost always a constant, so a chunk is matched by
 Arrow's RE2 kernels in one call; a pattern, replacement or flag that varies per row
@@ -23,10 +23,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from engine.errors import InvalidParameterValue, InvalidRegularExpression
+from engine.errors import InvalidParameterValue, InvalidRegularExpression, not_supported
+from engine.expr.coerce import is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, is_scalar
-from engine.expr.registry import NODE_BINDERS, coerce_to, no_function, register
-from engine.types import INT, VARCHAR, list_of
+from engine.expr.registry import FUNCTIONS, NODE_BINDERS, coerce_to, no_function, register
+from engine.types import INT, VARCHAR, TypeKind, list_of
+
+K = TypeKind
 
 TEXT_ARRAY = list_of(VARCHAR)
 BACKSLASH = "\\"
@@ -208,6 +211,35 @@ def _regexp_match(args: list[Expr]) -> Expr:
         return out[0] if all(is_scalar(x) for x in a) else out
 
     return Func("regexp_match", tuple(bound), TEXT_ARRAY, kernel)
+
+
+# -- substring(source FROM pattern) -----------------------------------------------------------
+@register("substring")
+def _substring(args: list[Expr]) -> Expr:
+    """substring(s FROM start [FOR count]) is substr; with a text (or quoted literal)
+    pattern, substring(s FROM pattern) is the part of s matching the POSIX regular
+    expression (its first parenthesized subexpression if it has one), NULL without a
+    match: PostgreSQL resolves a quoted literal there to text, so substring(s FROM '2') is
+    a pattern, not a position. The SQL-regular-expression form (a text FOR escape) is
+    refused rather than taken for positions."""
+    if len(args) == 2 and (is_untyped(args[1]) or args[1].type.kind is K.VARCHAR):
+        bound = _args("substring", args, 2, 2)
+
+        def one(s: str, p: str) -> str | None:
+            m = _compiled(p, False).search(s)
+            if m is None:
+                return None
+            return m.group(1) if m.re.groups else m.group(0)
+
+        def kernel(a: list[Datum], n: int, ctx: EvalContext) -> Datum:
+            out = _rowwise(one, pa.string(), list(a), n)
+            return out[0] if all(is_scalar(x) for x in a) else out
+
+        return Func("substring", tuple(bound), VARCHAR, kernel)
+    text = [is_untyped(a) or a.type.kind is K.VARCHAR for a in args[1:]]
+    if len(args) == 3 and all(text):
+        raise not_supported("substring(text FROM pattern FOR escape)")
+    return FUNCTIONS["substr"](args)
 
 
 # -- regexp_split_to_array(source, pattern [, flags]) ----------------------------------------

@@ -106,7 +106,7 @@ def _substr_py(s: str, start: int, length: int | None = None) -> str:
     return s[b:]
 
 
-@register("substr", "substring")
+@register("substr")
 def _substr(args: list[Expr]) -> Expr:
     types = [VARCHAR, INT] + ([INT] if len(args) == 3 else [])
     args = coerce_to("substr", args, types)
