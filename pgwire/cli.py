@@ -34,6 +34,7 @@ from typing import Any
 
 from engine.errors import EngineError
 from engine.latency import answer_thread
+from engine.process_tuning import tune_process
 from engine.state.files import restrict_umask, secure_data_dir
 from pgwire.dashboard import DEFAULT_ADDR as DEFAULT_DASHBOARD_ADDR
 from pgwire.limits import (
@@ -492,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     setup_logging(args.log_level)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    tune_process()  # numpy's huge-page hint off, lazily imported modules loaded now
     try:
         return asyncio.run(playground(args))
     except KeyboardInterrupt:
