@@ -12,8 +12,14 @@ and reports that too. Cases:
 * `count_distinct`: `count(DISTINCT v)` per group;
 * `max_global`: `max(v)` of the whole table (one group holding every value).
 
+Each line also gives the server's RSS after the backfill and its growth during it, and
+the last line the server's peak RSS. The growth understates a view's state: the
+allocator first reuses what the COPY freed (run one case per invocation with `--only`
+and compare RSS at the same `--state-cache-mb`). `--skip-deletes` leaves out the
+retraction phase.
+
     python bench/minmax_state_bench.py [--rows 1000000] [--groups 100000] [--only max_seq]
-        [--parallelism 1] [--profile]
+        [--state-cache-mb 256] [--parallelism 1] [--profile] [--skip-deletes]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ def main() -> None:
     ap.add_argument("--state-cache-mb", type=int, default=256)
     ap.add_argument("--parallelism", type=int, default=0, help="0: the server's default")
     ap.add_argument("--profile", action="store_true", help="py-spy the backfills")
+    ap.add_argument("--skip-deletes", action="store_true", help="no retraction phase")
     args = ap.parse_args()
     n = args.rows
     rng = np.random.default_rng(7)
@@ -75,21 +82,27 @@ def main() -> None:
         print(f"rows {n}, groups {args.groups}, load {os.getloadavg()[0]:.2f}")
         for name in cases:
             spy = args.profile and srv.profile_start(srv.dir / f"{name}.spy")
+            rss0 = _rss_mb(srv.pid, "VmRSS")
             cpu0, t0 = srv.cpu_seconds(), time.perf_counter()
             c.execute(f"CREATE MATERIALIZED VIEW {name} AS {CASES[name]}")
             c.execute("FLUSH")
             cpu, wall = srv.cpu_seconds() - cpu0, time.perf_counter() - t0
             if spy:
                 srv.profile_stop()
+            rss = _rss_mb(srv.pid, "VmRSS")
             print(
                 f"{name:15s} backfill {cpu:6.2f} CPU-s {wall:6.2f} s "
-                f"{n / cpu / 1e3:7.1f}k rows/CPU-s  load {os.getloadavg()[0]:.2f}"
+                f"{n / cpu / 1e3:7.1f}k rows/CPU-s  RSS {rss:6.0f} MB (+{rss - rss0:5.0f})  "
+                f"load {os.getloadavg()[0]:.2f}"
             )
             ok = c.execute(
                 f"SELECT count(*) FROM ((SELECT * FROM {name}) EXCEPT ({CASES[name]})) q"
             ).fetchone()
             assert ok == (0,), f"{name} differs from its query"
             c.execute(f"DROP MATERIALIZED VIEW {name}")
+        if args.skip_deletes:
+            print(f"peak RSS {_rss_mb(srv.pid, 'VmHWM'):.0f} MB")
+            return
         # retractions: every view at once, then a tenth of the rows deleted
         for name in cases:
             c.execute(f"CREATE MATERIALIZED VIEW {name} AS {CASES[name]}")
@@ -104,6 +117,15 @@ def main() -> None:
                 f"SELECT count(*) FROM ((SELECT * FROM {name}) EXCEPT ({CASES[name]})) q"
             ).fetchone()
             assert ok == (0,), f"{name} differs from its query after the deletes"
+        print(f"peak RSS {_rss_mb(srv.pid, 'VmHWM'):.0f} MB")
+
+
+def _rss_mb(pid: int, field: str) -> float:
+    """`field` (VmRSS, VmHWM) of /proc/<pid>/status in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 if __name__ == "__main__":
