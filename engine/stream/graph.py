@@ -84,6 +84,9 @@ class Allocator:
         self.tables.append(t)
         return t
 
+    def declares(self, name: str) -> bool:
+        return True
+
 
 @dataclass
 class TableFlow:
