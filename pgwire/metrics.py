@@ -166,6 +166,18 @@ class SwellCollector(Collector):
                 "oldest write of an epoch until the epoch committed (visible in views)",
             ),
             (s.webhook, "ack_histogram", "swell_webhook_ack_seconds", "webhook request to ack"),
+            (
+                getattr(s.db, "wal", None),
+                "queue_seconds",
+                "swell_wal_queue_seconds",
+                "WAL group commit: first record appended until the writer took it",
+            ),
+            (
+                getattr(s.db, "wal", None),
+                "sync_seconds",
+                "swell_wal_sync_seconds",
+                "WAL group commit: write and fsync",
+            ),
         ):
             h = getattr(obj, attr, None)
             if isinstance(h, Histogram):

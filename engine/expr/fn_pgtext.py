@@ -170,33 +170,134 @@ _TOKENS = [
     ("P.M.", "A.M."),
     ("DDD", "%j"),
     ("D", "D"),
+    # numeric fields computed here: "#name" (zero-padded to _WIDTHS[name])
+    ("Y,YYY", "#Y,YYY"),
+    ("IYYY", "#IYYY"),
+    ("IYY", "#IYY"),
+    ("IY", "#IY"),
+    ("I", "#I"),
+    ("YYY", "#YYY"),
+    ("Y", "#Y"),
+    ("IW", "#IW"),
+    ("WW", "#WW"),
+    ("W", "#W"),
+    ("Q", "#Q"),
+    ("J", "#J"),
+    ("CC", "#CC"),
+    ("ID", "#ID"),
+    ("SSSSS", "#SSSS"),
+    ("SSSS", "#SSSS"),
+]
+# the numeric fields are spelled in either case ('yyyy-mm-dd'); names and AM/PM keep theirs
+_TOKENS += [
+    (tok.lower(), code)
+    for tok, code in list(_TOKENS)
+    if tok.isupper()
+    and (
+        code.startswith(("#", "%"))
+        and code not in ("%b", "%a")
+        or code in ("YYYY", "MS", "US", "D")
+    )
+    and tok.lower() not in dict(_TOKENS)
 ]
 _TOKENS.sort(key=lambda t: -len(t[0]))
+#: zero-padded widths of the "#" fields (0: not padded)
+_WIDTHS = {"IYYY": 4, "IYY": 3, "IY": 2, "I": 1, "YYY": 3, "Y": 1, "IW": 2, "WW": 2, "W": 1}
+_WIDTHS.update({"Q": 1, "J": 0, "CC": 2, "ID": 1, "SSSS": 0, "Y,YYY": 0})
+#: fields whose number FM writes without leading zeros
+_ZERO_PADDED = {"%H", "%I", "%M", "%S", "%y", "%m", "%d", "%j", "YYYY", "MS", "US"}
 
 
-def _pieces(fmt: str) -> list[tuple[bool, str]]:
-    """(is_pattern, text) pieces of a to_char template."""
-    out: list[tuple[bool, str]] = []
+def _pieces(fmt: str) -> list[tuple[bool, str, bool]]:
+    """(is_pattern, text, fill mode) pieces of a to_char template; the FM prefix (fill
+    mode) drops the next field's padding: leading zeros, the blanks after a name."""
+    out: list[tuple[bool, str, bool]] = []
     i = 0
+    fm = False
     while i < len(fmt):
         if fmt[i] == '"':
             j = fmt.find('"', i + 1)
             j = len(fmt) if j < 0 else j
-            out.append((False, fmt[i + 1 : j]))
+            out.append((False, fmt[i + 1 : j], False))
             i = j + 1
+            continue
+        if fmt.startswith(("FM", "fm"), i):
+            fm = True
+            i += 2
             continue
         for tok, code in _TOKENS:
             if fmt.startswith(tok, i):
-                out.append((True, code))
+                out.append((True, code, fm))
                 i += len(tok)
                 break
         else:
-            out.append((False, fmt[i]))
+            out.append((False, fmt[i], False))
             i += 1
+        fm = False
     return out
 
 
-def _piece(ts: pa.Array, code: str) -> pa.Array:
+def _number_field(ts: pa.Array, name: str) -> pa.Array:
+    """A "#" field's number (see _TOKENS) as int64."""
+
+    def np_(a: pa.Array) -> np.ndarray:
+        out: np.ndarray = pc.fill_null(a, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return out
+
+    if name.startswith("I") and name not in ("ID", "IW"):
+        y = np_(pc.iso_year(ts))
+        return pa.array(y % 10 ** len(name) if name != "IYYY" else y)
+    if name in ("YYY", "Y"):
+        return pa.array(np_(pc.year(ts)) % 10 ** len(name))
+    if name == "Y,YYY":
+        return pa.array(np_(pc.year(ts)))
+    if name == "IW":
+        return pc.iso_week(ts)
+    if name == "WW":
+        return pa.array((np_(pc.day_of_year(ts)) - 1) // 7 + 1)
+    if name == "W":
+        return pa.array((np_(pc.day(ts)) - 1) // 7 + 1)
+    if name == "Q":
+        return pc.quarter(ts)
+    if name == "ID":
+        return pc.day_of_week(ts, count_from_zero=False, week_start=1)
+    us = np_(pc.cast(pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)), pa.int64()))
+    if ts.type.tz is not None:  # the local wall clock's fields
+        local = pc.local_timestamp(pc.cast(ts, pa.timestamp("us", tz=ts.type.tz)))
+        us = np_(pc.cast(local, pa.int64()))
+    day_us = 86_400_000_000
+    if name == "J":
+        return pa.array(np.floor_divide(us, day_us) + 2440588)
+    if name == "SSSS":
+        return pa.array(np.mod(us, day_us) // 1_000_000)
+    y = np_(pc.year(ts))  # CC: the century (negative BC)
+    return pa.array(np.where(y > 0, (y + 99) // 100, -((99 - (y - 1)) // 100)))
+
+
+def _fill_mode(out: pa.Array, code: str) -> pa.Array:
+    """The field without its padding (FM)."""
+    if code in _ZERO_PADDED:
+        trimmed = pc.utf8_ltrim(out, "0")
+        return pc.if_else(pc.equal(trimmed, ""), "0", trimmed)
+    return pc.utf8_rtrim_whitespace(out)
+
+
+def _piece(ts: pa.Array, code: str, fm: bool = False) -> pa.Array:
+    if code.startswith("#"):
+        name = code[1:]
+        text = pc.cast(_number_field(ts, name), pa.string())
+        if name == "Y,YYY":
+            y = _number_field(ts, name).to_numpy(zero_copy_only=False)
+            thousands = pa.array(y // 1000).cast(pa.string())
+            rest = pc.utf8_lpad(pa.array(y % 1000).cast(pa.string()), 3, "0")
+            return pc.binary_join_element_wise(thousands, rest, ",")
+        width = _WIDTHS[name]
+        return text if fm or not width else pc.utf8_lpad(text, width, "0")
+    out = _piece_plain(ts, code)
+    return _fill_mode(out, code) if fm else out
+
+
+def _piece_plain(ts: pa.Array, code: str) -> pa.Array:
     secs = pc.cast(
         pc.floor_temporal(ts, unit="second"), pa.timestamp("s", tz=ts.type.tz), safe=False
     )
@@ -239,8 +340,8 @@ def _piece(ts: pa.Array, code: str) -> pa.Array:
 
 def _to_char_ts(ts: pa.Array, fmt: str) -> pa.Array:
     parts: list[Any] = []
-    for is_pat, text in _pieces(fmt):
-        parts.append(_piece(ts, text) if is_pat else text)
+    for is_pat, text, fm in _pieces(fmt):
+        parts.append(_piece(ts, text, fm) if is_pat else text)
     if not parts:
         return pc.if_else(pc.is_valid(ts), "", pa.scalar(None, pa.string()))
     arrays = [p if isinstance(p, pa.Array) else pa.repeat(pa.scalar(p), len(ts)) for p in parts]

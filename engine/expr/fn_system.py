@@ -372,6 +372,14 @@ def bind_any_all(op: str, left: Expr, arr: Expr, *, all_: bool) -> Expr:
 def _make_cmp_binder(op: str) -> Any:
     def bind(b: Any, node: exp.Expression) -> Expr | None:
         rhs = node.expression
+        if (
+            isinstance(rhs, exp.Anonymous)
+            and str(rhs.this).upper() in ("ALL", "ANY", "SOME")
+            and len(rhs.expressions) == 1
+        ):
+            # sqlglot parses `x <> ALL(ARRAY[...])` (no space) as a call named ALL
+            kind = exp.All if str(rhs.this).upper() == "ALL" else exp.Any
+            rhs = kind(this=rhs.expressions[0])
         if not isinstance(rhs, (exp.Any, exp.All)):
             return None
         inner = rhs.this

@@ -276,7 +276,12 @@ def _extract_ts(f: str, v: pa.Array, t: SqlType, c: EvalContext) -> tuple[np.nda
     if f == "timezone":
         return np.zeros(len(raw), np.int64), 0
     if f == "julian":
-        return np.floor_divide(raw, temporal.US_PER_DAY) + 2440588, 0
+        days = np.floor_divide(raw, temporal.US_PER_DAY) + 2440588
+        if t.kind is K.DATE:
+            return days, 0
+        # the day's fraction at 10 places (1e10 / US_PER_DAY = 25 / 216), rounded half up
+        frac = (np.mod(raw, temporal.US_PER_DAY) * 50 + 216) // 432
+        return days * 10**10 + frac, 10
     raise InvalidParameterValue(f'unit "{f}" not supported')
 
 
@@ -284,7 +289,10 @@ def _extract_interval(f: str, v: pa.Array) -> tuple[np.ndarray, int]:
     m, d, ns = temporal.interval_parts(v)
     us = ns // 1000
     if f == "epoch":
-        years, mons = m // 12, m % 12
+        # C's truncating division, as PostgreSQL's interval_part: -1 month is -30 days,
+        # not -1 year (365.25 days) + 11 months
+        years = np.sign(m) * (np.abs(m) // 12)
+        mons = m - years * 12
         secs_us = years * 36525 * 864 * 1_000_000  # 365.25 days per year
         total = secs_us + (mons * 30 + d) * temporal.US_PER_DAY + us
         return total, 6

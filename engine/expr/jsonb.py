@@ -231,6 +231,8 @@ def text_to_jsonb(col: pa.Array) -> pa.Array:
 
 
 def _get(v: Any, key: Any) -> tuple[bool, Any]:
+    """`v -> key`. PostgreSQL stores a scalar document as a one-element array, so
+    `'5'::jsonb -> 0` (and `-> -1`) is 5; a path (`#>`) does not see that array."""
     if isinstance(key, str):
         if isinstance(v, dict) and key in v:
             return True, v[key]
@@ -239,6 +241,9 @@ def _get(v: Any, key: Any) -> tuple[bool, Any]:
         i = key if key >= 0 else len(v) + key
         if 0 <= i < len(v):
             return True, v[i]
+        return False, None
+    if not isinstance(v, dict) and key in (0, -1):
+        return True, v
     return False, None
 
 

@@ -531,6 +531,20 @@ def _bind_temporal_arith(op: str, left: Expr, right: Expr) -> Expr:
         c = implicit_cast(left, INTERVAL)
         assert c is not None
         left, lt = c, c.type
+    if op in "*/" and (
+        is_untyped(left)
+        and rt.kind is K.INTERVAL
+        and op == "*"
+        or is_untyped(right)
+        and lt.kind is K.INTERVAL
+    ):
+        # interval * double precision (and double * interval, interval / double) are the
+        # only such operators: NULL * interval '1 hour' is a NULL interval
+        if is_untyped(left):
+            left = implicit_cast(left, DOUBLE) or left
+        else:
+            right = implicit_cast(right, DOUBLE) or right
+        lt, rt = left.type, right.type
     if is_untyped(left) and is_untyped(right) is False and lt.kind is K.UNKNOWN:
         c = implicit_cast(left, rt)
         assert c is not None

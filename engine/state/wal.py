@@ -52,7 +52,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from engine.latency import answer_thread
+from engine.latency import Histogram, answer_thread
 from engine.state.codec import RESERVED_PREFIX
 from engine.state.store import StorageError
 
@@ -115,6 +115,14 @@ class Wal:
         self.bytes_written = 0
         self.max_batch_records = 0
         self.write_seconds = 0.0
+        self.queue_seconds = Histogram()
+        """Per group commit: from the first record's append until the writer took the
+        group (the writer was busy with the previous fsync, or waited for a core)."""
+        self.sync_seconds = Histogram()
+        """Per group commit: the writer's `db.write` and fsync of the group. With
+        `queue_seconds` and the webhook's ack histogram it splits an ack's latency into
+        waiting for the writer, the disk, and the answer's wake-up (the rest)."""
+        self._queued_at = 0.0  # when the queue last went from empty to non-empty
 
         self._thread = threading.Thread(target=self._run, name="swell-wal-writer", daemon=True)
         self._thread.start()
@@ -143,6 +151,8 @@ class Wal:
         if type(payload) is not bytes:
             raise TypeError(f"WAL payload must be bytes, not {type(payload).__name__}")
         self._last_seq = seq = self._last_seq + 1
+        if not self._queue:
+            self._queued_at = time.perf_counter()
         self._queue.append((seq, payload))
         self._work.notify()
         return seq
@@ -309,7 +319,9 @@ class Wal:
                 if not self._queue:
                     return  # closing and drained
                 records, self._queue = self._queue, []
+                queued_at = self._queued_at
             t0 = time.perf_counter()
+            self.queue_seconds.observe(t0 - queued_at)
             try:
                 size = 0
                 groups = _groups(records)
@@ -321,7 +333,9 @@ class Wal:
             except BaseException as e:  # noqa: BLE001 - every waiter must learn of it
                 self._fail(e)
                 return
-            self.write_seconds += time.perf_counter() - t0
+            took = time.perf_counter() - t0
+            self.write_seconds += took
+            self.sync_seconds.observe(took)
             self.fsyncs += 1
             self.records_written += len(records)
             self.bytes_written += size

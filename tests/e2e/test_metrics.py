@@ -161,6 +161,8 @@ def test_histograms_per_relation_series_and_process_metrics(
             "swell_checkpoint_duration_seconds",
             "swell_webhook_ack_seconds",
             "swell_freshness_seconds",  # the INSERT and the webhook row became visible
+            "swell_wal_queue_seconds",  # the INSERT's and the webhook's WAL records
+            "swell_wal_sync_seconds",
         ):
             n = v(f"{name}_count")
             assert n >= 1 and v(f"{name}_bucket", le="+Inf") == n and v(f"{name}_sum") > 0

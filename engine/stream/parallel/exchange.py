@@ -7,7 +7,9 @@ binary array with numpy/Arrow kernels (integers, floats, booleans, strings, byte
 dates, timestamps, times, NULLs), the columns are joined per row, and a table-driven
 CRC-32 runs over all rows at once, one numpy step per byte position. A column of another
 type (decimals, intervals, lists, integers beyond 2^53) takes `memcmp.encode_keys` and
-`zlib.crc32` per row: correct, slower, and rare for keys.
+`zlib.crc32` per row: correct, slower, and rare for keys. A single integer column whose
+values come from a range at most half as wide as the chunk is long looks its vnodes up
+in a table of that range (`_dense_vnodes`), kept for the next chunk.
 
 Vnodes map to actors by contiguous ranges (`actor_of`): actor i of p owns vnodes
 [ceil(256 i / p), ceil(256 (i+1) / p)), so a rescale moves whole ranges.
@@ -255,12 +257,51 @@ def _int_vnodes(columns: list[pa.Array]) -> np.ndarray | None:
     return out
 
 
+DENSE_SPAN = 1 << 22
+"""The widest range of integers whose vnodes `_dense_vnodes` keeps as a table (4 MB)."""
+
+_dense: tuple[int, np.ndarray] | None = None  # (first value, vnodes of first...first+n-1)
+
+
+def _dense_vnodes(columns: list[pa.Array]) -> np.ndarray | None:
+    """vnodes of a single integer key column without NULLs whose values lie in a range at
+    most half as wide as the column is long (ids, keys drawn from a dense domain: every
+    value occurs twice on average), or None. Those are looked up in a table of the
+    range's vnodes, made by `_int_vnodes` of the range itself and kept for the next
+    chunk (one, module-wide: a stream's chunks mostly repeat the same range): one gather
+    per row instead of about 40 ns of hashing. Same vnodes as `_int_vnodes` by making."""
+    global _dense
+    if len(columns) != 1:
+        return None
+    col = columns[0]
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not pa.types.is_integer(col.type) or col.null_count or len(col) < 1024:
+        return None
+    v = col.to_numpy(zero_copy_only=False)
+    lo, hi = int(v.min()), int(v.max())
+    if lo < -_SAFE_INT or hi > _SAFE_INT:
+        return None
+    cached = _dense
+    if cached is None or lo < cached[0] or hi >= cached[0] + len(cached[1]):
+        if hi - lo >= min(len(v) // 2, DENSE_SPAN):
+            return None  # sparse: hashing the rows costs less than the range
+        table = _int_vnodes([pa.array(np.arange(lo, hi + 1, dtype=np.int64))])
+        assert table is not None  # integers within +-2^53
+        cached = _dense = (lo, table)
+    base, table = cached
+    out: np.ndarray = table[v - base if base else v]
+    return out
+
+
 def vnodes(columns: list[pa.Array]) -> np.ndarray:
     """The vnode (0..255, int64) of every row of the key `columns`."""
     n = len(columns[0]) if columns else 0
     if not columns:
         return np.zeros(n, dtype=np.int64)
-    fast = _int_vnodes(columns)
+    fast = _dense_vnodes(columns)
+    if fast is None:
+        fast = _int_vnodes(columns)
     if fast is not None:
         return fast.astype(np.int64)
     enc = [encode_column(c) for c in columns]

@@ -89,7 +89,8 @@ def test_jsonb_access(ev) -> None:
     assert ev("j -> 'b' -> 2") == ['"x"', None, None, None]
     assert ev("j -> 'b' ->> 2") == ["x", None, None, None]
     assert ev("j -> 1") == [None, '"x"', None, None]
-    assert ev("j ->> -1") == [None, "true", None, None]
+    # a scalar document is a one-element array to PostgreSQL's -> / ->> (index 0 and -1)
+    assert ev("j ->> -1") == [None, "true", None, "str"]
     assert ev("j -> 'c' ->> 'd'") == [None, None, None, None]  # JSON null -> SQL NULL
     assert ev("j -> 'c' -> 'd'") == ["null", None, None, None]
     assert ev("j #> '{b,1}'") == ["2.50", None, None, None]

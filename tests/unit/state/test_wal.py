@@ -64,6 +64,8 @@ def test_concurrent_appenders_share_fsyncs(store: StateStore) -> None:
     assert wal.records_written == total
     assert wal.fsyncs < total, "every record paid its own fsync: no group commit"
     assert wal.max_batch_records > 1
+    # one observation per group commit in each latency histogram (the metrics endpoint)
+    assert wal.queue_seconds.snapshot()[2] == wal.fsyncs == wal.sync_seconds.snapshot()[2]
 
 
 def test_async_appends_do_not_block_and_are_durable(store: StateStore) -> None:

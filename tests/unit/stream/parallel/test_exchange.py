@@ -105,3 +105,23 @@ def test_integer_keys_over_several_blocks_hash_as_the_state_layout() -> None:
     a = pa.array(rng.integers(-(2**53), 2**53, n))
     b = pa.array(rng.integers(-3, 3, n))
     assert vnodes([a, b]).tolist() == reference([a, b])
+
+
+def test_keys_from_a_dense_range_hash_as_the_state_layout_with_the_range_kept() -> None:
+    rng = np.random.default_rng(7)
+    chunks = [
+        rng.integers(0, 1_000, 4_000),  # dense: the range's table is made
+        rng.integers(10, 900, 3_000),  # inside it: looked up
+        rng.integers(-2_000, -1_500, 2_000).astype(np.int32),  # another range, negative
+        rng.integers(2**52, 2**52 + 100, 2_000),  # near the float64-exact limit
+        rng.integers(0, 10**9, 5_000),  # sparse: hashed row by row
+        np.arange(5_000),  # each value once: hashed
+    ]
+    for v in chunks:
+        col = pa.array(v)
+        assert vnodes([col]).tolist() == reference([col])
+        assert vnodes([pa.chunked_array([col.slice(0, 1500), col.slice(1500)])]).tolist() == (
+            reference([col])
+        )
+    with_null = pa.array([*rng.integers(0, 100, 3000).tolist(), None])
+    assert vnodes([with_null]).tolist() == reference([with_null])
