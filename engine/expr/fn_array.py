@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import NullValueNotAllowed
-from engine.expr.coerce import cast, implicit_cast, is_untyped
+from engine.errors import EngineError, NullValueNotAllowed
+from engine.expr.coerce import cast, common_type, implicit_cast, is_untyped
 from engine.expr.core import Datum, EvalContext, Expr, Func, as_array
 from engine.expr.registry import no_function, register
 from engine.types import INT, SqlType, TypeKind, list_of
@@ -36,7 +36,18 @@ def _array_and_elem(name: str, arr: Expr, elem: Expr, args: list[Expr]) -> tuple
     if arr.type.kind is not K.LIST or is_untyped(arr):
         raise no_function(name, args)
     assert arr.type.elem is not None
-    e = implicit_cast(elem, arr.type.elem)
+    et = arr.type.elem
+    if not is_untyped(elem) and elem.type != et and et.kind is not K.LIST:
+        # anycompatible (PostgreSQL 14+): array and element meet at their common type,
+        # array_remove(ARRAY[1, 2], sign(1.0::float8)) is over double precision
+        try:
+            t = common_type([et, elem.type])
+        except EngineError:
+            raise no_function(name, args) from None
+        if t != et:
+            arr = cast(arr, list_of(t))
+            et = t
+    e = implicit_cast(elem, et)
     if e is None:
         raise no_function(name, args)
     return arr, e
@@ -142,7 +153,8 @@ def _array_replace(args: list[Expr]) -> Expr:
     if len(args) != 3:
         raise no_function("array_replace", args)
     arr, old = _array_and_elem("array_replace", args[0], args[1], args)
-    _, new = _array_and_elem("array_replace", arr, args[2], args)
+    arr, new = _array_and_elem("array_replace", arr, args[2], args)
+    arr, old = _array_and_elem("array_replace", arr, old, args)
     return Func("array_replace", (arr, old, new), arr.type, _replace_kernel(arr.type))
 
 
