@@ -16,7 +16,8 @@ and ROWS/RANGE/GROUPS frames with offsets, DISTINCT and DISTINCT ON, UNION
 WITH TIES (so the result is deterministic as a multiset). fuzz.grammar_views adds the
 shapes views are made of (top-N per group, windows over aggregates, aggregates joined to
 aggregates, HAVING over joins, aggregates over set operations, nested subqueries), casts
-between the numeric types and more text functions.
+between the numeric types and more text functions; fuzz.grammar_types expressions through
+jsonb, arrays, timestamps and intervals, and DISTINCT / ordered aggregates.
 
 The grammar only produces SQL PostgreSQL 15 accepts for these tables (errors PostgreSQL
 raises at run time, such as division by zero, are part of what is compared).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from fuzz.grammar_types import distinct_agg, typed_expr
 from fuzz.grammar_views import SHAPES as VIEW_SHAPES
 from fuzz.grammar_views import numeric_cast, string_fn
 
@@ -193,6 +195,10 @@ class QueryGen:
             extra = self._extra_expr(kind, scope, d)
             if extra is not None:
                 return extra
+        if r.random() < 0.06:
+            typed = typed_expr(self, kind, scope, d)
+            if typed is not None:
+                return typed
         if r.random() < 0.08:
             more = (
                 string_fn(self, scope, d) if kind == "text" else numeric_cast(self, kind, scope, d)
@@ -518,6 +524,7 @@ class QueryGen:
                     "regr",
                     "percentile",
                     "more",
+                    "distinct",
                 ]
             )
             if fn == "count(*)":
@@ -554,6 +561,8 @@ class QueryGen:
                 out.append(f"{form}({arg}) WITHIN GROUP ({order}) AS a{i}")
             elif fn == "more":
                 out.append(self._more_agg(scope) + f" AS a{i}")
+            elif fn == "distinct":
+                out.append(distinct_agg(self, scope) + f" AS a{i}")
             else:
                 out.append(f"{fn}({self.expr('int', scope, 2)}) AS a{i}")
         return out
