@@ -57,6 +57,7 @@ from engine.stream.operators.segments import (
     by_segment,
     gather,
     key_fn,
+    replace_rows,
     row_keys,
     unpack_mask,
 )
@@ -314,9 +315,7 @@ class KeyedSegments:
             seg = self.segments[sid]
             sub = rows if at is None else rows.take(pa.array(at))
             n = seg.batch.num_rows
-            idx = np.arange(n, dtype=np.int64)
-            idx[rws] = np.arange(n, n + len(rws), dtype=np.int64)
-            merged = pa.concat_batches([seg.batch, sub]).take(pa.array(idx))
+            merged = replace_rows(seg.batch, rws, sub)
             seg.batch = self._table.write(sid, merged)
             if merged.nbytes > GROWN_BYTES and n > SMALL_SEGMENT_ROWS:
                 self._grown.add(sid)

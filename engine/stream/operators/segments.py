@@ -184,6 +184,61 @@ def gather(locs: np.ndarray, batch_of: Callable[[int], pa.RecordBatch]) -> pa.Re
     return cat.take(pa.array(inv))
 
 
+_UINT_OF_WIDTH = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _fixed_width(t: pa.DataType) -> int:
+    """Byte width of a column type whose values are one fixed-width buffer, else 0."""
+    if pa.types.is_boolean(t) or pa.types.is_dictionary(t) or pa.types.is_nested(t):
+        return 0
+    try:
+        bits = t.bit_width
+    except ValueError:  # variable width (strings, binary)
+        return 0
+    return bits // 8 if bits % 8 == 0 and bits // 8 in (1, 2, 4, 8, 16) else 0
+
+
+def _values(a: pa.Array, width: int) -> np.ndarray:
+    """The value buffer of fixed-width `a` as one numpy element per row (a read-only view)."""
+    n = len(a)
+    raw = np.frombuffer(a.buffers()[1], np.uint8, (a.offset + n) * width)[a.offset * width :]
+    if width == 16:
+        return raw.view(np.uint64).reshape(n, 2)
+    return raw.view(_UINT_OF_WIDTH[width])
+
+
+def replace_rows(batch: pa.RecordBatch, rows: np.ndarray, new: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with its rows `rows` (distinct) replaced by the rows of `new`, in order.
+
+    Fixed-width columns are copied and assigned with numpy (one copy of the column, no
+    Arrow concat and take); other columns (strings, booleans, nested) are taken from the
+    two columns concatenated."""
+    n = batch.num_rows
+    cols: list[pa.Array] = []
+    idx: pa.Array | None = None
+    for col, sub in zip(batch.columns, new.columns, strict=True):
+        t = col.type
+        width = _fixed_width(t)
+        if not width or not n or not len(sub):
+            if idx is None:
+                at = np.arange(n, dtype=np.int64)
+                at[rows] = np.arange(n, n + len(rows), dtype=np.int64)
+                idx = pa.array(at)
+            cols.append(pa.concat_arrays([col, sub]).take(idx))
+            continue
+        vals = _values(col, width).copy()
+        vals[rows] = _values(sub, width)
+        bitmap = None
+        nulls = 0
+        if col.null_count or sub.null_count:
+            valid = col.is_valid().to_numpy(zero_copy_only=False).copy()
+            valid[rows] = sub.is_valid().to_numpy(zero_copy_only=False)
+            nulls = n - int(np.count_nonzero(valid))
+            bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+        cols.append(pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(vals)], null_count=nulls))
+    return pa.RecordBatch.from_arrays(cols, schema=batch.schema)
+
+
 # -- keys -------------------------------------------------------------------------------
 def key_fn(t: pa.DataType) -> Callable[[pa.Array], list[Any]]:
     """How one column becomes hashable, equality-preserving Python values."""
