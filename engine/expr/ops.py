@@ -446,8 +446,8 @@ def _iv_mul(args: list[Datum], n: int, ctx: EvalContext) -> Datum:
     mask = pc.or_(pc.is_null(a), pc.is_null(f)).to_numpy(zero_copy_only=False)
     live = ~mask
     if live.any() and (
-        np.abs(mi[live]).max() >= 2**31
-        or np.abs(di[live]).max() >= 2**31
+        temporal.out_of_i32(mi[live])
+        or temporal.out_of_i32(di[live])
         or np.abs(nf[live]).max() >= 2**63
         or not np.isfinite(nf[live]).all()
     ):

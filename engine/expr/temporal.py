@@ -285,14 +285,20 @@ def interval_parts(iv: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def _out_of_i32(v: np.ndarray) -> bool:
-    return bool(v.dtype.itemsize > 4 and (v.max() > 2**31 - 1 or v.min() < -(2**31)))
+def out_of_i32(v: np.ndarray) -> bool:
+    """Whether a months or days array leaves PostgreSQL's field range [-2**31, 2**31 - 1]
+    (the range is not symmetric: -2147483648 days is an interval, 2147483648 days is not)."""
+    return bool(
+        len(v)
+        and (v.dtype.itemsize > 4 or v.dtype.kind == "f")
+        and (v.max() > 2**31 - 1 or v.min() < -(2**31))
+    )
 
 
 def make_interval_array(
     months: np.ndarray, days: np.ndarray, nanos: np.ndarray, mask: np.ndarray | None = None
 ) -> pa.Array:
-    if len(months) and (_out_of_i32(months) or _out_of_i32(days)):
+    if len(months) and (out_of_i32(months) or out_of_i32(days)):
         raise DatetimeFieldOverflow("interval out of range")
     rec = np.empty(len(months), dtype=_MDN)
     rec["months"], rec["days"], rec["nanos"] = months, days, nanos
