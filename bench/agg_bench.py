@@ -63,9 +63,6 @@ class DiskAllocator:
             return self.tables.table(self._next, name, 1 if dist else 0)
         return StateTable(self._next, name)
 
-    def declares(self, name: str) -> bool:
-        return True
-
 
 def commit(op: Any, store: StateStore | None) -> None:
     if store is None:

@@ -368,9 +368,7 @@ def _agg_tables(
 ) -> list[Spec]:
     """HashAggOp's tables: `groups`, one `minmax_<i>` per (argument, FILTER) of min/max
     calls (shared) except those in `plain` (append-only: no multiset), one
-    `distinct_<i>` per DISTINCT call, each value table with its `<name>_spill` (group
-    key -> packed values, `engine.stream.operators.value_spill`); see HashAggOp's
-    docstring."""
+    `distinct_<i>` per DISTINCT call (see HashAggOp's docstring)."""
     skip = set(plain or ())
     g = [names[k] for k in group_keys]
     gk = list(range(len(g)))
@@ -385,8 +383,6 @@ def _agg_tables(
             if owner == i:
                 assert a.arg is not None
                 out.append((f"minmax_{i}", [*g, names[a.arg], "_count"], [*gk, nk], gk))
-                out.append((f"minmax_{i}_spill", [*g, "_values"], gk, gk))
         elif a.distinct and a.arg is not None:
             out.append((f"distinct_{i}", [*g, names[a.arg], "_count"], [*gk, nk], gk))
-            out.append((f"distinct_{i}_spill", [*g, "_values"], gk, gk))
     return out

@@ -44,7 +44,7 @@ from engine.state.store import StorageError
 if TYPE_CHECKING:
     from engine.state.store import StateStore, WriteBatchLike
 
-FORMAT_VERSION = 12
+FORMAT_VERSION = 11
 """The on-disk format this Swell writes. Bump it (and register a migration) on any change
 of the key layout, the encodings or the meaning of stored catalog entries.
 
@@ -88,12 +88,7 @@ versions would take for a legacy layout; the 9 -> 10 step
 float columns only may be fixed-width rows (`engine.state.fixed_rows`, first byte 0x02,
 inside `engine.stream.operators.row_blob` blobs), which older versions cannot decode; the
 10 -> 11 step (`engine.stream.job_plan._fixed_width_join_rows`) writes nothing: marshal
-records of the older layout stay readable, also framed with the new rows.
-12: an aggregation's plan declares a spill table per min/max multiset and DISTINCT value
-table (`<table>_spill`: group key -> the group's values and counts in one blob,
-`engine.stream.operators.value_spill`), which older versions refuse to run; the 11 -> 12
-step (`engine.stream.job_plan._value_spill_tables`) writes nothing: plans stored without
-them keep their value state resident."""
+records of the older layout stay readable, also framed with the new rows."""
 UNVERSIONED = 1
 """The version of a directory that has data but no `FORMAT_KEY` (written before it existed)."""
 FORMAT_KEY = RESERVED_PREFIX + b"format"

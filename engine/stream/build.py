@@ -100,11 +100,6 @@ class PlannedAllocator:
         self.made[name] = t
         return t
 
-    def declares(self, name: str) -> bool:
-        """Whether the stream node declared table `name` (plans stored by older versions
-        lack the tables operators added since)."""
-        return name in self.by_local
-
     def check_used(self, node: StreamNode) -> None:
         unused = sorted(set(self.by_local) - set(self.made))
         if unused:

@@ -84,9 +84,6 @@ class Allocator:
         self.tables.append(t)
         return t
 
-    def declares(self, name: str) -> bool:
-        return True
-
 
 @dataclass
 class TableFlow:

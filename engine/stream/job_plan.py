@@ -224,16 +224,6 @@ def _fixed_width_join_rows(ctx: data_format.MigrationContext) -> None:
     ctx.notes.append("join rows of numeric columns may be written as fixed-width rows")
 
 
-@data_format.migration(11)
-def _value_spill_tables(ctx: data_format.MigrationContext) -> None:
-    """Format 11 -> 12: the stream plans of new aggregations declare a spill table per
-    min/max multiset and DISTINCT value table (`engine.stream.operators.value_spill`),
-    which older versions would refuse to run (a declared table no operator asks for).
-    Stored plans without them still run, their value state resident as before, so this
-    step only records the new version, which older Swells then refuse."""
-    ctx.notes.append("min/max and DISTINCT value state of new views may spill to disk")
-
-
 # -- rw_catalog.rw_internal_tables: the state tables of every job, from its stored plan ----------
 _INTERNAL_FIELDS = [
     Field("id", INT),

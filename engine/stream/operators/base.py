@@ -35,11 +35,6 @@ class StateAllocator(Protocol):
 
     def table(self, name: str, *, disk: bool = False, dist: bool = True) -> StateTable: ...
 
-    def declares(self, name: str) -> bool:
-        """Whether `table(name)` may be asked for: a plan stored by an older version may
-        lack a table an operator added later (it then does without it)."""
-        ...
-
 
 class LocalStateAllocator:
     """Allocator with its own id counter, for tests and one-shot (ad-hoc) plan runs.
@@ -59,9 +54,6 @@ class LocalStateAllocator:
             self._next += 1
             self.tables[name] = t
         return t
-
-    def declares(self, name: str) -> bool:
-        return True
 
 
 class EvalContextLike(Protocol):

@@ -28,9 +28,7 @@ Memory: the `groups` table is a disk table (`engine.state.disk_table`) in a runn
 server: the group rows live in RocksDB and each step reads the chunk's groups with one
 multi-get and writes them back in the epoch's overlay, so memory per group is the
 bounded cache's, not a Python row per group. The min/max multisets and DISTINCT tables
-are resident `StateTable`s for the groups in their budget; the least recently touched
-groups past it live in each table's spill table (`value_spill`) and are read back when a
-step touches them.
+are still resident `StateTable`s.
 """
 
 from __future__ import annotations
@@ -84,11 +82,6 @@ from engine.stream.operators.frames import (
     ops_array,
     polars_frame,
     py_values,
-)
-from engine.stream.operators.value_spill import (
-    DISTINCT_PAIR_BYTES,
-    MINMAX_PAIR_BYTES,
-    ValueSpill,
 )
 from engine.types import Field, TypeKind, arrow_schema
 
@@ -164,9 +157,6 @@ class HashAggOp(Operator):
       `min(v), max(v)` keep one multiset).
     * `distinct_<i>` for a DISTINCT additive call i: `(*group_key, value) -> (count,)`;
       a value enters the aggregate when its count goes 0 -> >0 and leaves at >0 -> 0.
-    * `<value table>_spill` for each of those (when the plan declares it): group key ->
-      `(blob,)`, the values and counts of the groups evicted from the value table
-      (`value_spill`); a group is in exactly one of the two.
     """
 
     def __init__(
@@ -222,10 +212,6 @@ class HashAggOp(Operator):
         self._legacy = _legacy_widths(self._impls)
         # value tables: min/max multisets and DISTINCT dedup tables
         self._value_tables: dict[int, StateTable] = {}
-        # their spill tables (`value_spill`): bounded memory in a store-backed runtime
-        self._spill_tables: list[StateTable] = []
-        self._spills: dict[int, ValueSpill] = {}
-        self._in_part = False  # `_apply` runs on a part of a chunk split by group
         # min/max calls over the same (argument, FILTER) share one multiset: the first
         # such call owns table `minmax_<i>` and its index; `_shared` maps each to its owner
         self._shared: dict[int, int] = {}
@@ -236,10 +222,8 @@ class HashAggOp(Operator):
                 self._shared[i] = owner
                 if owner == i:
                     self._value_tables[i] = alloc.table(f"minmax_{i}")
-                    self._add_spill(alloc, i, f"minmax_{i}", MINMAX_PAIR_BYTES)
             elif a.distinct and a.arg is not None:
                 self._value_tables[i] = alloc.table(f"distinct_{i}")
-                self._add_spill(alloc, i, f"distinct_{i}", DISTINCT_PAIR_BYTES)
         self._indexes: dict[int, dict[Key, dict[Any, int]]] | None = None
         # polars plan pieces
         cols = list(group_keys)
@@ -283,20 +267,6 @@ class HashAggOp(Operator):
             # new groups skip RocksDB (`engine.state.written_keys`)
             self._groups.track_absent()
 
-    def _add_spill(self, alloc: StateAllocator, i: int, base: str, pair_bytes: int) -> None:
-        """Value table i's spill table `<base>_spill`, when its plan declares one (plans
-        of views created before spill tables existed do not: their value state stays
-        resident); spilling needs it to be a disk table."""
-        name = f"{base}_spill"
-        if not alloc.declares(name):
-            return
-        spill = alloc.table(name, disk=True)
-        self._spill_tables.append(spill)
-        if isinstance(spill, DiskStateTable):
-            spill.track_absent()  # written through puts and deletes only
-            nk = len(self.group_keys)
-            self._spills[i] = ValueSpill(self._value_tables[i], spill, nk, pair_bytes)
-
     # -- planning helpers -------------------------------------------------------------
     @staticmethod
     def _ok(a: AggCall) -> pl.Expr:
@@ -311,7 +281,7 @@ class HashAggOp(Operator):
         return ok
 
     def state_tables(self) -> list[StateTable]:
-        return [self._groups, *self._value_tables.values(), *self._spill_tables]
+        return [self._groups, *self._value_tables.values()]
 
     def explain(self) -> str:
         aggs = ", ".join(str(a) for a in self.aggs)
@@ -491,34 +461,23 @@ class HashAggOp(Operator):
             if part.schema[kn].is_float() and bool(part.get_column(kn).is_nan().any()):
                 by_name[kn] = [_one_nan(v) for v in by_name[kn]]
         keys = key_tuples([by_name[kn] for kn in self._key_names], n)
-        if self._spills and not self._in_part and not self._global:
-            parts = self._spill_parts(keys)
-            if parts > 1:
-                return self._apply_by_group(chunk, frame, parts)
         dcnt = part.get_column(_COUNT).to_list()
 
         # per-(group, value) processing: min/max multisets, DISTINCT dedup
         replaced: dict[int, dict[Key, Any]] = {}
         deltas: dict[int, list[list[Any]]] = {}
-        spills = self._spills
         for i in self._value_tables:
             vd = self._value_deltas(frame, i)
             impl = self._impls[i]
-            groups = list(dict.fromkeys(vd.gkeys))
-            sp = spills.get(i)
-            if sp is not None:
-                sp.hydrate(groups)  # spilled groups come back before they are read
             if isinstance(impl, ExtremeImpl):
                 self._update_multiset(i, vd)
                 for j, owner in self._shared.items():
                     if owner == i:
                         impl_j = self._impls[j]
                         assert isinstance(impl_j, ExtremeImpl)
-                        replaced[j] = self._extremes(j, impl_j, vd, groups)
+                        replaced[j] = self._extremes(j, impl_j, vd)
             else:
                 deltas[i] = self._apply_distinct(i, impl, keys, vd)
-            if sp is not None:
-                sp.touched(groups)
         for i, impl in enumerate(self._impls):
             if isinstance(impl, AppendOnlyExtremeImpl):
                 deltas[i] = [py_values(frame, part, f"a{i}_0")]
@@ -542,49 +501,7 @@ class HashAggOp(Operator):
                 new_cols.append([ext.get(k, o) for k, o in zip(keys, old_cols[s], strict=True)])
             else:
                 new_cols.extend(impl.merge(old_cols[s : s + impl.n_slots], deltas[i]))
-        out = self._emit(frame, part, keys, olds, old_cols, new_cols)
-        for sp in spills.values():
-            sp.settle()  # spilled groups updated in place go back as blobs
-            sp.fit()  # past the value state's share of the budget: evict cold groups
-        return out
-
-    def _spill_parts(self, keys: list[Key]) -> int:
-        """Into how many parts to split a chunk by group so that the spilled groups each
-        part reads back fit half the value state's share (1: no split). A chunk touching
-        most groups of a state past the budget would otherwise bring it all back at once."""
-        spills = list(self._spills.values())
-        if not any(sp.spilled for sp in spills):
-            return 1
-        parts = 1
-        for sp in spills:
-            back = sum(sp.pending(keys).values())
-            # in-place dicts cost about a third of a resident pair: up to twice the share
-            parts = max(parts, -(-back // max(sp.cap() * 2, 1)))
-        return parts
-
-    def _apply_by_group(self, chunk: StreamChunk, frame: Frame, parts: int) -> StreamChunk | None:
-        """`_apply` over `parts` row subsets of `chunk`, split by a hash of the group key
-        (every group's rows in one part, so each part's changes are the group's whole
-        change and the outputs only concatenate); value state is fitted to its budget
-        after each part (`value_spill`)."""
-        h = frame.df.select(pl.struct(self._uniq_key_names).hash(7).alias("__h"))
-        part_of = h.get_column("__h").to_numpy() % np.uint64(parts)
-        outs: list[StreamChunk] = []
-        self._in_part = True
-        try:
-            for j in range(parts):
-                at = np.flatnonzero(part_of == j)
-                if at.size:
-                    take = pa.array(at)
-                    sub = StreamChunk(chunk.ops.take(take), chunk.data.take(take))
-                    out = self._apply(sub)
-                    if out is not None:
-                        outs.append(out)
-        finally:
-            self._in_part = False
-            for sp in self._spills.values():
-                sp.forget()
-        return StreamChunk.concat(outs)
+        return self._emit(frame, part, keys, olds, old_cols, new_cols)
 
     def _emit(
         self,
@@ -674,62 +591,24 @@ class HashAggOp(Operator):
             key_tuples([*kcols, vals], vdf.height),
         )
 
-    def _update_counts(self, i: int, vd: _ValueDelta, multiset: bool = False) -> list[int]:
-        """Apply the value deltas to call i's (group, value) count table; new counts.
-        Rows of spilled groups this step updates in place (`ValueSpill.transient`) count
-        in their dicts instead; `multiset`: the caller applies those (min/max index)."""
+    def _update_counts(self, i: int, vd: _ValueDelta) -> list[int]:
+        """Apply the value deltas to call i's (group, value) count table; new counts."""
         table = self._value_tables[i]
-        sp = self._spills.get(i)
-        tr = sp.transient if sp is not None else None
-        if tr:
-            return self._update_counts_split(i, vd, tr, multiset)
         olds = table.get_many(vd.mkeys)
         news = [dw if o is None else o[0] + dw for o, dw in zip(olds, vd.dws, strict=True)]
-        self._check_counts(i, news)
-        table.put_many(compress(vd.mkeys, news), [(c,) for c in news if c])
-        table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
-        return news
-
-    def _check_counts(self, i: int, news: list[int]) -> None:
         if news and min(news) < 0:
             raise InternalError(
                 "aggregation value count became negative",
                 detail=f"A value of {self.aggs[i]} in {self.explain()} was deleted too often.",
             )
-
-    def _update_counts_split(
-        self, i: int, vd: _ValueDelta, tr: dict[Key, dict[Any, int]], multiset: bool
-    ) -> list[int]:
-        """`_update_counts` when some of the groups are spilled ones updated in place."""
-        table = self._value_tables[i]
-        news = [0] * len(vd.dws)
-        at: list[int] = []
-        for j, (g, v, dw) in enumerate(zip(vd.gkeys, vd.vals, vd.dws, strict=True)):
-            d = tr.get(g)
-            if d is None:
-                at.append(j)
-                continue
-            c = d.get(v, 0) + dw
-            news[j] = c
-            if not multiset:
-                if c:
-                    d[v] = c
-                elif v in d:
-                    del d[v]
-        keys = [vd.mkeys[j] for j in at]
-        olds = table.get_many(keys)
-        for j, o in zip(at, olds, strict=True):
-            news[j] = vd.dws[j] if o is None else o[0] + vd.dws[j]
-        self._check_counts(i, news)
-        mine = [news[j] for j in at]
-        table.put_many(compress(keys, mine), [(c,) for c in mine if c])
-        table.delete_many([k for k, c in zip(keys, mine, strict=True) if not c])
+        table.put_many(compress(vd.mkeys, news), [(c,) for c in news if c])
+        table.delete_many([k for k, c in zip(vd.mkeys, news, strict=True) if not c])
         return news
 
     def _update_multiset(self, i: int, vd: _ValueDelta) -> None:
         """Apply the value deltas to min/max multiset i (table and per-group index)."""
         assert self._indexes is not None
-        news = self._update_counts(i, vd, multiset=True)
+        news = self._update_counts(i, vd)
         idx = self._indexes[i]
         for g, v, c in zip(vd.gkeys, vd.vals, news, strict=True):
             d = idx.get(g)
@@ -740,11 +619,8 @@ class HashAggOp(Operator):
             else:
                 del d[v]
 
-    def _extremes(
-        self, i: int, impl: ExtremeImpl, vd: _ValueDelta, groups: list[Key]
-    ) -> dict[Key, Any]:
-        """The new extreme of call i in every touched group (`groups`, distinct; multiset
-        already updated)."""
+    def _extremes(self, i: int, impl: ExtremeImpl, vd: _ValueDelta) -> dict[Key, Any]:
+        """The new extreme of call i in every touched group (multiset already updated)."""
         assert self._indexes is not None
         idx = self._indexes[self._shared[i]]
         # best newly added value per group, vectorised
@@ -789,6 +665,7 @@ class HashAggOp(Operator):
         )
         result: dict[Key, Any] = {}
         last = max(j for j, o in self._shared.items() if o == self._shared[i]) == i
+        groups = list(dict.fromkeys(vd.gkeys))
         for g, st in zip(groups, self._get_groups(groups), strict=True):
             d = idx[g]
             cur = None if st is None else st[slot]
@@ -863,8 +740,6 @@ class HashAggOp(Operator):
                     d = idx[g] = {}
                 d[_one_nan(k[nk])] = c
             self._indexes[i] = idx
-        for i, sp in self._spills.items():
-            sp.start(self._indexes.get(i))
         if self._indexes:
             log.debug("%s: rebuilt min/max indexes", self.explain())
 

@@ -45,14 +45,8 @@ def test_min_max_over_an_append_only_table_keep_no_multiset(tmp_path: Path) -> N
         for t in ("a", "r"):
             s.execute_simple(f"CREATE MATERIALIZED VIEW v_{t} AS {VIEW.format(t=t)}")
         # min(f) over a float keeps its multiset (NaN order); the others need none
-        assert _internal(s, "v_a") == [
-            "mat.segments",
-            "n2.groups",
-            "n2.minmax_5",
-            "n2.minmax_5_spill",
-        ]
-        # a multiset per argument, each with its spill table
-        assert sum("minmax" in n for n in _internal(s, "v_r")) >= 8
+        assert _internal(s, "v_a") == ["mat.segments", "n2.groups", "n2.minmax_5"]
+        assert sum("minmax" in n for n in _internal(s, "v_r")) >= 4  # a multiset per argument
         batches = [
             "(1, 5, 'b', 1.5, 0.5), (2, 7, 'z', 2.25, 1.0), (1, 3, 'a', 9.75, -1.0)",
             "(1, 9, 'c', 0.5, 2.0), (3, NULL, NULL, NULL, NULL), (2, -200, 'zz', -1, 5.0)",

@@ -107,9 +107,6 @@ class DiskAllocator:
         d = self._dist.get(name, 0) if dist else 0
         return self._disk.table(tid, name, d)  # type: ignore[return-value]
 
-    def declares(self, name: str) -> bool:
-        return True
-
 
 def checkpoint(store: StateStore, op: Operator) -> None:
     batch = store.new_batch()

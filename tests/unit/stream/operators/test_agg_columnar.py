@@ -163,9 +163,6 @@ class _DiskAlloc:
         assert disk and name == "groups"
         return self.tables.table(7, name, 1)  # type: ignore[return-value]
 
-    def declares(self, name: str) -> bool:
-        return name == "groups"
-
 
 def run_disk(epochs: list[list[tuple[Op, Row]]], restart_at: int, peek: list[bool]) -> None:
     with tempfile.TemporaryDirectory() as d, StateStore.open(Path(d)) as store:
